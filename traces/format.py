@@ -1,0 +1,368 @@
+"""The decoding-trace format ``saddle-trace/1``: records, their validation, and draft windows.
+
+A trace is JSON Lines (optionally gzip): one header record, then one record per request.
+The format is documented in ``traces/README.md``. This module holds the in-memory form
+(``TraceHeader``, ``RequestTrace``), the conversion from and to JSON records with complete
+checking, and ``RequestTrace.draft_probs``: the one place where the simulator and the
+statistics read what a drafted token's probability is and whether it is accepted, so both
+always agree.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple
+
+import numpy as np
+
+from sim.errors import SaddleError
+
+SCHEMA_VERSION = "saddle-trace/1"
+
+# Dolly (databricks-dolly-15k) categories, in the order of DESIGN.md section 4.
+CATEGORIES = (
+    "open_qa", "general_qa", "classification", "closed_qa", "brainstorming",
+    "information_extraction", "summarization", "creative_writing",
+)
+
+DECODING_MODES = ("greedy",)
+
+_HEADER_FIELDS = ("record", "schema", "pair", "target", "draft", "dataset", "decoding",
+                  "max_seq_len", "offpath_len", "provenance")
+_REQUEST_FIELDS = ("record", "id", "category", "prompt_len", "p", "accepted", "offpath")
+# Optional per-position arrays with a defined meaning. Any other extra request field must
+# also be a per-position array (a list with one entry per output position).
+OPTIONAL_ARRAYS = ("target_p", "entropy", "topk")
+
+_PROB = "a number in (0, 1]"
+
+
+class TraceError(SaddleError, ValueError):
+    """Bad trace content. The message names the file, the line, the field, what was found and
+    what was expected: ``FILE:LINE: FIELD: found X, expected Y``."""
+
+    def __init__(self, source: str, line: int | None, field: str | None, found: str,
+                 expected: str | None = None):
+        self.source, self.line, self.field = source, line, field
+        self.found, self.expected = found, expected
+        where = f"{source}:{line}" if line is not None else f"{source}"
+        what = f" {field}:" if field else ""
+        tail = f", expected {expected}" if expected else ""
+        super().__init__(f"{where}:{what} found {found}{tail}")
+
+
+def _show(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+class _Checker:
+    """Raises TraceError for one record, with the file and line filled in."""
+
+    def __init__(self, source: str, line: int | None):
+        self.source, self.line = source, line
+
+    def fail(self, field: str | None, found: str, expected: str | None = None):
+        raise TraceError(self.source, self.line, field, found, expected)
+
+    def field(self, record: dict, key: str, kind: type, expected: str):
+        if key not in record:
+            self.fail(key, "nothing (field missing)", expected)
+        value = record[key]
+        if isinstance(value, bool) and kind is not bool or not isinstance(value, kind):
+            self.fail(key, _show(value), expected)
+        return value
+
+    def floats(self, values: Any, key: str, expected: str, low: float, high: float,
+               low_open: bool) -> np.ndarray:
+        """A list of numbers as float64, every one finite and within the bounds."""
+        if not isinstance(values, list):
+            self.fail(key, _show(values), f"a list of {expected}s")
+        arr = np.asarray(values) if values else np.zeros(0)
+        if arr.ndim != 1 or arr.dtype.kind not in "fiu":
+            for i, v in enumerate(values):
+                if isinstance(v, bool) or not isinstance(v, (int, float)):
+                    self.fail(f"{key}[{i}]", _show(v), expected)
+        arr = arr.astype(np.float64, copy=False)
+        self.bounds(arr, key, expected, low, high, low_open)
+        return arr
+
+    def bounds(self, arr: np.ndarray, key: str, expected: str, low: float, high: float,
+               low_open: bool):
+        with np.errstate(invalid="ignore"):
+            bad = ~((arr > low) if low_open else (arr >= low)) | ~(arr <= high)
+        if bad.any():
+            i = int(np.argmax(bad))
+            self.fail(f"{key}[{i}]", _show(float(arr[i])), expected)
+
+
+@dataclass
+class TraceHeader:
+    """The first record of a trace. ``splits`` (optional) names consecutive blocks of requests
+    in file order, e.g. ``{"validation": 256, "test": 256}``; ``extra`` keeps header fields
+    this version does not know, so they survive a read/write round trip."""
+
+    pair: str
+    target: str
+    draft: str
+    dataset: str
+    max_seq_len: int
+    offpath_len: int
+    provenance: dict
+    decoding: str = "greedy"
+    splits: dict[str, int] | None = None
+    extra: dict = field(default_factory=dict)
+
+    def to_record(self) -> dict:
+        record = {"record": "header", "schema": SCHEMA_VERSION, "pair": self.pair,
+                  "target": self.target, "draft": self.draft, "dataset": self.dataset,
+                  "decoding": self.decoding, "max_seq_len": self.max_seq_len,
+                  "offpath_len": self.offpath_len, "provenance": self.provenance}
+        if self.splits is not None:
+            record["splits"] = self.splits
+        record.update(self.extra)
+        return record
+
+    @classmethod
+    def from_record(cls, record: Any, source: str = "<trace>", line: int | None = 1) -> "TraceHeader":
+        check = _Checker(source, line)
+        if not isinstance(record, dict):
+            check.fail(None, _show(record), "a JSON object (the header record)")
+        if record.get("record") != "header":
+            check.fail("record", _show(record.get("record")), "'header' on the first line")
+        schema = record.get("schema")
+        if schema != SCHEMA_VERSION:
+            check.fail("schema", f"unsupported schema version {_show(schema)}", repr(SCHEMA_VERSION))
+        names = {key: check.field(record, key, str, "a non-empty string")
+                 for key in ("pair", "target", "draft", "dataset")}
+        for key, value in names.items():
+            if not value:
+                check.fail(key, "''", "a non-empty string")
+        decoding = check.field(record, "decoding", str, f"one of {list(DECODING_MODES)}")
+        if decoding not in DECODING_MODES:
+            check.fail("decoding", _show(decoding), f"one of {list(DECODING_MODES)}")
+        max_seq_len = check.field(record, "max_seq_len", int, "a positive integer")
+        if max_seq_len < 2:
+            check.fail("max_seq_len", _show(max_seq_len), "an integer >= 2")
+        offpath_len = check.field(record, "offpath_len", int, "an integer >= 0")
+        if offpath_len < 0:
+            check.fail("offpath_len", _show(offpath_len), "an integer >= 0")
+        provenance = check.field(record, "provenance", dict, "a JSON object")
+        splits = record.get("splits")
+        if splits is not None:
+            if not isinstance(splits, dict) or not all(
+                    isinstance(k, str) and isinstance(v, int) and not isinstance(v, bool) and v >= 0
+                    for k, v in splits.items()):
+                check.fail("splits", _show(splits), "an object of split name -> request count >= 0")
+        extra = {k: v for k, v in record.items() if k not in _HEADER_FIELDS and k != "splits"}
+        return cls(pair=names["pair"], target=names["target"], draft=names["draft"],
+                   dataset=names["dataset"], max_seq_len=max_seq_len, offpath_len=offpath_len,
+                   provenance=provenance, decoding=decoding, splits=splits, extra=extra)
+
+
+class DraftWindow(NamedTuple):
+    """What drafting ``n`` tokens from position ``t`` looks like along the DLM's own path.
+
+    ``p[j]``: the DLM's probability of its j-th drafted token; ``accepted[j]``: whether greedy
+    verification accepts it (true for the first ``n_accepted`` tokens, false from the first
+    mismatch on); ``n_accepted``: number of leading accepted tokens."""
+
+    p: np.ndarray
+    accepted: np.ndarray
+    n_accepted: int
+
+
+@dataclass
+class RequestTrace:
+    """One request: its category, prompt length and per-output-position DLM behaviour.
+
+    ``p[i]``: the DLM's probability of its own greedy token at output position i given the
+    target's tokens 0..i-1. ``accepted[i]``: that token equals the target's token at i.
+    ``offpath[k]``: for the k-th position i with ``accepted[i] == False``, the DLM's
+    probabilities of its greedy tokens at i+1, i+2, ... continuing from its own wrong token.
+    ``extra``: optional per-position arrays (``target_p``, ``entropy``, ``topk``, ...).
+    """
+
+    id: str
+    category: str
+    prompt_len: int
+    p: np.ndarray
+    accepted: np.ndarray
+    offpath: list[np.ndarray]
+    extra: dict = field(default_factory=dict)
+    _run: np.ndarray | None = field(default=None, init=False, repr=False, compare=False)
+    _mismatch_rank: np.ndarray | None = field(default=None, init=False, repr=False, compare=False)
+
+    @property
+    def output_len(self) -> int:
+        return len(self.p)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, RequestTrace):
+            return NotImplemented
+        return (self.id == other.id and self.category == other.category
+                and self.prompt_len == other.prompt_len
+                and np.array_equal(self.p, other.p)
+                and np.array_equal(self.accepted, other.accepted)
+                and len(self.offpath) == len(other.offpath)
+                and all(np.array_equal(a, b) for a, b in zip(self.offpath, other.offpath))
+                and _plain(self.extra) == _plain(other.extra))
+
+    # -- acceptance along the DLM's path -----------------------------------------------------
+
+    def _index(self):
+        if self._run is None:
+            miss = np.flatnonzero(~self.accepted)
+            positions = np.arange(len(self.p))
+            rank = np.searchsorted(miss, positions)
+            next_miss = np.append(miss, len(self.p))[rank]
+            self._run = next_miss - positions        # leading accepted tokens from each position
+            self._mismatch_rank = rank               # index into offpath of a mismatch at i
+        return self._run, self._mismatch_rank
+
+    def _window(self, t: int, n: int) -> int:
+        if not 0 <= t < len(self.p) or n < 1:
+            raise ValueError(f"request {self.id}: cannot draft {n} tokens at position {t} "
+                             f"of an output of {len(self.p)} positions")
+        return min(n, len(self.p) - t)
+
+    def leading_accepted(self, t: int, n: int) -> int:
+        """Accepted tokens of a draft of ``n`` tokens at ``t`` (clipped to the output's end)."""
+        m = self._window(t, n)
+        run, _ = self._index()
+        return int(min(run[t], m))
+
+    def draft_probs(self, t: int, n: int) -> DraftWindow:
+        """The DLM drafts ``n`` tokens at positions t..t+n-1 after the target produced 0..t-1.
+
+        Drafts never extend past the output's last position, so the window has
+        ``min(n, output_len - t)`` tokens. Up to and including the first mismatch at position
+        i the probabilities are the on-path ``p``; after it they come from ``offpath`` of that
+        mismatch. Beyond the recorded off-path values (more than ``offpath_len`` tokens past a
+        mismatch) the last recorded off-path probability is repeated; if none was recorded,
+        the on-path ``p`` of those positions stands in.
+        """
+        m = self._window(t, n)
+        run, rank = self._index()
+        k = int(min(run[t], m))
+        probs = np.empty(m)
+        flags = np.zeros(m, dtype=bool)
+        flags[:k] = True
+        onpath = min(k + 1, m)
+        probs[:onpath] = self.p[t:t + onpath]
+        rest = m - onpath
+        if rest:
+            miss = t + k
+            off = self.offpath[rank[miss]]
+            take = min(rest, len(off))
+            probs[onpath:onpath + take] = off[:take]
+            if take < rest:
+                probs[onpath + take:] = off[-1] if len(off) else self.p[miss + 1 + take:t + m]
+        return DraftWindow(probs, flags, k)
+
+    # -- JSON records ------------------------------------------------------------------------
+
+    def to_record(self) -> dict:
+        record = {"record": "request", "id": self.id, "category": self.category,
+                  "prompt_len": int(self.prompt_len), "p": self.p.tolist(),
+                  "accepted": self.accepted.astype(np.int8).tolist(),
+                  "offpath": [o.tolist() for o in self.offpath]}
+        record.update(_plain(self.extra))
+        return record
+
+    @classmethod
+    def from_record(cls, record: Any, header: TraceHeader, source: str = "<trace>",
+                    line: int | None = None) -> "RequestTrace":
+        check = _Checker(source, line)
+        if not isinstance(record, dict):
+            check.fail(None, _show(record), "a JSON object (a request record)")
+        if record.get("record") != "request":
+            check.fail("record", _show(record.get("record")), "'request'")
+        rid = check.field(record, "id", str, "a non-empty string")
+        category = check.field(record, "category", str, f"one of {list(CATEGORIES)}")
+        prompt_len = check.field(record, "prompt_len", int, "an integer >= 1")
+        p = check.floats(record.get("p"), "p", _PROB, 0.0, 1.0, True)
+        raw_acc = record.get("accepted")
+        if not isinstance(raw_acc, list):
+            check.fail("accepted", _show(raw_acc), "a list of 0 or 1")
+        acc = np.asarray(raw_acc) if raw_acc else np.zeros(0, dtype=np.int64)
+        if acc.ndim != 1 or acc.dtype.kind not in "iu" or ((acc != 0) & (acc != 1)).any():
+            i = next(i for i, v in enumerate(raw_acc)
+                     if isinstance(v, bool) or v not in (0, 1) or not isinstance(v, int))
+            check.fail(f"accepted[{i}]", _show(raw_acc[i]), "0 or 1")
+        raw_off = record.get("offpath")
+        if not isinstance(raw_off, list):
+            check.fail("offpath", _show(raw_off), "a list with one list of probabilities per mismatch")
+        offpath = []
+        for k, values in enumerate(raw_off):
+            offpath.append(check.floats(values, f"offpath[{k}]", _PROB, 0.0, 1.0, True))
+        extra = {}
+        for key, value in record.items():
+            if key in _REQUEST_FIELDS:
+                continue
+            extra[key] = _optional_array(check, key, value, len(p))
+        request = cls(rid, category, prompt_len, p, acc.astype(bool), offpath, extra)
+        request.validate(header, check)
+        return request
+
+    def validate(self, header: TraceHeader, check: _Checker | None = None) -> None:
+        """Check values and the agreement of lengths with each other and with the header."""
+        check = check or _Checker("<request>", None)
+        if not self.id:
+            check.fail("id", "''", "a non-empty string")
+        if self.category not in CATEGORIES:
+            check.fail("category", f"unknown category {_show(self.category)}", f"one of {list(CATEGORIES)}")
+        if self.prompt_len < 1:
+            check.fail("prompt_len", _show(self.prompt_len), "an integer >= 1")
+        n = len(self.p)
+        if n < 1:
+            check.fail("p", "an empty list", "one probability per output position (at least one)")
+        check.bounds(self.p, "p", _PROB, 0.0, 1.0, True)
+        if self.prompt_len + n > header.max_seq_len:
+            check.fail("p", f"{n} output positions after a prompt of {self.prompt_len}",
+                       f"prompt_len + len(p) <= max_seq_len {header.max_seq_len}")
+        if len(self.accepted) != n:
+            check.fail("accepted", f"length {len(self.accepted)}", f"length {n} (= len(p))")
+        mismatches = int(n - np.count_nonzero(self.accepted))
+        if len(self.offpath) != mismatches:
+            check.fail("offpath", f"{len(self.offpath)} lists",
+                       f"{mismatches} (one per position with accepted == 0)")
+        for k, off in enumerate(self.offpath):
+            if len(off) > header.offpath_len:
+                check.fail(f"offpath[{k}]", f"length {len(off)}",
+                           f"at most offpath_len = {header.offpath_len} values")
+            check.bounds(off, f"offpath[{k}]", _PROB, 0.0, 1.0, True)
+        for key, value in self.extra.items():
+            if len(value) != n:
+                check.fail(key, f"length {len(value)}", f"length {n} (= len(p))")
+
+
+def _optional_array(check: _Checker, key: str, value: Any, n: int):
+    if key == "target_p":
+        arr = check.floats(value, key, _PROB, 0.0, 1.0, True)
+    elif key == "entropy":
+        arr = check.floats(value, key, "a finite number >= 0 (nats)", 0.0,
+                           float(np.finfo(np.float64).max), False)
+    elif key == "topk":
+        if not isinstance(value, list):
+            check.fail(key, _show(value), "a list with one list of top-k probabilities per position")
+        arr = [check.floats(v, f"topk[{i}]", "a number in [0, 1]", 0.0, 1.0, False)
+               for i, v in enumerate(value)]
+    elif isinstance(value, list):
+        arr = value
+    else:
+        check.fail(key, f"unknown field with value {_show(value)}",
+                   f"one of {list(_REQUEST_FIELDS[1:])} or a per-position list")
+    if len(arr) != n:
+        check.fail(key, f"length {len(arr)}", f"length {n} (= len(p))")
+    return arr
+
+
+def _plain(value: Any) -> Any:
+    """Numpy arrays (also nested in lists and dicts) as JSON-ready Python lists."""
+    if isinstance(value, np.ndarray):
+        return value.tolist()
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_plain(v) for v in value]
+    return value
