@@ -1,0 +1,29 @@
+"""Shared fixtures of the RTL tests (tests/hw/*): Verilator models built once per session.
+
+`verilator_design(name, factory)` returns a built `verilator_runner.VerilatorDesign`; the same
+name within one pytest session returns the same compiled model, so several tests share one
+Verilator build. Give each distinct parameterization its own name (e.g. ``bank_pe_l4``).
+See tests/hw/verilator_runner.py for an example and for waveforms (SADDLE_WAVES=1).
+"""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from verilator_runner import VerilatorDesign  # noqa: E402
+
+
+@pytest.fixture(scope="session")
+def verilator_design():
+    built: dict[str, VerilatorDesign] = {}
+
+    def get(name: str, factory) -> VerilatorDesign:
+        if name not in built:
+            built[name] = VerilatorDesign(name, factory).build()
+        return built[name]
+
+    return get
