@@ -1,0 +1,160 @@
+"""Devices as shared resources, with a fluid model of two models running at once.
+
+A step of a model (one DLM prediction step, one TLM verification pass) is a ``Work``: how long
+it takes alone (``time_ps``, which already contains the serialisation of its operators between
+GPU, PIM and links) and how long it keeps each GPU and each PIM device busy. Steps that run
+alone simply take ``time_ps``.
+
+When drafting overlaps verification (the Eager Pool systems), the TLM pass is the foreground
+job: it spans every device and runs at full speed. Each micro-batch's DLM stream is a
+background job on its own device and gets the capacity the TLM leaves there: if the TLM keeps
+the device's GPU busy a fraction u of the time and the DLM step alone would use it a fraction
+v, the step progresses at rate min(1, (1 - u) / v) (and likewise for PIM). Rates change only
+when a job starts or ends, so completion times stay exact integers (ceil) and the run is
+deterministic. Giving the TLM priority is our choice: it is on every request's critical path.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Callable
+
+from sim.engine.events import Event, EventQueue
+
+# Completion events run before start events at the same instant, so a freed device is seen
+# as free by whatever the completion triggers.
+DONE_PRIORITY = 0
+
+
+@dataclass(frozen=True)
+class Work:
+    """One step's demand. ``gpu_ps``/``pim_ps`` are busy time per device it spans."""
+    time_ps: int
+    gpu_ps: int
+    pim_ps: int
+    devices: int = 1
+
+    def __post_init__(self) -> None:
+        if self.time_ps < 0 or self.gpu_ps < 0 or self.pim_ps < 0:
+            raise ValueError(f"negative work {self}")
+        if self.gpu_ps > self.time_ps or self.pim_ps > self.time_ps:
+            raise ValueError(f"a device is busy longer than the step lasts: {self}")
+
+    def share(self, busy_ps: int) -> float:
+        return busy_ps / self.time_ps if self.time_ps else 0.0
+
+
+@dataclass
+class _Running:
+    lane: str
+    work: Work
+    on_done: Callable[[], None]
+    start: int
+    remaining: float          # nominal ps still to run (at rate 1)
+    rate: float = 1.0
+    since: int = 0
+    event: Event | None = None
+
+
+class DeviceSet:
+    """``n_devices`` identical devices (one GPU and its PIM stacks each), one foreground slot
+    spanning all of them and one background slot per device."""
+
+    def __init__(self, queue: EventQueue, n_devices: int, log: "IntervalLog") -> None:
+        self.queue = queue
+        self.n_devices = n_devices
+        self.log = log
+        self.foreground: _Running | None = None
+        self.background: dict[int, _Running] = {}
+        self.gpu_busy_ps = 0      # device-ps summed over devices
+        self.pim_busy_ps = 0
+
+    # -- starting jobs -------------------------------------------------------------------
+    def start_foreground(self, lane: str, work: Work, on_done: Callable[[], None]) -> None:
+        if self.foreground is not None:
+            raise RuntimeError(f"foreground busy with {self.foreground.lane}")
+        job = _Running(lane, work, on_done, self.queue.now, float(work.time_ps))
+        self.foreground = job
+        self._account(work)
+        job.since = self.queue.now
+        job.event = self.queue.after(work.time_ps, self._finish_foreground, DONE_PRIORITY)
+        self._rerate()
+
+    def start_background(self, device: int, lane: str, work: Work,
+                         on_done: Callable[[], None]) -> None:
+        if not 0 <= device < self.n_devices:
+            raise ValueError(f"device {device} out of range 0..{self.n_devices - 1}")
+        if device in self.background:
+            raise RuntimeError(f"device {device} background busy with {self.background[device].lane}")
+        job = _Running(lane, work, on_done, self.queue.now, float(work.time_ps), since=self.queue.now)
+        self.background[device] = job
+        self._account(work)
+        self._schedule_background(device, job, self._background_rate(work))
+
+    def busy_background(self, device: int) -> bool:
+        return device in self.background
+
+    # -- internals -----------------------------------------------------------------------
+    def _account(self, work: Work) -> None:
+        self.gpu_busy_ps += work.gpu_ps * work.devices
+        self.pim_busy_ps += work.pim_ps * work.devices
+
+    def _background_rate(self, work: Work) -> float:
+        fg = self.foreground
+        if fg is None:
+            return 1.0
+        rate = 1.0
+        for fg_busy, bg_busy in ((fg.work.gpu_ps, work.gpu_ps), (fg.work.pim_ps, work.pim_ps)):
+            need = work.share(bg_busy)
+            if need > 0:
+                rate = min(rate, max(0.0, 1.0 - fg.work.share(fg_busy)) / need)
+        return rate
+
+    def _schedule_background(self, device: int, job: _Running, rate: float) -> None:
+        now = self.queue.now
+        job.remaining = max(0.0, job.remaining - (now - job.since) * job.rate)
+        job.since, job.rate = now, rate
+        if job.event is not None:
+            job.event.cancel()
+            job.event = None
+        if rate > 0:
+            delay = math.ceil(job.remaining / rate - 1e-9) if job.remaining > 1e-9 else 0
+            job.event = self.queue.after(delay, lambda d=device: self._finish_background(d),
+                                         DONE_PRIORITY)
+
+    def _rerate(self) -> None:
+        for device in sorted(self.background):
+            job = self.background[device]
+            self._schedule_background(device, job, self._background_rate(job.work))
+
+    def _finish_foreground(self) -> None:
+        job = self.foreground
+        self.foreground = None
+        self.log.add(job.lane, job.start, self.queue.now, job.work)
+        self._rerate()
+        job.on_done()
+
+    def _finish_background(self, device: int) -> None:
+        job = self.background.pop(device)
+        self.log.add(job.lane, job.start, self.queue.now, job.work)
+        job.on_done()
+
+
+class IntervalLog:
+    """Closed intervals per lane (``TLM``, ``DLM/mb3``, ``monitor/mb3``, ``decide``), each
+    with the Work that ran in it (None for Manager activity), for metrics and the timeline."""
+
+    def __init__(self) -> None:
+        self.intervals: dict[str, list[tuple[int, int, Work | None]]] = {}
+
+    def add(self, lane: str, start: int, end: int, work: Work | None = None) -> None:
+        if end > start:
+            self.intervals.setdefault(lane, []).append((start, end, work))
+
+    def spans(self, prefix: str) -> list[tuple[int, int]]:
+        """(start, end) of all intervals of lanes named ``prefix`` or ``prefix/...``."""
+        out: list[tuple[int, int]] = []
+        for lane, spans in self.intervals.items():
+            if lane == prefix or lane.startswith(prefix + "/"):
+                out.extend((s, e) for s, e, _ in spans)
+        return out

@@ -1,0 +1,128 @@
+"""Metrics of one simulated run: throughput, energy efficiency, latency breakdown, device
+utilization, PIM operation share, token accounting (conserved, checked) and request latency.
+
+Latency breakdown: every instant of the run is charged to exactly one category, so the parts
+add up to the run time. ``overlap`` = a TLM pass and at least one DLM step at once;
+``verification`` = TLM only; ``prediction`` = DLM only; ``monitoring`` = only the Controller
+(softmax, multiply, compare after a prediction step); ``decision_making`` = only the Shared
+Pool's selection before a pass; ``idle`` = nothing (e.g. waiting on a link-bound step tail).
+"""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+
+import numpy as np
+
+from sim.engine.devices import IntervalLog
+from sim.errors import SaddleError
+
+PS_PER_S = 10 ** 12
+BREAKDOWN_ORDER = ("prediction", "verification", "monitoring", "decision_making", "overlap", "idle")
+
+
+class ConservationError(SaddleError):
+    """Token accounting of a run does not balance: a simulator bug, never a user error."""
+
+
+@dataclass
+class TokenCounts:
+    generated: int = 0     # tokens committed to outputs (accepted drafts + TLM tokens)
+    drafted: int = 0       # tokens the DLM produced
+    accepted: int = 0      # drafted and accepted by a verification
+    rejected: int = 0      # drafted, verified, not accepted (first mismatch and after it)
+    discarded: int = 0     # drafted, never verified (Manager discard reasons, request end)
+    tlm_tokens: int = 0    # tokens produced by the TLM itself (correction or bonus)
+    discard_reasons: dict[str, int] = field(default_factory=dict)
+
+    def discard(self, reason: str, n: int = 1) -> None:
+        self.discarded += n
+        self.discard_reasons[reason] = self.discard_reasons.get(reason, 0) + n
+
+    def check(self, expected_generated: int) -> None:
+        problems = []
+        if self.drafted != self.accepted + self.rejected + self.discarded:
+            problems.append(f"drafted {self.drafted} != accepted {self.accepted} + rejected "
+                            f"{self.rejected} + discarded {self.discarded}")
+        if self.generated != self.accepted + self.tlm_tokens:
+            problems.append(f"generated {self.generated} != accepted {self.accepted} + "
+                            f"TLM tokens {self.tlm_tokens}")
+        if self.generated != expected_generated:
+            problems.append(f"generated {self.generated} != sum of output lengths {expected_generated}")
+        if sum(self.discard_reasons.values()) != self.discarded:
+            problems.append("discard reasons do not add up to discarded")
+        if problems:
+            raise ConservationError("token conservation violated: " + "; ".join(problems))
+
+
+def latency_breakdown(log: IntervalLog, total_ps: int) -> dict[str, int]:
+    """Exclusive partition of [0, total_ps] by the priority overlap > verification >
+    prediction > monitoring > decision_making > idle (in ps)."""
+    kinds = {"tlm": log.spans("TLM"), "dlm": log.spans("DLM"),
+             "mon": log.spans("monitor"), "dec": log.spans("decide")}
+    changes: dict[int, list[int]] = {}
+    names = list(kinds)
+    for k, name in enumerate(names):
+        for start, end in kinds[name]:
+            changes.setdefault(start, [0] * len(names))[k] += 1
+            changes.setdefault(end, [0] * len(names))[k] -= 1
+    out = dict.fromkeys(BREAKDOWN_ORDER, 0)
+    active = [0] * len(names)
+    last = 0
+    for time in sorted(changes) + [total_ps]:
+        if time > last:
+            tlm, dlm, mon, dec = (a > 0 for a in active)
+            kind = ("overlap" if tlm and dlm else "verification" if tlm else "prediction" if dlm
+                    else "monitoring" if mon else "decision_making" if dec else "idle")
+            out[kind] += time - last
+            last = time
+        for k, d in enumerate(changes.get(time, ())):
+            active[k] += d
+    return out
+
+
+@dataclass
+class RunMetrics:
+    system: str
+    pair: str
+    batch: int
+    draft_length: int | None
+    time_ps: int
+    energy_pj: int
+    tokens: TokenCounts
+    breakdown_ps: dict[str, int]
+    gpu_busy_ps: int
+    pim_busy_ps: int
+    n_devices: int
+    pim_ops: int
+    total_ops: int
+    request_latency_ps: list[int]
+    extra: dict = field(default_factory=dict)
+
+    def to_dict(self) -> dict:
+        seconds = self.time_ps / PS_PER_S
+        lat = np.asarray(self.request_latency_ps, dtype=np.float64) / PS_PER_S
+        tokens = asdict(self.tokens)
+        return {
+            "system": self.system,
+            "pair": self.pair,
+            "batch": self.batch,
+            "draft_length": self.draft_length,
+            "time_s": seconds,
+            "tokens_per_s": self.tokens.generated / seconds if seconds else 0.0,
+            "tokens_per_joule": self.tokens.generated / (self.energy_pj * 1e-12) if self.energy_pj else 0.0,
+            "energy_j": self.energy_pj * 1e-12,
+            "latency_breakdown": {k: v / PS_PER_S for k, v in self.breakdown_ps.items()},
+            "utilization": {
+                "gpu": self.gpu_busy_ps / (self.time_ps * self.n_devices) if self.time_ps else 0.0,
+                "pim": self.pim_busy_ps / (self.time_ps * self.n_devices) if self.time_ps else 0.0,
+            },
+            "pim_op_fraction": self.pim_ops / self.total_ops if self.total_ops else 0.0,
+            "tokens": tokens,
+            "acceptance_rate": self.tokens.accepted / (self.tokens.accepted + self.tokens.rejected)
+            if self.tokens.accepted + self.tokens.rejected else 0.0,
+            "request_latency_s": {
+                "p50": float(np.percentile(lat, 50)) if lat.size else 0.0,
+                "p99": float(np.percentile(lat, 99)) if lat.size else 0.0,
+            },
+            **self.extra,
+        }

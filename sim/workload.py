@@ -1,0 +1,114 @@
+"""Requests of one run, taken from a trace, and how they enter the batch.
+
+Splits. ``tune-tau`` picks tau on the ``validation`` split, experiments evaluate on ``test``.
+When the trace header declares ``splits`` (consecutive blocks of requests in file order) those
+are used; otherwise each request goes to validation iff the first 8 bytes of
+sha256("<seed>:<id>") read as a fraction are below ``validation_fraction``: deterministic,
+independent of file order and of how many requests the trace has.
+
+Batch formation. ``continuous`` (default, as serving systems do): a slot freed by a finished
+request is refilled at once with the next request in split order. ``fixed``: the next batch
+starts only when every request of the current one has finished. A request's output length is
+its trace length, cut so that prompt plus output fit ``max_seq_len``.
+"""
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from pathlib import Path
+
+from sim.errors import ConfigError
+from traces.format import RequestTrace, TraceHeader
+
+SPLITS = ("validation", "test", "all")
+BATCHING = ("continuous", "fixed")
+
+
+@dataclass(frozen=True)
+class Workload:
+    header: TraceHeader
+    requests: tuple[RequestTrace, ...]
+    max_seq_len: int
+
+    def output_len(self, request: RequestTrace) -> int:
+        return max(1, min(request.output_len, self.max_seq_len - request.prompt_len))
+
+    @property
+    def total_output(self) -> int:
+        return sum(self.output_len(r) for r in self.requests)
+
+
+def _hash_fraction(seed: int, rid: str) -> float:
+    digest = hashlib.sha256(f"{seed}:{rid}".encode()).digest()
+    return int.from_bytes(digest[:8], "big") / 2 ** 64
+
+
+def split_requests(header: TraceHeader, requests: list[RequestTrace], split: str, *,
+                   seed: int, validation_fraction: float, source: str) -> list[RequestTrace]:
+    if split not in SPLITS:
+        raise ConfigError(f"{source}: split: expected one of {list(SPLITS)}, found {split!r}")
+    if split == "all":
+        return list(requests)
+    if header.splits:
+        start = 0
+        for name, count in header.splits.items():
+            if name == split:
+                return list(requests[start:start + count])
+            start += count
+        raise ConfigError(f"{source}: the trace declares splits {list(header.splits)}, not {split!r}")
+    want_validation = split == "validation"
+    return [r for r in requests
+            if (_hash_fraction(seed, r.id) < validation_fraction) == want_validation]
+
+
+def load_workload(trace_path: str | Path, *, split: str, n_requests: int | None, seed: int,
+                  validation_fraction: float, max_seq_len: int | None, source: str) -> Workload:
+    """Requests of ``split`` (first ``n_requests`` of it, if given) from a trace file."""
+    from traces.io import read_trace   # the trace reader validates every record
+
+    header, requests = read_trace(trace_path)
+    chosen = split_requests(header, requests, split, seed=seed,
+                            validation_fraction=validation_fraction, source=source)
+    if n_requests is not None:
+        if n_requests > len(chosen):
+            raise ConfigError(f"{source}: requests: {n_requests} asked, the {split} split of "
+                              f"{trace_path} has {len(chosen)}")
+        chosen = chosen[:n_requests]
+    if not chosen:
+        raise ConfigError(f"{source}: the {split} split of {trace_path} is empty")
+    return Workload(header, tuple(chosen), max_seq_len or header.max_seq_len)
+
+
+class BatchFormer:
+    """Hands out requests to batch slots, in workload order (see module doc)."""
+
+    def __init__(self, workload: Workload, batch: int, mode: str, source: str = "<experiment>"):
+        if mode not in BATCHING:
+            raise ConfigError(f"{source}: batching: expected one of {list(BATCHING)}, found {mode!r}")
+        if batch < 1:
+            raise ConfigError(f"{source}: batch: expected an integer >= 1, found {batch}")
+        self.batch = batch
+        self.mode = mode
+        self._queue = list(workload.requests)
+        self._next = 0
+        self._running = 0
+
+    def initial(self) -> list[RequestTrace]:
+        return self._take(self.batch)
+
+    def on_finish(self) -> list[RequestTrace]:
+        """A request finished; the requests that enter the batch now (maybe none)."""
+        self._running -= 1
+        if self.mode == "continuous":
+            return self._take(1)
+        return self._take(self.batch) if self._running == 0 else []
+
+    def _take(self, n: int) -> list[RequestTrace]:
+        taken = self._queue[self._next:self._next + n]
+        self._next += len(taken)
+        self._running += len(taken)
+        return taken
+
+    @property
+    def done(self) -> bool:
+        return self._next >= len(self._queue) and self._running == 0
