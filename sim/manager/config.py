@@ -1,0 +1,114 @@
+"""``ManagerConfig``: the Manager's parameters, read from ``configs/manager.yaml``."""
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from pathlib import Path
+
+from sim.config import get, load_yaml
+from sim.errors import ConfigError
+from sim.manager.formats import (MICROBATCH_ID, POOL_COUNT, POSITION, REQUEST_ID, TAU, THRESHOLD,
+                                 quantize_prob)
+from sim.manager.transactions import Device
+from sim.paths import CONFIGS
+
+DEFAULT_PATH = CONFIGS / "manager.yaml"
+
+# Field -> key path in the YAML file, so that validation errors name what the user wrote.
+_KEYS = {
+    "max_requests": "controller.max_requests", "max_draft_len": "controller.max_draft_len",
+    "tau": "controller.tau (raw UQ1.16)", "shared_entries": "pools.shared_entries",
+    "eager_entries": "pools.eager_entries", "micro_batches": "pools.micro_batches",
+    "dlm_fc_threshold": "scheduler.dlm_fc_threshold",
+    "tlm_attention_threshold": "scheduler.tlm_attention_threshold",
+    "static_dlm_fc": "scheduler.static.dlm_fc", "static_tlm_attention": "scheduler.static.tlm_attention",
+}
+
+
+@dataclass(frozen=True)
+class ManagerConfig:
+    max_requests: int = 128
+    max_draft_len: int = 16
+    tau: int = 19661                  # raw UQ1.16 (0.3)
+    shared_entries: int = 512
+    eager_entries: int = 512          # total over all micro-batches
+    micro_batches: int = 8
+    dynamic_mapping: bool = True
+    dlm_fc_threshold: int = 10
+    tlm_attention_threshold: int = 10
+    static_dlm_fc: Device = Device.GPU
+    static_tlm_attention: Device = Device.PIM
+
+    def __post_init__(self):
+        self.validate()
+
+    @property
+    def eager_entries_per_microbatch(self) -> int:
+        return self.eager_entries // self.micro_batches
+
+    def validate(self, source: str = "ManagerConfig") -> None:
+        """Every value fits the formats the RTL is built with; ConfigError names the field."""
+        def bounded(name, low, high):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+                raise ConfigError(f"{source}: {_KEYS[name]}: expected an integer in [{low}, {high}], found {value!r}")
+
+        bounded("max_requests", 1, REQUEST_ID.max_raw + 1)
+        bounded("max_draft_len", 1, POSITION.max_raw)
+        bounded("tau", 0, TAU.max_raw)
+        bounded("shared_entries", 1, POOL_COUNT.max_raw)
+        bounded("eager_entries", 0, POOL_COUNT.max_raw)
+        bounded("micro_batches", 1, MICROBATCH_ID.max_raw + 1)
+        bounded("dlm_fc_threshold", 0, THRESHOLD.max_raw)
+        bounded("tlm_attention_threshold", 0, THRESHOLD.max_raw)
+        if self.eager_entries % self.micro_batches:
+            raise ConfigError(f"{source}: pools.eager_entries: {self.eager_entries} does not split evenly "
+                              f"over {self.micro_batches} micro-batches")
+        for name in ("static_dlm_fc", "static_tlm_attention"):
+            if not isinstance(getattr(self, name), Device):
+                raise ConfigError(f"{source}: {_KEYS[name]}: expected gpu or pim, found {getattr(self, name)!r}")
+
+    def replace(self, **changes) -> "ManagerConfig":
+        return dataclasses.replace(self, **changes)
+
+    @classmethod
+    def load(cls, path: str | Path | None = None) -> "ManagerConfig":
+        path = Path(path) if path is not None else DEFAULT_PATH
+        return cls.from_dict(load_yaml(path), source=str(path))
+
+    @classmethod
+    def from_dict(cls, data: dict, source: str = "manager config") -> "ManagerConfig":
+        ctl = get(data, "controller", dict, source=source)
+        pools = get(data, "pools", dict, source=source)
+        sched = get(data, "scheduler", dict, source=source)
+        static = get(sched, "static", dict, source=source, prefix="scheduler")
+        tau = get(ctl, "tau", float, source=source, prefix="controller")
+        if not 0.0 <= tau <= 1.0:
+            raise ConfigError(f"{source}: controller.tau: expected a probability in [0, 1], found {tau!r}")
+
+        def device(key):
+            value = get(static, key, str, source=source, prefix="scheduler.static")
+            try:
+                return Device(value)
+            except ValueError:
+                raise ConfigError(f"{source}: scheduler.static.{key}: expected gpu or pim, found {value!r}") from None
+
+        config = cls.__new__(cls)
+        values = dict(
+            max_requests=get(ctl, "max_requests", int, source=source, prefix="controller"),
+            max_draft_len=get(ctl, "max_draft_len", int, source=source, prefix="controller"),
+            tau=quantize_prob(tau),
+            shared_entries=get(pools, "shared_entries", int, source=source, prefix="pools"),
+            eager_entries=get(pools, "eager_entries", int, source=source, prefix="pools"),
+            micro_batches=get(pools, "micro_batches", int, source=source, prefix="pools"),
+            dynamic_mapping=get(sched, "dynamic", bool, source=source, prefix="scheduler"),
+            dlm_fc_threshold=get(sched, "dlm_fc_threshold", int, source=source, prefix="scheduler"),
+            tlm_attention_threshold=get(sched, "tlm_attention_threshold", int, source=source,
+                                        prefix="scheduler"),
+            static_dlm_fc=device("dlm_fc"),
+            static_tlm_attention=device("tlm_attention"),
+        )
+        for key, value in values.items():
+            object.__setattr__(config, key, value)
+        config.validate(source)
+        return config

@@ -1,0 +1,73 @@
+"""Token conservation: every drafted token ends accepted, rejected, or discarded with a reason.
+
+The ``Ledger`` gives each token a serial number when a pool takes it and records exactly one
+fate per serial. ``check`` compares the open serials with the tokens the pools hold, so a token
+lost or double-counted anywhere in the Manager is caught, not just a mismatch of totals.
+"""
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+
+from sim.errors import SaddleError
+from sim.manager.transactions import DiscardReason
+
+ACCEPTED = "accepted"
+REJECTED = "rejected"
+
+
+class ConservationError(SaddleError):
+    """A drafted token has no fate, two fates, or is unaccounted for."""
+
+
+@dataclass
+class Conservation:
+    """Totals of one Manager run. ``drafted == accepted + rejected + sum(discarded) + pending``."""
+    drafted: int
+    accepted: int
+    rejected: int
+    discarded: dict[str, int]
+    pending: int
+
+    def as_dict(self) -> dict:
+        return {"drafted": self.drafted, "accepted": self.accepted, "rejected": self.rejected,
+                "discarded": dict(self.discarded), "pending": self.pending}
+
+
+@dataclass
+class Ledger:
+    _next: int = 0
+    _open: set[int] = field(default_factory=set)
+    _fates: Counter = field(default_factory=Counter)
+
+    def open(self) -> int:
+        serial = self._next
+        self._next += 1
+        self._open.add(serial)
+        return serial
+
+    def close(self, serial: int, fate: str) -> None:
+        if serial not in self._open:
+            raise ConservationError(f"token #{serial} closed twice or never drafted (fate {fate})")
+        self._open.remove(serial)
+        self._fates[fate] += 1
+
+    def totals(self) -> Conservation:
+        discarded = {r.value: self._fates[r.value] for r in DiscardReason}
+        return Conservation(self._next, self._fates[ACCEPTED], self._fates[REJECTED], discarded,
+                            len(self._open))
+
+    def check(self, held: set[int], final: bool = False) -> Conservation:
+        """``held``: serials of the tokens in pools or in flight. With ``final`` none may remain."""
+        if held != self._open:
+            lost = sorted(self._open - held)[:5]
+            ghost = sorted(held - self._open)[:5]
+            raise ConservationError(f"pools and ledger disagree: open but not held {lost}, "
+                                    f"held but not open {ghost}")
+        totals = self.totals()
+        closed = totals.accepted + totals.rejected + sum(totals.discarded.values())
+        if closed + totals.pending != totals.drafted:
+            raise ConservationError(f"drafted {totals.drafted} != closed {closed} + pending {totals.pending}")
+        if final and totals.pending:
+            raise ConservationError(f"{totals.pending} drafted token(s) never verified nor discarded")
+        return totals

@@ -1,0 +1,101 @@
+"""The Controller: per-request cumulative probability H and the stop rule.
+
+H lives in formats.CUM_PROB (UQ1.16). At the start of every speculation round H_0 = 65536
+(1.0); after the t-th draft token of the round H_t = (H_{t-1} * p_t) >> 16 (floor), with p_t the
+token's raw UQ1.16 probability. Drafting stops after token t iff H_t < tau or t == max_draft_len;
+the token that made H_t < tau is drafted (it sits in a pool and will be verified). Because
+p_t <= 65536, H never increases within a round.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum
+
+from sim.manager.formats import PROB_ONE
+from sim.manager.transactions import ProtocolError
+
+
+def update_h(h: int, p: int) -> int:
+    """One multiplier step: H_t = (H_{t-1} * p_t) >> 16."""
+    return (h * p) >> 16
+
+
+def stops(h: int, t: int, tau: int, max_draft_len: int) -> bool:
+    """The comparator: stop after the t-th token of the round iff H_t < tau or t == max."""
+    return h < tau or t >= max_draft_len
+
+
+class RequestState(str, Enum):
+    DRAFTING = "drafting"     # the DLM may send its next draft token
+    STOPPED = "stopped"       # the round's drafting is over; waiting for its tokens' verification
+    REJECTED = "rejected"     # a token of the round was rejected; a new round starts at Unlock
+
+
+@dataclass(slots=True)
+class RequestSlot:
+    microbatch: int
+    h: int = PROB_ONE
+    t: int = 0                # draft tokens of the current round so far
+    state: RequestState = RequestState.DRAFTING
+    pending: int = 0          # tokens of the round in a pool or in flight
+    next_token: int = 0       # TLM token of the latest VerifyResult (start of the next round)
+
+    def new_round(self) -> None:
+        self.h = PROB_ONE
+        self.t = 0
+        self.state = RequestState.DRAFTING
+
+
+class Controller:
+    """Up to ``max_requests`` request slots, each with its own H and round position."""
+
+    def __init__(self, max_requests: int, max_draft_len: int, tau: int):
+        self.max_requests = max_requests
+        self.max_draft_len = max_draft_len
+        self.tau = tau
+        self.slots: dict[int, RequestSlot] = {}
+
+    def admit(self, request: int, microbatch: int) -> RequestSlot:
+        if not 0 <= request < self.max_requests:
+            raise ProtocolError(f"Admit: request {request} outside the {self.max_requests} Controller slots")
+        if request in self.slots:
+            raise ProtocolError(f"Admit: request {request} is already admitted")
+        slot = self.slots[request] = RequestSlot(microbatch)
+        return slot
+
+    def slot(self, request: int, what: str) -> RequestSlot:
+        slot = self.slots.get(request)
+        if slot is None:
+            raise ProtocolError(f"{what}: request {request} is not admitted")
+        return slot
+
+    def expect_draft(self, request: int, microbatch: int, position: int) -> RequestSlot:
+        """The slot of a legal next draft token, else ProtocolError saying what was expected."""
+        slot = self.slot(request, "DraftToken")
+        if slot.microbatch != microbatch:
+            raise ProtocolError(f"DraftToken: request {request} belongs to micro-batch {slot.microbatch}, "
+                                f"not {microbatch}")
+        if slot.state is not RequestState.DRAFTING:
+            raise ProtocolError(f"DraftToken: request {request} is {slot.state.value}, not drafting")
+        if position != slot.t + 1:
+            raise ProtocolError(f"DraftToken: request {request} expects round position {slot.t + 1}, "
+                                f"found {position}")
+        return slot
+
+    def advance(self, slot: RequestSlot, p: int) -> bool:
+        """Take one draft token of probability ``p``; True iff the round's drafting stops."""
+        slot.h = update_h(slot.h, p)
+        slot.t += 1
+        slot.pending += 1
+        stop = stops(slot.h, slot.t, self.tau, self.max_draft_len)
+        if stop:
+            slot.state = RequestState.STOPPED
+        return stop
+
+    def drafting(self, microbatch: int) -> int:
+        """Requests of ``microbatch`` still drafting: the effective micro-batch size."""
+        return sum(1 for s in self.slots.values()
+                   if s.microbatch == microbatch and s.state is RequestState.DRAFTING)
+
+    def retire(self, request: int) -> None:
+        del self.slots[request]

@@ -1,0 +1,86 @@
+"""The Eager Pools: one per micro-batch, splitting ``total_entries`` evenly.
+
+While the Shared Pool is locked, new draft tokens go to their micro-batch's Eager Pool (the DLM
+keeps drafting on the assumption that the in-flight tokens will be accepted). A request that
+still has eager tokens keeps sending new ones there even after the unlock, so that its tokens
+reach the Shared Pool in position order (the prefix property of the selection).
+
+On unlock, the eager tokens of requests with a rejection in the finished verification are
+discarded; the others move to the Shared Pool in ascending request id, then ascending position,
+while the Shared Pool has free entries. Tokens that do not fit stay and move at a later drain
+(next unlock or retirement), still in that order.
+"""
+from __future__ import annotations
+
+from sim.manager.shared_pool import PoolEntry, SharedPool
+
+
+class EagerPools:
+    def __init__(self, micro_batches: int, total_entries: int):
+        self.micro_batches = micro_batches
+        self.capacity = total_entries // micro_batches
+        self._entries: list[dict[int, list[PoolEntry]]] = [{} for _ in range(micro_batches)]
+        self._count = [0] * micro_batches
+
+    def count(self, microbatch: int) -> int:
+        return self._count[microbatch]
+
+    @property
+    def total(self) -> int:
+        return sum(self._count)
+
+    def free(self, microbatch: int) -> int:
+        return self.capacity - self._count[microbatch]
+
+    def holds(self, request: int, microbatch: int) -> bool:
+        return request in self._entries[microbatch]
+
+    def lookup(self, request: int, microbatch: int) -> list[PoolEntry]:
+        return list(self._entries[microbatch].get(request, ()))
+
+    def serials(self) -> set[int]:
+        return {e.serial for pool in self._entries for entries in pool.values() for e in entries}
+
+    def insert(self, entry: PoolEntry) -> None:
+        mb = entry.microbatch
+        assert self._count[mb] < self.capacity, "insert into a full Eager Pool"
+        self._entries[mb].setdefault(entry.request, []).append(entry)
+        self._count[mb] += 1
+
+    def take(self, request: int, microbatch: int) -> list[PoolEntry]:
+        """Remove and return all of the request's eager entries."""
+        entries = self._entries[microbatch].pop(request, [])
+        self._count[microbatch] -= len(entries)
+        return entries
+
+    def on_unlock(self, rejected: dict[int, int], shared: SharedPool
+                  ) -> tuple[dict[int, list[PoolEntry]], dict[int, list[PoolEntry]]]:
+        """Discard the eager tokens of ``rejected`` (request -> micro-batch), then drain the rest.
+
+        Returns (moved, discarded), each request -> entries in ascending position.
+        """
+        discarded = {}
+        for request in sorted(rejected):
+            entries = self.take(request, rejected[request])
+            if entries:
+                discarded[request] = entries
+        return self.drain_into(shared), discarded
+
+    def drain_into(self, shared: SharedPool) -> dict[int, list[PoolEntry]]:
+        """Move eager tokens to the unlocked Shared Pool while it has room (request, position order)."""
+        moved: dict[int, list[PoolEntry]] = {}
+        order = sorted((request, mb) for mb, pool in enumerate(self._entries) for request in pool)
+        for request, mb in order:
+            if shared.free == 0:
+                break
+            entries = self._entries[mb][request]
+            k = min(len(entries), shared.free)
+            for entry in entries[:k]:
+                shared.insert(entry)
+            moved[request] = entries[:k]
+            self._count[mb] -= k
+            if k == len(entries):
+                del self._entries[mb][request]
+            else:
+                self._entries[mb][request] = entries[k:]
+        return moved

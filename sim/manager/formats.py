@@ -1,0 +1,128 @@
+"""Every fixed-point and integer format of the SADDLE Manager, defined once.
+
+The Python model (sim/manager/) computes with these raw integers and the RTL (hw/) sizes its
+signals from the same objects, so the two sides cannot drift apart. Floats appear only in the
+conversion helpers ``to_float`` / ``from_float`` / ``quantize_prob``.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class FixedFormat:
+    """A two's-complement or unsigned fixed-point number: ``value = raw / 2**frac``.
+
+    ``bits`` is the total width including the sign bit; ``frac`` the fractional bits. Integer
+    formats (request ids, counts) are the ``frac = 0`` case.
+    """
+
+    name: str
+    bits: int
+    frac: int
+    signed: bool = False
+
+    def __post_init__(self):
+        if self.bits < 1 or not 0 <= self.frac <= self.bits:
+            raise ValueError(f"format {self.name}: invalid bits={self.bits} frac={self.frac}")
+
+    @property
+    def scale(self) -> int:
+        return 1 << self.frac
+
+    @property
+    def min_raw(self) -> int:
+        return -(1 << (self.bits - 1)) if self.signed else 0
+
+    @property
+    def max_raw(self) -> int:
+        return (1 << (self.bits - 1)) - 1 if self.signed else (1 << self.bits) - 1
+
+    @property
+    def q_name(self) -> str:
+        """Q notation, e.g. ``UQ1.16`` (integer bits include the sign bit for signed formats)."""
+        return f"{'Q' if self.signed else 'UQ'}{self.bits - self.frac}.{self.frac}"
+
+    def contains(self, raw: int) -> bool:
+        return isinstance(raw, int) and not isinstance(raw, bool) and self.min_raw <= raw <= self.max_raw
+
+    def check(self, raw: int, what: str) -> int:
+        """``raw`` if representable, else ValueError naming ``what`` and the range."""
+        if not self.contains(raw):
+            raise ValueError(f"{what}: expected an integer in [{self.min_raw}, {self.max_raw}] "
+                             f"({self.name}, {self.q_name}), found {raw!r}")
+        return raw
+
+    def to_float(self, raw: int) -> float:
+        return self.check(raw, self.name) / self.scale
+
+    def from_float(self, x: float) -> int:
+        """Round half up of ``x * 2**frac``, saturated to the format's range."""
+        if math.isnan(x):
+            raise ValueError(f"{self.name}: cannot represent NaN")
+        if math.isinf(x):
+            return self.max_raw if x > 0 else self.min_raw
+        raw = math.floor(x * self.scale + 0.5)
+        return min(max(raw, self.min_raw), self.max_raw)
+
+    def to_bits(self, raw: int) -> int:
+        """The unsigned bit pattern of ``raw`` (two's complement for signed formats)."""
+        return self.check(raw, self.name) & ((1 << self.bits) - 1)
+
+    def from_bits(self, pattern: int) -> int:
+        """Inverse of ``to_bits``: the raw value of a ``bits``-wide pattern."""
+        if not 0 <= pattern < (1 << self.bits):
+            raise ValueError(f"{self.name}: bit pattern {pattern!r} wider than {self.bits} bits")
+        if self.signed and pattern >> (self.bits - 1):
+            return pattern - (1 << self.bits)
+        return pattern
+
+
+# Probability of a draft token, cumulative probability H and the threshold tau share one layout:
+# UQ1.16, 1.0 = 65536. One integer bit is needed so that 1.0 itself is exact (p = 1 after a
+# saturated softmax); raws above 65536 are never produced (quantize_prob clamps).
+PROB = FixedFormat("prob", 17, 16)
+CUM_PROB = FixedFormat("cum_prob", 17, 16)
+TAU = FixedFormat("tau", 17, 16)
+PROB_ONE = 1 << 16
+
+# Token ids: 17 bits covers the 128256-entry Llama-3 vocabulary (and OPT's 50272).
+TOKEN_ID = FixedFormat("token_id", 17, 0)
+# Request slots of the Controller: up to 128 requests in flight.
+REQUEST_ID = FixedFormat("request_id", 7, 0)
+# Micro-batches (one per SADDLE device; 8 in the paper's system, up to 16 here).
+MICROBATCH_ID = FixedFormat("microbatch_id", 4, 0)
+# Position of a draft token in its request's speculation round, 1-based; 0 is never a position.
+POSITION = FixedFormat("position", 6, 0)
+# Occupancy of a pool and capacity of one verification (0..1023; pools hold up to 512 here).
+POOL_COUNT = FixedFormat("pool_count", 10, 0)
+# Verification sequence number, wraps modulo 2**16.
+VERIFY_ID = FixedFormat("verify_id", 16, 0)
+# Scheduler thresholds (integers, see scheduler.py for their units).
+THRESHOLD = FixedFormat("threshold", 16, 0)
+
+FORMATS = {f.name: f for f in (PROB, CUM_PROB, TAU, TOKEN_ID, REQUEST_ID, MICROBATCH_ID,
+                               POSITION, POOL_COUNT, VERIFY_ID, THRESHOLD)}
+
+
+def quantize_prob(x: float) -> int:
+    """A probability as raw UQ1.16: round half up of ``x * 65536``, clamped to [0, 65536]."""
+    if math.isnan(x):
+        raise ValueError("quantize_prob: probability is NaN")
+    if x >= 1.0:
+        return PROB_ONE
+    if x <= 0.0:
+        return 0
+    return math.floor(x * PROB_ONE + 0.5)
+
+
+def prob_to_float(raw: int) -> float:
+    return PROB.to_float(raw)
+
+
+# DLM logits at the Controller's softmax unit (hw/softmax.py, model sim/manager/softmax.py):
+# Q8.8, natural-log units, range [-128, 128) in steps of 1/256. Logits are shift-invariant, so
+# the GPU may subtract any offset before quantizing; 1/256 of a logit is 0.4 % of a probability.
+LOGIT = FixedFormat("logit", 16, 8, signed=True)
+FORMATS[LOGIT.name] = LOGIT

@@ -1,0 +1,206 @@
+"""The SADDLE Manager: Controller, Shared Pool, Eager Pools and Scheduler behind one interface.
+
+``Manager(config).apply(txn)`` takes one input transaction (transactions.INPUTS) and returns
+the list of output events it causes, in a documented order (README.md). It is deterministic:
+the same sequence of transactions gives the same events. Illegal transactions raise
+ProtocolError and leave the state unchanged; full pools are legal and answered with Refused.
+"""
+from __future__ import annotations
+
+from sim.manager.config import ManagerConfig
+from sim.manager.conservation import ACCEPTED, REJECTED, Conservation, Ledger
+from sim.manager.controller import Controller, RequestState
+from sim.manager.eager_pool import EagerPools
+from sim.manager.formats import POOL_COUNT, POSITION, PROB_ONE, REQUEST_ID, TOKEN_ID, VERIFY_ID
+from sim.manager.scheduler import Scheduler, dlm_fc_estimate, tlm_attention_estimate
+from sim.manager.shared_pool import PoolEntry, SharedPool
+from sim.manager.transactions import (
+    Admit, Admitted, Discarded, DiscardReason, DraftToken, Drafted, Issued, Locked, Mapping,
+    Moved, NotIssued, NotIssuedReason, Op, Pool, ProtocolError, Refused, Resumed, Retire,
+    Retired, SchedulerQuery, SelectedToken, Unlock, Unlocked, Verified, VerifyIssue,
+    VerifyResult)
+
+
+class Manager:
+    def __init__(self, config: ManagerConfig | None = None):
+        self.config = config if config is not None else ManagerConfig.load()
+        c = self.config
+        self.controller = Controller(c.max_requests, c.max_draft_len, c.tau)
+        self.shared_pool = SharedPool(c.shared_entries)
+        self.eager_pools = EagerPools(c.micro_batches, c.eager_entries)
+        self.scheduler = Scheduler(c.dynamic_mapping, c.dlm_fc_threshold, c.tlm_attention_threshold,
+                                   c.static_dlm_fc, c.static_tlm_attention)
+        self.ledger = Ledger()
+        self.verification = 0                 # id of the current / next verification
+        self._in_pass: set[int] = set()       # requests with tokens in the current verification
+        self._resulted: set[int] = set()
+        self._rejected: dict[int, int] = {}   # request -> micro-batch, rejected in this pass
+        self._handlers = {
+            Admit: self._admit, DraftToken: self._draft, VerifyIssue: self._issue,
+            VerifyResult: self._result, Unlock: self._unlock, SchedulerQuery: self._query,
+            Retire: self._retire,
+        }
+
+    def apply(self, txn) -> list:
+        handler = self._handlers.get(type(txn))
+        if handler is None:
+            raise ProtocolError(f"not a Manager input transaction: {txn!r}")
+        return handler(txn)
+
+    # ------------------------------------------------------------------ inspection
+
+    def conservation(self, final: bool = False) -> Conservation:
+        """Ledger totals, checked against the tokens the pools hold; ConservationError if off."""
+        held = self.shared_pool.serials() | self.eager_pools.serials()
+        return self.ledger.check(held, final=final)
+
+    # ------------------------------------------------------------------ handlers
+
+    def _microbatch(self, mb: int, what: str) -> None:
+        if isinstance(mb, bool) or not isinstance(mb, int) or not 0 <= mb < self.config.micro_batches:
+            raise ProtocolError(f"{what}: microbatch: expected an integer in "
+                                f"[0, {self.config.micro_batches - 1}], found {mb!r}")
+
+    def _admit(self, txn: Admit) -> list:
+        _field(REQUEST_ID, txn.request, "Admit.request")
+        self._microbatch(txn.microbatch, "Admit")
+        self.controller.admit(txn.request, txn.microbatch)
+        return [Admitted(txn.request, txn.microbatch)]
+
+    def _draft(self, txn: DraftToken) -> list:
+        _field(REQUEST_ID, txn.request, "DraftToken.request")
+        self._microbatch(txn.microbatch, "DraftToken")
+        _field(POSITION, txn.position, "DraftToken.position")
+        _field(TOKEN_ID, txn.token, "DraftToken.token")
+        if isinstance(txn.prob, bool) or not isinstance(txn.prob, int) or not 0 <= txn.prob <= PROB_ONE:
+            raise ProtocolError(f"DraftToken.prob: expected raw UQ1.16 in [0, {PROB_ONE}], found {txn.prob!r}")
+        slot = self.controller.expect_draft(txn.request, txn.microbatch, txn.position)
+        shared, eager = self.shared_pool, self.eager_pools
+        if not shared.locked and not eager.holds(txn.request, txn.microbatch):
+            pool, room = Pool.SHARED, shared.free > 0
+        else:
+            pool, room = Pool.EAGER, eager.free(txn.microbatch) > 0
+        if not room:
+            return [Refused(txn.request, txn.position, pool)]
+        stop = self.controller.advance(slot, txn.prob)
+        entry = PoolEntry(txn.request, txn.microbatch, txn.position, txn.token, slot.h, self.ledger.open())
+        (shared if pool is Pool.SHARED else eager).insert(entry)
+        return [Drafted(txn.request, txn.position, pool, slot.h, stop)]
+
+    def _issue(self, txn: VerifyIssue) -> list:
+        if not isinstance(txn.tlm_idle, bool):
+            raise ProtocolError(f"VerifyIssue.tlm_idle: expected a boolean, found {txn.tlm_idle!r}")
+        if isinstance(txn.capacity, bool) or not isinstance(txn.capacity, int) or \
+                not 1 <= txn.capacity <= POOL_COUNT.max_raw:
+            raise ProtocolError(f"VerifyIssue.capacity: expected an integer in [1, {POOL_COUNT.max_raw}], "
+                                f"found {txn.capacity!r}")
+        shared = self.shared_pool
+        if shared.locked:
+            return [NotIssued(NotIssuedReason.LOCKED, shared.waiting_count)]
+        available = shared.count
+        if available == 0:
+            return [NotIssued(NotIssuedReason.EMPTY, 0)]
+        if available < txn.capacity and not txn.tlm_idle:
+            return [NotIssued(NotIssuedReason.BELOW_CAPACITY, available)]
+        chosen = shared.select(txn.capacity)
+        self._in_pass = {e.request for e in chosen}
+        num, den = tlm_attention_estimate(e.request for e in chosen)
+        device = self.scheduler.tlm_attention(num, den)
+        vid = self.verification
+        return [Issued(vid, tuple(SelectedToken(e.request, e.position, e.token, e.h) for e in chosen)),
+                Locked(vid),
+                Mapping(Op.TLM_ATTENTION, device, num, den, -1)]
+
+    def _result(self, txn: VerifyResult) -> list:
+        _field(REQUEST_ID, txn.request, "VerifyResult.request")
+        _field(TOKEN_ID, txn.corrected_token, "VerifyResult.corrected_token")
+        request = txn.request
+        if request not in self._in_pass:
+            raise ProtocolError(f"VerifyResult: request {request} has no token in the current verification")
+        if request in self._resulted:
+            raise ProtocolError(f"VerifyResult: request {request} already has its result for this verification")
+        entries = self.shared_pool.in_flight(request)
+        if isinstance(txn.accepted, bool) or not isinstance(txn.accepted, int) or \
+                not 0 <= txn.accepted <= len(entries):
+            raise ProtocolError(f"VerifyResult.accepted: request {request} had {len(entries)} token(s) "
+                                f"in flight, found accepted={txn.accepted!r}")
+        self.shared_pool.release(request)
+        self._resulted.add(request)
+        slot = self.controller.slots[request]
+        slot.next_token = txn.corrected_token
+        slot.pending -= len(entries)
+        a = txn.accepted
+        rejected = a < len(entries)
+        for e in entries[:a]:
+            self.ledger.close(e.serial, ACCEPTED)
+        events: list = [Verified(request, entries[0].position, a, rejected)]
+        if rejected:
+            self.ledger.close(entries[a].serial, REJECTED)
+            events += self._discard(request, entries[a + 1:], DiscardReason.REJECTED_PREFIX)
+            waiting = self.shared_pool.invalidate(request)
+            slot.pending -= len(waiting)
+            events += self._discard(request, waiting, DiscardReason.SHARED_AFTER_REJECT)
+            slot.state = RequestState.REJECTED
+            self._rejected[request] = slot.microbatch
+        return events
+
+    def _unlock(self, txn: Unlock) -> list:
+        shared = self.shared_pool
+        if not shared.locked:
+            raise ProtocolError("Unlock: the Shared Pool is not locked")
+        missing = sorted(self._in_pass - self._resulted)
+        if missing:
+            raise ProtocolError(f"Unlock: no VerifyResult yet for request(s) {missing}")
+        shared.unlock()
+        events: list = [Unlocked(self.verification)]
+        moved, discarded = self.eager_pools.on_unlock(self._rejected, shared)
+        for request, entries in discarded.items():
+            self.controller.slots[request].pending -= len(entries)
+            events += self._discard(request, entries, DiscardReason.EAGER_AFTER_REJECT)
+        events += _moved_events(moved)
+        for request in sorted(self._in_pass):
+            slot = self.controller.slots[request]
+            after_reject = slot.state is RequestState.REJECTED
+            if after_reject or (slot.state is RequestState.STOPPED and slot.pending == 0):
+                assert slot.pending == 0, f"request {request} restarts with {slot.pending} pending tokens"
+                slot.new_round()
+                events.append(Resumed(request, slot.next_token, after_reject))
+        self.verification = (self.verification + 1) & VERIFY_ID.max_raw
+        self._in_pass, self._resulted, self._rejected = set(), set(), {}
+        return events
+
+    def _query(self, txn: SchedulerQuery) -> list:
+        self._microbatch(txn.microbatch, "SchedulerQuery")
+        num, den = dlm_fc_estimate(self.controller.drafting(txn.microbatch))
+        return [Mapping(Op.DLM_FC, self.scheduler.dlm_fc(num, den), num, den, txn.microbatch)]
+
+    def _retire(self, txn: Retire) -> list:
+        _field(REQUEST_ID, txn.request, "Retire.request")
+        request = txn.request
+        slot = self.controller.slot(request, "Retire")
+        if request in self._in_pass:
+            raise ProtocolError(f"Retire: request {request} is in the current verification; retire it after Unlock")
+        entries = self.shared_pool.invalidate(request) + self.eager_pools.take(request, slot.microbatch)
+        events = self._discard(request, entries, DiscardReason.REQUEST_RETIRED)
+        self.controller.retire(request)
+        events.append(Retired(request))
+        if not self.shared_pool.locked:
+            events += _moved_events(self.eager_pools.drain_into(self.shared_pool))
+        return events
+
+    def _discard(self, request: int, entries: list[PoolEntry], reason: DiscardReason) -> list:
+        if not entries:
+            return []
+        for e in entries:
+            self.ledger.close(e.serial, reason.value)
+        return [Discarded(request, tuple(e.position for e in entries), reason)]
+
+
+def _field(fmt, value, what: str) -> None:
+    if not fmt.contains(value):
+        raise ProtocolError(f"{what}: expected an integer in [{fmt.min_raw}, {fmt.max_raw}], found {value!r}")
+
+
+def _moved_events(moved: dict[int, list[PoolEntry]]) -> list:
+    return [Moved(request, entries[0].microbatch, tuple(e.position for e in entries))
+            for request, entries in moved.items()]

@@ -1,0 +1,304 @@
+"""The Manager's transaction-level interface: input transactions and output events.
+
+Both are frozen dataclasses of plain integers, booleans and strings (and tuples of them), so a
+run can be logged as JSON, replayed, and compared field by field with the RTL. ``to_dict`` /
+``from_dict`` convert either kind to and from ``{"type": CLASS_NAME, field: value, ...}``.
+
+Field conventions: ``request`` is a Controller slot (REQUEST_ID), ``position`` the 1-based index
+of a draft token in its request's speculation round (POSITION), probabilities and H are raw
+UQ1.16 integers (formats.PROB / CUM_PROB). See README.md for the semantics of each transaction.
+"""
+import dataclasses
+from dataclasses import dataclass
+from enum import Enum
+from typing import Any
+
+from sim.errors import SaddleError
+
+
+class ProtocolError(SaddleError):
+    """An illegal input transaction (unknown request, wrong position, field out of range, ...).
+
+    Distinct from back-pressure: a full pool is legal and answered with a ``Refused`` event.
+    """
+
+
+class Pool(str, Enum):
+    SHARED = "shared"
+    EAGER = "eager"
+
+
+class Device(str, Enum):
+    GPU = "gpu"
+    PIM = "pim"
+
+
+class Op(str, Enum):
+    DLM_FC = "dlm_fc"
+    TLM_ATTENTION = "tlm_attention"
+
+
+class DiscardReason(str, Enum):
+    """Why a drafted token left the Manager without being verified as accepted or rejected."""
+
+    # Selected for the verification, but an earlier token of its request in the same pass was
+    # rejected: the TLM computed it, its result is meaningless.
+    REJECTED_PREFIX = "rejected_prefix"
+    # Waiting in the Shared Pool (not selected) when an earlier token of its request was rejected.
+    SHARED_AFTER_REJECT = "shared_after_reject"
+    # Drafted eagerly while its request's tokens were in flight, and one of those was rejected.
+    EAGER_AFTER_REJECT = "eager_after_reject"
+    # Still in a pool when the simulator retired its request (output complete).
+    REQUEST_RETIRED = "request_retired"
+
+
+class NotIssuedReason(str, Enum):
+    LOCKED = "locked"                   # a verification is already in flight
+    EMPTY = "empty"                     # the Shared Pool holds no token
+    BELOW_CAPACITY = "below_capacity"   # fewer tokens than one TLM pass verifies, and TLM busy
+
+
+# ----------------------------------------------------------------------------- inputs
+
+
+@dataclass(frozen=True, slots=True)
+class Admit:
+    """A request enters the Controller (slot ``request``) in micro-batch ``microbatch``; its first
+    speculation round starts with H = 1.0."""
+    request: int
+    microbatch: int
+
+
+@dataclass(frozen=True, slots=True)
+class DraftToken:
+    """The DLM sampled ``token`` with probability ``prob`` (raw UQ1.16) at round position
+    ``position`` for ``request``."""
+    request: int
+    microbatch: int
+    position: int
+    token: int
+    prob: int
+
+
+@dataclass(frozen=True, slots=True)
+class VerifyIssue:
+    """May a verification start now? ``capacity`` = tokens one TLM pass verifies."""
+    tlm_idle: bool
+    capacity: int
+
+
+@dataclass(frozen=True, slots=True)
+class VerifyResult:
+    """Outcome of the in-flight verification for one request: the first ``accepted`` of its
+    tokens in the pass matched the TLM; ``corrected_token`` is the TLM's token at the next
+    position (the correction after a rejection, the bonus token when all were accepted)."""
+    request: int
+    accepted: int
+    corrected_token: int
+
+
+@dataclass(frozen=True, slots=True)
+class Unlock:
+    """The verification pass is over (every request in it has its VerifyResult)."""
+
+
+@dataclass(frozen=True, slots=True)
+class SchedulerQuery:
+    """After a prediction step of ``microbatch``: where does its next DLM FC run?"""
+    microbatch: int
+
+
+@dataclass(frozen=True, slots=True)
+class Retire:
+    """The request's output is complete; its slot is freed and its pooled tokens discarded."""
+    request: int
+
+
+INPUTS = (Admit, DraftToken, VerifyIssue, VerifyResult, Unlock, SchedulerQuery, Retire)
+
+# ----------------------------------------------------------------------------- outputs
+
+
+@dataclass(frozen=True, slots=True)
+class Admitted:
+    request: int
+    microbatch: int
+
+
+@dataclass(frozen=True, slots=True)
+class Drafted:
+    """The token went to ``pool``; the Controller's H after it and the continue/stop decision."""
+    request: int
+    position: int
+    pool: Pool
+    h: int
+    stop: bool
+
+
+@dataclass(frozen=True, slots=True)
+class Refused:
+    """Back-pressure: ``pool`` is full; the token was not taken (H unchanged), retry later."""
+    request: int
+    position: int
+    pool: Pool
+
+
+@dataclass(frozen=True, slots=True)
+class NotIssued:
+    reason: NotIssuedReason
+    available: int
+
+
+@dataclass(frozen=True, slots=True)
+class SelectedToken:
+    request: int
+    position: int
+    token: int
+    h: int
+
+
+@dataclass(frozen=True, slots=True)
+class Issued:
+    """Tokens sent to verification, in selection order (descending H, request, position)."""
+    verification: int
+    tokens: tuple[SelectedToken, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Locked:
+    verification: int
+
+
+@dataclass(frozen=True, slots=True)
+class Mapping:
+    """Scheduler decision: ``op`` runs on ``device``. The intensity estimate is
+    ``numerator / denominator`` (see scheduler.py); ``microbatch`` is -1 for TLM attention."""
+    op: Op
+    device: Device
+    numerator: int
+    denominator: int
+    microbatch: int
+
+
+@dataclass(frozen=True, slots=True)
+class Verified:
+    """The request's in-flight tokens at positions ``first .. first+accepted-1`` were accepted;
+    with ``rejected`` the token at ``first+accepted`` was rejected."""
+    request: int
+    first: int
+    accepted: int
+    rejected: bool
+
+
+@dataclass(frozen=True, slots=True)
+class Discarded:
+    request: int
+    positions: tuple[int, ...]
+    reason: DiscardReason
+
+
+@dataclass(frozen=True, slots=True)
+class Unlocked:
+    verification: int
+
+
+@dataclass(frozen=True, slots=True)
+class Moved:
+    """Eager tokens of the request moved to the Shared Pool (ascending positions)."""
+    request: int
+    microbatch: int
+    positions: tuple[int, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Resumed:
+    """A new speculation round of the request starts (H = 1.0, next position 1), drafting from
+    ``start_token``; ``after_reject`` tells whether the previous round ended in a rejection."""
+    request: int
+    start_token: int
+    after_reject: bool
+
+
+@dataclass(frozen=True, slots=True)
+class Retired:
+    request: int
+
+
+OUTPUTS = (Admitted, Drafted, Refused, NotIssued, Issued, Locked, Mapping, Verified, Discarded,
+           Unlocked, Moved, Resumed, Retired)
+
+_TOP_LEVEL = {cls.__name__: cls for cls in INPUTS + OUTPUTS}
+
+# ----------------------------------------------------------------------------- JSON
+
+
+def to_dict(obj) -> dict[str, Any]:
+    """``{"type": NAME, field: value}`` with enums as their strings and tuples as lists."""
+    out: dict[str, Any] = {"type": type(obj).__name__}
+    for f in dataclasses.fields(obj):
+        out[f.name] = _plain(getattr(obj, f.name))
+    return out
+
+
+def _plain(value):
+    if isinstance(value, Enum):
+        return value.value
+    if isinstance(value, tuple):
+        return [_plain(v) for v in value]
+    if dataclasses.is_dataclass(value):
+        return {f.name: _plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    return value
+
+
+def from_dict(data: dict, source: str = "transaction") -> Any:
+    """Inverse of ``to_dict`` for inputs and outputs; errors name ``source`` and the key."""
+    if not isinstance(data, dict):
+        raise ProtocolError(f"{source}: expected a JSON object, found {type(data).__name__}")
+    name = data.get("type")
+    cls = _TOP_LEVEL.get(name) if isinstance(name, str) else None
+    if cls is None:
+        raise ProtocolError(f"{source}: type: expected one of {', '.join(_TOP_LEVEL)}, found {name!r}")
+    return _build(cls, {k: v for k, v in data.items() if k != "type"}, f"{source}: {name}")
+
+
+def _build(cls, data: dict, where: str):
+    fields = dataclasses.fields(cls)
+    names = {f.name for f in fields}
+    extra = sorted(set(data) - names)
+    if extra:
+        raise ProtocolError(f"{where}: unknown key(s) {', '.join(extra)}; expected {', '.join(sorted(names)) or 'none'}")
+    values = {}
+    for f in fields:
+        if f.name not in data:
+            raise ProtocolError(f"{where}: missing key {f.name!r}")
+        values[f.name] = _convert(f.type, data[f.name], f"{where}.{f.name}")
+    return cls(**values)
+
+
+def _convert(kind, value, where: str):
+    if kind is bool:
+        if not isinstance(value, bool):
+            raise ProtocolError(f"{where}: expected true or false, found {value!r}")
+        return value
+    if kind is int:
+        if not isinstance(value, int) or isinstance(value, bool):
+            raise ProtocolError(f"{where}: expected an integer, found {value!r}")
+        return value
+    if isinstance(kind, type) and issubclass(kind, Enum):
+        try:
+            return kind(value)
+        except ValueError:
+            allowed = ", ".join(m.value for m in kind)
+            raise ProtocolError(f"{where}: expected one of {allowed}, found {value!r}") from None
+    # tuple[X, ...]
+    (item,) = {a for a in kind.__args__ if a is not Ellipsis}
+    if not isinstance(value, list):
+        raise ProtocolError(f"{where}: expected a list, found {value!r}")
+    if dataclasses.is_dataclass(item):
+        out = []
+        for i, v in enumerate(value):
+            if not isinstance(v, dict):
+                raise ProtocolError(f"{where}[{i}]: expected an object, found {v!r}")
+            out.append(_build(item, v, f"{where}[{i}]"))
+        return tuple(out)
+    return tuple(_convert(item, v, f"{where}[{i}]") for i, v in enumerate(value))
