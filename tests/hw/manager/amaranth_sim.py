@@ -1,0 +1,49 @@
+"""Helpers for the Manager RTL unit tests on Amaranth's simulator (stream handshakes, waves)."""
+from __future__ import annotations
+
+import os
+
+from amaranth.sim import Simulator
+
+from sim.paths import BUILD
+
+
+def run(dut, *testbenches, name: str) -> None:
+    """Simulate `dut` with a 1 GHz clock and the given async testbenches.
+
+    With SADDLE_WAVES=1 the run writes ``build/waves/<name>.vcd``.
+    """
+    sim = Simulator(dut)
+    sim.add_clock(1e-9)
+    for tb in testbenches:
+        sim.add_testbench(tb)
+    if os.environ.get("SADDLE_WAVES", "") not in ("", "0"):
+        out = BUILD / "waves"
+        out.mkdir(parents=True, exist_ok=True)
+        with sim.write_vcd(str(out / f"{name}.vcd")):
+            sim.run()
+        print(f"waveform: {out / f'{name}.vcd'}")
+    else:
+        sim.run()
+
+
+async def send(ctx, port, payload) -> int:
+    """Hold ``port.valid`` and ``payload`` until the transfer; returns the cycles waited."""
+    ctx.set(port.valid, 1)
+    ctx.set(port.payload, payload)
+    waited = 0
+    while True:
+        *_, ready = await ctx.tick().sample(port.ready)
+        if ready:
+            break
+        waited += 1
+    ctx.set(port.valid, 0)
+    return waited
+
+
+async def receive(ctx, port):
+    """Raise ``port.ready`` until a transfer; returns the payload (a data.Const view)."""
+    ctx.set(port.ready, 1)
+    payload, = await ctx.tick().sample(port.payload).until(port.valid)
+    ctx.set(port.ready, 0)
+    return payload
