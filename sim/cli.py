@@ -16,6 +16,7 @@ from sim.errors import SaddleError
 
 # Order is the order of `saddle --help`.
 SUBCOMMAND_MODULES = [
+    "hw.cli",
 ]
 
 

