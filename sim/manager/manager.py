@@ -49,6 +49,15 @@ class Manager:
 
     # ------------------------------------------------------------------ inspection
 
+    @property
+    def requests_in_pass(self) -> frozenset[int]:
+        """Requests with tokens in the current verification (empty when unlocked)."""
+        return frozenset(self._in_pass)
+
+    def awaiting_results(self) -> list[int]:
+        """Requests of the current verification whose VerifyResult has not arrived, ascending."""
+        return sorted(self._in_pass - self._resulted)
+
     def conservation(self, final: bool = False) -> Conservation:
         """Ledger totals, checked against the tokens the pools hold; ConservationError if off."""
         held = self.shared_pool.serials() | self.eager_pools.serials()

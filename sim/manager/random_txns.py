@@ -1,0 +1,203 @@
+"""Seeded constrained-random sequences of legal Manager transactions.
+
+The generator plays the Manager's environment (DLM, TLM and the simulator's request handling)
+against the model itself, so every transaction it emits is legal in the state the model is in:
+drafts only for drafting requests at their next position, results only for requests in the
+verification, Unlock only after every result. A refused token is retried later with the same
+token and probability, as a stalled DLM would. The RTL testbenches replay the inputs and
+compare the outputs with the model's events.
+
+The sequence moves through phases that force the corner cases: ``flood`` (drafting without
+verifying: full Shared Pool, back-pressure), ``long_lock`` (a verification held open while the
+DLM drafts: full Eager Pools, long back-pressure, Issue while locked), ``reject_first`` (every
+result rejects the first token), ``accept_all``, ``ties`` (probabilities from a tiny set, so
+equal H across requests and, with p = 1.0, within a request) and ``steady``.
+"""
+from __future__ import annotations
+
+import random
+from collections import Counter
+from collections.abc import Iterable
+
+from sim.manager.config import ManagerConfig
+from sim.manager.controller import RequestState
+from sim.manager.formats import PROB_ONE
+from sim.manager.manager import Manager
+from sim.manager.transactions import (
+    Admit, Discarded, DraftToken, Drafted, Issued, Moved, NotIssued, Refused, Resumed, Retire,
+    Retired, SchedulerQuery, Unlock, Verified, VerifyIssue, VerifyResult)
+
+PHASES = ("steady", "flood", "long_lock", "reject_first", "accept_all", "ties")
+VOCAB = 128256
+TIE_PROBS = (PROB_ONE, PROB_ONE, 49152, 32768)
+
+# Action weights per phase: draft, issue, result, query, admit/retire.
+_WEIGHTS = {
+    "steady": (10, 3, 6, 1, 1),
+    "flood": (30, 1, 6, 1, 1),
+    "long_lock": (20, 2, 1, 1, 1),
+    "reject_first": (10, 3, 6, 1, 1),
+    "accept_all": (10, 3, 6, 1, 1),
+    "ties": (10, 3, 6, 1, 1),
+}
+
+
+class _Environment:
+    def __init__(self, config: ManagerConfig, seed: int, requests: int | None):
+        self.rng = random.Random(seed)
+        self.config = config
+        self.manager = Manager(config)
+        self.requests = min(requests or config.max_requests, config.max_requests)
+        self.retry: dict[int, tuple[int, int]] = {}     # request -> refused (token, prob)
+        self.output_len: dict[int, int] = {}           # request -> accepted tokens still to emit
+        self.phase = "steady"
+        self.phase_left = 0
+        self.pairs: list[tuple[object, list]] = []
+
+    def apply(self, txn) -> list:
+        events = self.manager.apply(txn)
+        self.pairs.append((txn, events))
+        for e in events:
+            if isinstance(e, Verified):
+                self.output_len[e.request] -= e.accepted + 1
+            elif isinstance(e, Drafted):
+                self.retry.pop(e.request, None)
+            elif isinstance(e, Retired):
+                self.output_len.pop(e.request)
+                self.retry.pop(e.request, None)
+        return events
+
+    def prob(self) -> int:
+        rng = self.rng
+        if self.phase == "ties":
+            return rng.choice(TIE_PROBS)
+        roll = rng.random()
+        if roll < 0.45:
+            return rng.randint(58000, PROB_ONE)       # confident DLM: long drafts
+        if roll < 0.55:
+            return PROB_ONE
+        if roll < 0.6:
+            return rng.randint(0, 2000)               # stops at once
+        return rng.randint(0, PROB_ONE)
+
+    def step(self) -> None:
+        rng = self.rng
+        if self.phase_left == 0:
+            self.phase = rng.choice(PHASES)
+            self.phase_left = rng.randint(40, 250)
+        self.phase_left -= 1
+        m = self.manager
+        locked = m.shared_pool.locked
+        drafting = [r for r, s in m.controller.slots.items() if s.state is RequestState.DRAFTING]
+        awaiting = m.awaiting_results()
+        free_slots = [r for r in range(self.requests) if r not in m.controller.slots]
+        retirable = [r for r, left in self.output_len.items() if left <= 0 and r not in m.requests_in_pass]
+        w_draft, w_issue, w_result, w_query, w_life = _WEIGHTS[self.phase]
+        actions = [("draft", w_draft if drafting else 0),
+                   ("issue", w_issue * (1 if not locked else 0.2)),
+                   ("result", w_result if locked else 0),
+                   ("query", w_query),
+                   ("admit", w_life * 3 if free_slots else 0),
+                   ("retire", w_life * 3 if retirable else 0)]
+        action = rng.choices([a for a, _ in actions], [w for _, w in actions])[0]
+        if action == "draft":
+            r = rng.choice(sorted(drafting))
+            slot = m.controller.slots[r]
+            token, prob = self.retry.get(r) or (rng.randrange(VOCAB), self.prob())
+            events = self.apply(DraftToken(r, slot.microbatch, slot.t + 1, token, prob))
+            if isinstance(events[0], Refused):
+                self.retry[r] = (token, prob)
+        elif action == "issue":
+            capacity = rng.choice((1, 2, 4, 8, 16, 32, 64, self.config.shared_entries,
+                                   rng.randint(1, self.config.shared_entries)))
+            idle = rng.random() < (0.2 if self.phase == "flood" else 0.6)
+            self.apply(VerifyIssue(idle, capacity))
+        elif action == "result":
+            if awaiting:
+                r = rng.choice(awaiting)
+                in_flight = len(m.shared_pool.in_flight(r))
+                if self.phase == "reject_first":
+                    accepted = 0
+                elif self.phase == "accept_all":
+                    accepted = in_flight
+                else:
+                    accepted = rng.choice((0, in_flight, in_flight, rng.randint(0, in_flight)))
+                self.apply(VerifyResult(r, accepted, rng.randrange(VOCAB)))
+            else:
+                self.apply(Unlock())
+        elif action == "query":
+            self.apply(SchedulerQuery(rng.randrange(self.config.micro_batches)))
+        elif action == "admit":
+            r = rng.choice(free_slots)
+            self.output_len[r] = rng.randint(1, 60)
+            self.apply(Admit(r, rng.randrange(self.config.micro_batches)))
+        else:
+            self.apply(Retire(rng.choice(sorted(retirable))))
+
+    def finish(self) -> None:
+        """Close the in-flight verification and retire every request: nothing stays pending."""
+        m = self.manager
+        if m.shared_pool.locked:
+            for r in m.awaiting_results():
+                self.apply(VerifyResult(r, len(m.shared_pool.in_flight(r)), 0))
+            self.apply(Unlock())
+        for r in sorted(m.controller.slots):
+            self.apply(Retire(r))
+
+
+def generate_with_events(config: ManagerConfig, seed: int, length: int, *,
+                         requests: int | None = None, finish: bool = True
+                         ) -> tuple[list[tuple[object, list]], Manager]:
+    """``length`` random transactions (plus the closing ones with ``finish``) and the model's
+    events for each; also the model, for its final state and conservation check.
+
+    ``requests`` bounds the request ids used (default: every Controller slot).
+    """
+    if length < 0:
+        raise ValueError(f"length must be >= 0, found {length}")
+    env = _Environment(config, seed, requests)
+    for _ in range(length):
+        env.step()
+    if finish:
+        env.finish()
+    return env.pairs, env.manager
+
+
+def generate(config: ManagerConfig, seed: int, length: int, **kw) -> list:
+    """The input transactions only (see ``generate_with_events``)."""
+    return [txn for txn, _ in generate_with_events(config, seed, length, **kw)[0]]
+
+
+def coverage(pairs: Iterable[tuple[object, list]]) -> Counter:
+    """How often each corner case occurred in a sequence (tests assert they all do)."""
+    cov: Counter = Counter()
+    streak: Counter = Counter()
+    for txn, events in pairs:
+        for e in events:
+            if isinstance(e, Refused):
+                cov[f"refused_{e.pool.value}"] += 1
+                streak[e.request] += 1
+                cov["max_refusal_streak"] = max(cov["max_refusal_streak"], streak[e.request])
+            elif isinstance(e, Drafted):
+                streak[e.request] = 0
+            elif isinstance(e, Verified):
+                if e.rejected and e.accepted == 0:
+                    cov["reject_first"] += 1
+                elif not e.rejected:
+                    cov["all_accepted"] += 1
+                else:
+                    cov["reject_later"] += 1
+            elif isinstance(e, Issued):
+                cov["issued"] += 1
+                for a, b in zip(e.tokens, e.tokens[1:]):
+                    if a.h == b.h:
+                        cov["tie_same_request" if a.request == b.request else "tie_across_requests"] += 1
+                if len(e.tokens) == txn.capacity:
+                    cov["issued_full_pass"] += 1
+            elif isinstance(e, NotIssued):
+                cov[f"not_issued_{e.reason.value}"] += 1
+            elif isinstance(e, Discarded):
+                cov[f"discarded_{e.reason.value}"] += len(e.positions)
+            elif isinstance(e, (Moved, Resumed, Retired)):
+                cov[type(e).__name__.lower()] += 1
+    return cov
