@@ -12,6 +12,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
+import functools
+import json
+from itertools import chain
+
 import numpy as np
 
 from sim.errors import SaddleError
@@ -73,26 +77,34 @@ class _Checker:
         return value
 
     def floats(self, values: Any, key: str, expected: str, low: float, high: float,
-               low_open: bool) -> np.ndarray:
-        """A list of numbers as float64, every one finite and within the bounds."""
+               low_open: bool, sizes: np.ndarray | None = None) -> np.ndarray:
+        """A list of numbers as float64, every one finite and within the bounds. ``sizes``:
+        the list is the concatenation of sub-lists of these sizes (named ``key[k][j]``)."""
         if not isinstance(values, list):
             self.fail(key, _show(values), f"a list of {expected}s")
         arr = np.asarray(values) if values else np.zeros(0)
         if arr.ndim != 1 or arr.dtype.kind not in "fiu":
             for i, v in enumerate(values):
                 if isinstance(v, bool) or not isinstance(v, (int, float)):
-                    self.fail(f"{key}[{i}]", _show(v), expected)
+                    self.fail(_element(key, i, sizes), _show(v), expected)
         arr = arr.astype(np.float64, copy=False)
-        self.bounds(arr, key, expected, low, high, low_open)
+        self.bounds(arr, key, expected, low, high, low_open, sizes)
         return arr
 
     def bounds(self, arr: np.ndarray, key: str, expected: str, low: float, high: float,
-               low_open: bool):
-        with np.errstate(invalid="ignore"):
-            bad = ~((arr > low) if low_open else (arr >= low)) | ~(arr <= high)
+               low_open: bool, sizes: np.ndarray | None = None):
+        # NaN fails both comparisons, so it is caught here too.
+        bad = ~((arr > low) if low_open else (arr >= low)) | ~(arr <= high)
         if bad.any():
             i = int(np.argmax(bad))
-            self.fail(f"{key}[{i}]", _show(float(arr[i])), expected)
+            self.fail(_element(key, i, sizes), _show(float(arr[i])), expected)
+
+
+def _element(key: str, i: int, sizes: np.ndarray | None) -> str:
+    if sizes is None:
+        return f"{key}[{i}]"
+    k = int(np.searchsorted(np.cumsum(sizes), i, side="right"))
+    return f"{key}[{k}][{i - int(sizes[:k].sum())}]"
 
 
 @dataclass
@@ -269,6 +281,25 @@ class RequestTrace:
         record.update(_plain(self.extra))
         return record
 
+    def to_json(self) -> str:
+        """``json.dumps(self.to_record(), separators=(",", ":"))``, byte for byte, but fast:
+        the floats are formatted all at once (see ``_float_strings``)."""
+        n = len(self.p)
+        text = _float_strings(np.concatenate([self.p, *self.offpath]))
+        off, start = [], n
+        for size in map(len, self.offpath):
+            off.append("[" + ",".join(text[start:start + size]) + "]")
+            start += size
+        parts = ['{"record":"request","id":', json.dumps(self.id), ',"category":',
+                 json.dumps(self.category), ',"prompt_len":', str(int(self.prompt_len)),
+                 ',"p":[', ",".join(text[:n]), '],"accepted":[', _bits(self.accepted),
+                 '],"offpath":[', ",".join(off), "]"]
+        for key, value in self.extra.items():
+            parts += [",", json.dumps(key), ":",
+                      json.dumps(_plain(value), separators=(",", ":"), allow_nan=False)]
+        parts.append("}")
+        return "".join(parts)
+
     @classmethod
     def from_record(cls, record: Any, header: TraceHeader, source: str = "<trace>",
                     line: int | None = None) -> "RequestTrace":
@@ -292,20 +323,27 @@ class RequestTrace:
         raw_off = record.get("offpath")
         if not isinstance(raw_off, list):
             check.fail("offpath", _show(raw_off), "a list with one list of probabilities per mismatch")
-        offpath = []
         for k, values in enumerate(raw_off):
-            offpath.append(check.floats(values, f"offpath[{k}]", _PROB, 0.0, 1.0, True))
+            if not isinstance(values, list):
+                check.fail(f"offpath[{k}]", _show(values), f"a list of {_PROB}s")
+        # One vectorised check over all off-path values; then views, one per mismatch.
+        sizes = np.fromiter(map(len, raw_off), dtype=np.int64, count=len(raw_off))
+        flat = check.floats(list(chain.from_iterable(raw_off)), "offpath", _PROB, 0.0, 1.0,
+                            True, sizes)
+        offpath = split_flat(flat, sizes)
         extra = {}
         for key, value in record.items():
             if key in _REQUEST_FIELDS:
                 continue
             extra[key] = _optional_array(check, key, value, len(p))
         request = cls(rid, category, prompt_len, p, acc.astype(bool), offpath, extra)
-        request.validate(header, check)
+        request.validate(header, check, values=False)
         return request
 
-    def validate(self, header: TraceHeader, check: _Checker | None = None) -> None:
-        """Check values and the agreement of lengths with each other and with the header."""
+    def validate(self, header: TraceHeader, check: _Checker | None = None,
+                 values: bool = True) -> None:
+        """Check the agreement of lengths with each other and with the header, and (with
+        ``values``) the probabilities' range."""
         check = check or _Checker("<request>", None)
         if not self.id:
             check.fail("id", "''", "a non-empty string")
@@ -316,7 +354,8 @@ class RequestTrace:
         n = len(self.p)
         if n < 1:
             check.fail("p", "an empty list", "one probability per output position (at least one)")
-        check.bounds(self.p, "p", _PROB, 0.0, 1.0, True)
+        if values:
+            check.bounds(self.p, "p", _PROB, 0.0, 1.0, True)
         if self.prompt_len + n > header.max_seq_len:
             check.fail("p", f"{n} output positions after a prompt of {self.prompt_len}",
                        f"prompt_len + len(p) <= max_seq_len {header.max_seq_len}")
@@ -326,11 +365,14 @@ class RequestTrace:
         if len(self.offpath) != mismatches:
             check.fail("offpath", f"{len(self.offpath)} lists",
                        f"{mismatches} (one per position with accepted == 0)")
-        for k, off in enumerate(self.offpath):
-            if len(off) > header.offpath_len:
-                check.fail(f"offpath[{k}]", f"length {len(off)}",
+        if self.offpath:
+            sizes = np.fromiter(map(len, self.offpath), dtype=np.int64, count=len(self.offpath))
+            if (sizes > header.offpath_len).any():
+                k = int(np.argmax(sizes > header.offpath_len))
+                check.fail(f"offpath[{k}]", f"length {sizes[k]}",
                            f"at most offpath_len = {header.offpath_len} values")
-            check.bounds(off, f"offpath[{k}]", _PROB, 0.0, 1.0, True)
+            if values:
+                check.bounds(np.concatenate(self.offpath), "offpath", _PROB, 0.0, 1.0, True, sizes)
         for key, value in self.extra.items():
             if len(value) != n:
                 check.fail(key, f"length {len(value)}", f"length {n} (= len(p))")
@@ -355,6 +397,44 @@ def _optional_array(check: _Checker, key: str, value: Any, n: int):
     if len(arr) != n:
         check.fail(key, f"length {len(arr)}", f"length {n} (= len(p))")
     return arr
+
+
+def split_flat(flat: np.ndarray, sizes: np.ndarray) -> list[np.ndarray]:
+    """``flat`` cut into consecutive views of the given sizes (an off-path list)."""
+    ends = np.cumsum(sizes).tolist()
+    return [flat[a:b] for a, b in zip([0] + ends[:-1], ends)]
+
+
+def _bits(flags: np.ndarray) -> str:
+    """Booleans as "1,0,1"."""
+    if not len(flags):
+        return ""
+    buf = np.full(2 * len(flags), ord(","), dtype=np.uint8)
+    buf[0::2] = flags.astype(np.uint8) + ord("0")
+    return buf[:-1].tobytes().decode()
+
+
+_MAX_TABLE_DECIMALS = 5
+
+
+@functools.lru_cache(maxsize=None)
+def _decimal_table(decimals: int) -> np.ndarray:
+    """repr(k / 10**decimals) for k = 0 .. 10**decimals."""
+    scale = 10 ** decimals
+    return np.array([repr(k / scale) for k in range(scale + 1)], dtype=object)
+
+
+def _float_strings(values: np.ndarray) -> list[str]:
+    """``repr`` of every value (what ``json`` writes). Values in [0, 1] that are exactly
+    k / 10**d for a small d (rounded synthetic probabilities) come from a lookup table, which
+    is much faster than formatting each float."""
+    if values.size and values.min() >= 0.0 and values.max() <= 1.0:
+        for decimals in range(1, _MAX_TABLE_DECIMALS + 1):
+            scale = 10 ** decimals
+            k = np.rint(values * scale)
+            if np.array_equal(k / scale, values):
+                return _decimal_table(decimals)[k.astype(np.int64)].tolist()
+    return list(map(float.__repr__, values.tolist()))
 
 
 def _plain(value: Any) -> Any:

@@ -1,0 +1,322 @@
+"""Synthetic Dolly-shaped decoding traces, calibrated per model pair (configs/traces/PAIR.yaml).
+
+The acceptance process of one request r at output position i works in log-odds:
+
+    l[r, i] = logit_mean[c](i) + difficulty[r] + burst[r, i]
+    logit_mean[c](i) = L_end + (L_start - L_end) * exp(-i / drift_tokens)     (per category c)
+    difficulty[r] ~ Normal(0, difficulty_sd)                                  (per request)
+    burst[r, i] = burst_corr * burst[r, i-1] + sqrt(1 - burst_corr^2) * burst_sd * e   (AR(1))
+    accepted[r, i] ~ Bernoulli(sigmoid(l[r, i]))
+
+with L_start = logit(accept_start), L_end = logit(accept_end). The correlated AR(1) term makes
+mismatches come in bursts; the drift makes accepted tokens per round change with a request's
+age. The DLM's probability p of its token comes from the acceptance probability through the
+calibration curve P(accept | p) = sigmoid(bias + slope * logit(p)), inverted:
+logit(p) = (l - bias) / slope. So the trace's reliability diagram follows that curve; bias < 0
+or slope < 1 make the DLM over-confident. After a mismatch at i, the off-path probabilities
+at i+1+j are logit(p_off) = logit(p[i+1+j]) + offpath.logit_shift + offpath.noise_sd * e.
+
+Everything runs vectorised over a padded (requests x positions) matrix; one numpy Generator
+seeded from ``seed`` draws every random number in a fixed order, so a seed fixes the bytes.
+"""
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from sim.config import config_path, get, load_yaml
+from sim.errors import ConfigError
+from sim.paths import CONFIGS, TRACE_DATA
+from traces.format import CATEGORIES, RequestTrace, TraceHeader, split_flat
+from traces.io import TraceWriter
+
+GENERATOR = "saddle.traces.synth"
+
+
+@dataclass(frozen=True)
+class Lengths:
+    """Lognormal token counts: median exp(mu), log-space standard deviation sigma, floor min."""
+
+    median: float
+    sigma: float
+    min: int
+
+
+@dataclass(frozen=True)
+class CategoryParams:
+    prompt: Lengths
+    output: Lengths
+    accept_start: float
+    accept_end: float
+    drift_tokens: float
+
+
+@dataclass(frozen=True)
+class SynthParams:
+    """Everything the generator needs; built from configs/traces/PAIR.yaml by ``load_params``."""
+
+    pair: str
+    target: str
+    draft: str
+    dataset: str
+    max_seq_len: int
+    offpath_len: int
+    decimals: int
+    category_mix: dict[str, float]
+    categories: dict[str, CategoryParams]
+    difficulty_sd: float
+    burst_sd: float
+    burst_corr: float
+    calibration_bias: float
+    calibration_slope: float
+    offpath_logit_shift: float
+    offpath_noise_sd: float
+    default_seed: int
+    default_splits: dict[str, int]
+    source: dict = field(default_factory=dict, compare=False)  # the YAML, for provenance
+
+
+def pair_names() -> list[str]:
+    return sorted(p.stem for p in (CONFIGS / "traces").glob("*.yaml"))
+
+
+def load_params(pair: str) -> SynthParams:
+    """Parse and check configs/traces/PAIR.yaml (errors name the file and the key path)."""
+    path = config_path("traces", pair)
+    data = load_yaml(path)
+    src = path.relative_to(CONFIGS.parent) if path.is_relative_to(CONFIGS.parent) else path
+
+    def sub(parent: dict, key: str, prefix: str = "") -> dict:
+        return get(parent, key, dict, source=src, prefix=prefix)
+
+    def prob(parent: dict, key: str, prefix: str) -> float:
+        value = get(parent, key, float, source=src, prefix=prefix)
+        if not 0.0 < value < 1.0:
+            raise ConfigError(f"{src}: {prefix}.{key}: expected a probability in (0, 1), found {value!r}")
+        return value
+
+    def lengths(parent: dict, key: str, prefix: str) -> Lengths:
+        d = sub(parent, key, prefix)
+        where = f"{prefix}.{key}"
+        minimum = get(d, "min", int, source=src, prefix=where, positive=True)
+        return Lengths(get(d, "median", float, source=src, prefix=where, positive=True),
+                       get(d, "sigma", float, source=src, prefix=where, positive=True), minimum)
+
+    mix = sub(data, "category_mix")
+    unknown = sorted(set(mix) - set(CATEGORIES))
+    if unknown:
+        raise ConfigError(f"{src}: category_mix: unknown categories {unknown}; known: {list(CATEGORIES)}")
+    weights = {c: get(mix, c, float, source=src, prefix="category_mix", positive=True)
+               for c in CATEGORIES if c in mix}
+    cats_cfg = sub(data, "categories")
+    categories = {}
+    for c in weights:
+        d = get(cats_cfg, c, dict, source=src, prefix="categories")
+        where = f"categories.{c}"
+        categories[c] = CategoryParams(
+            prompt=lengths(d, "prompt_tokens", where), output=lengths(d, "output_tokens", where),
+            accept_start=prob(d, "accept_start", where), accept_end=prob(d, "accept_end", where),
+            drift_tokens=get(d, "drift_tokens", float, source=src, prefix=where, positive=True))
+    acc = sub(data, "acceptance")
+    cal = sub(data, "calibration")
+    off = sub(data, "offpath")
+    defaults = sub(data, "defaults")
+    splits = get(defaults, "splits", dict, source=src, prefix="defaults")
+    for name in splits:
+        get(splits, name, int, source=src, prefix="defaults.splits", positive=True)
+    burst_corr = get(acc, "burst_corr", float, source=src, prefix="acceptance")
+    if not 0.0 <= burst_corr < 1.0:
+        raise ConfigError(f"{src}: acceptance.burst_corr: expected a number in [0, 1), found {burst_corr!r}")
+    params = SynthParams(
+        pair=pair, target=get(data, "target", str, source=src), draft=get(data, "draft", str, source=src),
+        dataset=get(data, "dataset", str, source=src),
+        max_seq_len=get(data, "max_seq_len", int, source=src, positive=True),
+        offpath_len=get(data, "offpath_len", int, source=src),
+        decimals=get(data, "decimals", int, source=src, positive=True),
+        category_mix=weights, categories=categories,
+        difficulty_sd=get(acc, "difficulty_sd", float, source=src, prefix="acceptance"),
+        burst_sd=get(acc, "burst_sd", float, source=src, prefix="acceptance"),
+        burst_corr=burst_corr,
+        calibration_bias=get(cal, "bias", float, source=src, prefix="calibration"),
+        calibration_slope=get(cal, "slope", float, source=src, prefix="calibration", positive=True),
+        offpath_logit_shift=get(off, "logit_shift", float, source=src, prefix="offpath"),
+        offpath_noise_sd=get(off, "noise_sd", float, source=src, prefix="offpath"),
+        default_seed=get(defaults, "seed", int, source=src, prefix="defaults"),
+        default_splits=dict(splits), source=data)
+    for key in ("difficulty_sd", "burst_sd", "offpath_noise_sd"):
+        if getattr(params, key) < 0:
+            raise ConfigError(f"{src}: {key}: expected a number >= 0, found {getattr(params, key)!r}")
+    if params.offpath_len < 0:
+        raise ConfigError(f"{src}: offpath_len: expected an integer >= 0, found {params.offpath_len!r}")
+    for c, cp in categories.items():
+        if cp.prompt.min + cp.output.min > params.max_seq_len:
+            raise ConfigError(f"{src}: categories.{c}: prompt_tokens.min + output_tokens.min = "
+                              f"{cp.prompt.min + cp.output.min}, expected <= max_seq_len {params.max_seq_len}")
+    return params
+
+
+def category_counts(mix: dict[str, float], n: int) -> dict[str, int]:
+    """``n`` split over categories in proportion to ``mix`` (largest remainder, ties in
+    Dolly order), so every split has the dataset's mix as closely as integers allow."""
+    names = list(mix)
+    w = np.array([mix[c] for c in names], dtype=np.float64)
+    exact = n * w / w.sum()
+    counts = np.floor(exact).astype(np.int64)
+    order = sorted(range(len(names)), key=lambda i: (-(exact[i] - counts[i]), i))
+    for i in order[: n - int(counts.sum())]:
+        counts[i] += 1
+    return {c: int(k) for c, k in zip(names, counts)}
+
+
+def _logit(x: np.ndarray | float):
+    return np.log(x) - np.log1p(-x)
+
+
+def _sigmoid(x: np.ndarray) -> np.ndarray:
+    return 0.5 * (1.0 + np.tanh(0.5 * x))
+
+
+def synthesize(params: SynthParams, splits: dict[str, int], seed: int,
+               output_len: int | None = None) -> tuple[TraceHeader, list[RequestTrace]]:
+    """Requests for each split (consecutive in file order, ids ``<split>-<index>``).
+
+    ``output_len`` fixes every request's output length (benchmarks); prompts are then capped
+    to ``max_seq_len - output_len``.
+    """
+    rng = np.random.default_rng(seed)
+    names = list(params.category_mix)
+    cat_blocks, ids = [], []
+    for split, n in splits.items():
+        counts = category_counts(params.category_mix, n)
+        cat_blocks.append(rng.permutation(np.repeat(np.arange(len(names)), [counts[c] for c in names])))
+        ids += [f"{split}-{i:04d}" for i in range(n)]
+    cat = np.concatenate(cat_blocks) if cat_blocks else np.zeros(0, dtype=np.int64)
+    prompt, out = _lengths(params, names, cat, rng, output_len)
+    logit_p, accepted = _acceptance(params, names, cat, out, rng)
+    off_values, off_len = _offpath(params, logit_p, accepted, out, rng)
+    recorded = np.arange(params.offpath_len)[None, :] < off_len[:, None]
+    offpath = split_flat(off_values[recorded], off_len)
+    p = _round_prob(_sigmoid(logit_p), params.decimals)
+    requests, first_miss = [], 0
+    for r in range(len(cat)):
+        n_out = int(out[r])
+        acc_row = accepted[r, :n_out]
+        n_miss = n_out - int(np.count_nonzero(acc_row))
+        requests.append(RequestTrace(ids[r], names[cat[r]], int(prompt[r]), p[r, :n_out],
+                                     acc_row, offpath[first_miss:first_miss + n_miss]))
+        first_miss += n_miss
+    header = TraceHeader(
+        pair=params.pair, target=params.target, draft=params.draft, dataset=params.dataset,
+        max_seq_len=params.max_seq_len, offpath_len=params.offpath_len,
+        provenance={"generator": GENERATOR, "seed": seed, "output_len": output_len,
+                    "parameters": params.source},
+        splits=dict(splits))
+    return header, requests
+
+
+def _per_request(values: list, cat: np.ndarray) -> np.ndarray:
+    return np.asarray(values, dtype=np.float64)[cat]
+
+
+def _lengths(params: SynthParams, names: list[str], cat: np.ndarray, rng: np.random.Generator,
+             output_len: int | None) -> tuple[np.ndarray, np.ndarray]:
+    """Prompt and output lengths; prompt + output never exceeds max_seq_len."""
+    cps = [params.categories[c] for c in names]
+
+    def draw(which: str, high: np.ndarray | int) -> np.ndarray:
+        dist = [getattr(cp, which) for cp in cps]
+        mu = _per_request([math.log(d.median) for d in dist], cat)
+        sigma = _per_request([d.sigma for d in dist], cat)
+        low = _per_request([d.min for d in dist], cat)
+        raw = np.rint(np.exp(mu + sigma * rng.standard_normal(len(cat))))
+        return np.clip(raw, np.minimum(low, high), high).astype(np.int64)
+
+    if output_len is not None:
+        if not 1 <= output_len < params.max_seq_len:
+            raise ConfigError(f"output_len {output_len}: expected 1 <= output_len < max_seq_len "
+                              f"{params.max_seq_len} of {params.pair}")
+        return draw("prompt", params.max_seq_len - output_len), np.full(len(cat), output_len)
+    out_min = _per_request([cp.output.min for cp in cps], cat)
+    prompt = draw("prompt", params.max_seq_len - out_min)
+    return prompt, draw("output", params.max_seq_len - prompt)
+
+
+def _acceptance(params: SynthParams, names: list[str], cat: np.ndarray, out: np.ndarray,
+                rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    """logit(p) and accepted, both (requests x longest output); entries past a request's
+    output length are padding."""
+    n, width = len(cat), int(out.max(initial=1))
+    cps = [params.categories[c] for c in names]
+    start = _per_request([_logit(cp.accept_start) for cp in cps], cat)
+    end = _per_request([_logit(cp.accept_end) for cp in cps], cat)
+    drift = _per_request([cp.drift_tokens for cp in cps], cat)
+    pos = np.arange(width, dtype=np.float64)
+    mean = end[:, None] + (start - end)[:, None] * np.exp(-pos[None, :] / drift[:, None])
+    difficulty = params.difficulty_sd * rng.standard_normal(n)
+    # AR(1) over positions, stepped column by column (position-major for contiguous rows).
+    shocks = rng.standard_normal((width, n))
+    burst = np.empty((width, n))
+    burst[0] = params.burst_sd * shocks[0]
+    rho = params.burst_corr
+    innovation = math.sqrt(1.0 - rho * rho) * params.burst_sd
+    for i in range(1, width):
+        burst[i] = rho * burst[i - 1] + innovation * shocks[i]
+    log_odds = mean + difficulty[:, None] + burst.T
+    accepted = rng.random((n, width)) < _sigmoid(log_odds)
+    logit_p = (log_odds - params.calibration_bias) / params.calibration_slope
+    return logit_p, accepted
+
+
+def _offpath(params: SynthParams, logit_p: np.ndarray, accepted: np.ndarray, out: np.ndarray,
+             rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    """Off-path probabilities (mismatches x offpath_len) in request-then-position order, and
+    how many of each row are recorded (never past the request's last output position)."""
+    m = params.offpath_len
+    width = accepted.shape[1]
+    valid = np.arange(width)[None, :] < out[:, None]
+    rows, cols = np.nonzero(~accepted & valid)
+    lengths = np.minimum(m, out[rows] - 1 - cols)
+    ahead = np.minimum(cols[:, None] + 1 + np.arange(m)[None, :], out[rows][:, None] - 1)
+    noise = rng.standard_normal((len(rows), m))
+    shifted = logit_p[rows[:, None], ahead] + params.offpath_logit_shift + params.offpath_noise_sd * noise
+    return _round_prob(_sigmoid(shifted), params.decimals), lengths
+
+
+def _round_prob(p: np.ndarray, decimals: int) -> np.ndarray:
+    """Rounded for compact files, and kept inside (0, 1]."""
+    return np.clip(np.round(p, decimals), 10.0 ** -decimals, 1.0)
+
+
+def write_trace(path: str | Path, header: TraceHeader, requests: list[RequestTrace]) -> None:
+    with TraceWriter(path, header) as writer:
+        for request in requests:
+            writer.write(request)
+
+
+def default_trace(pair: str) -> Path:
+    """The shipped synthetic trace of ``pair`` (traces/data/PAIR.synth.jsonl.gz); generated from
+    the pair's config (defaults.seed, defaults.splits) and cached if it is missing."""
+    path = default_trace_path(pair)
+    if not path.is_file():
+        write_default_trace(pair)
+    return path
+
+
+def write_default_trace(pair: str) -> Path:
+    """(Re)generate the shipped trace of ``pair``; written beside and renamed, so readers never
+    see a half-written file."""
+    params = load_params(pair)
+    path = default_trace_path(pair)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp.gz")
+    write_trace(tmp, *synthesize(params, params.default_splits, params.default_seed))
+    os.replace(tmp, path)
+    return path
+
+
+def default_trace_path(pair: str) -> Path:
+    return TRACE_DATA / f"{pair}.synth.jsonl.gz"
