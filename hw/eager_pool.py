@@ -1,0 +1,112 @@
+"""Eager Pools: one per micro-batch, splitting ``entries`` evenly (the model's EagerPools).
+
+Pool k owns entries [k * C, (k + 1) * C) with C = entries // pools. An entry holds valid,
+request, position, token id and H; the micro-batch is the region. Per request the block keeps
+its count of eager tokens (``eager_n``), per pool its occupancy.
+
+Interface (``lib.wiring`` Component, one command per cycle, each completes in its cycle):
+
+- ``op`` with ``mb``, ``req``, ``pos``, ``token``, ``h``:
+  ``INSERT`` writes the lowest free entry of pool ``mb`` (the caller checks ``room``);
+  ``TAKE`` removes the entry of (``req``, ``pos``) (one token moved to the Shared Pool);
+  ``DROP`` removes every entry of ``req`` in pool ``mb`` (discard on a rejection or retirement).
+- ``room`` (pool ``mb`` has a free entry), ``look_hit``/``look_token``/``look_h``: the entry of
+  (``req``, ``pos``), combinational, by a match on request and position of every entry.
+- ``q_req`` -> ``q_n``: the request's eager count; ``holding``: one bit per request with
+  eager tokens (the drain walks it with a priority encoder in ascending request order).
+
+Cycle cost: 1 cycle per insert, per moved token and per dropped request.
+"""
+from __future__ import annotations
+
+from amaranth.hdl import Array, Cat, Module, Mux, Signal
+from amaranth.lib import enum, wiring
+from amaranth.lib.wiring import In, Out
+
+from hw.priority import first_one_hot, one_hot_index
+from sim.manager.formats import CUM_PROB, MICROBATCH_ID, POSITION, REQUEST_ID, TOKEN_ID
+
+
+class EagerOp(enum.Enum, shape=2):
+    NOP = 0
+    INSERT = 1
+    TAKE = 2
+    DROP = 3
+
+
+class EagerPools(wiring.Component):
+    def __init__(self, pools: int, entries: int, requests: int):
+        if pools < 1 or entries < pools or entries % pools or requests < 1:
+            raise ValueError(f"EagerPools: {entries} entries do not split over {pools} pools")
+        self.pools, self.entries, self.requests = pools, entries, requests
+        self.per_pool = entries // pools
+        per_req = range(POSITION.max_raw + 1)
+        super().__init__({
+            "op": In(EagerOp),
+            "mb": In(MICROBATCH_ID.bits), "req": In(REQUEST_ID.bits), "pos": In(POSITION.bits),
+            "token": In(TOKEN_ID.bits), "h": In(CUM_PROB.bits),
+            "room": Out(1),
+            "look_hit": Out(1), "look_token": Out(TOKEN_ID.bits), "look_h": Out(CUM_PROB.bits),
+            "q_req": In(REQUEST_ID.bits), "q_n": Out(per_req),
+            "holding": Out(requests),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        n, c = self.entries, self.per_pool
+        valid = Signal(n)
+        reqs = [Signal(REQUEST_ID.bits, name=f"e{i}_req") for i in range(n)]
+        poss = [Signal(POSITION.bits, name=f"e{i}_pos") for i in range(n)]
+        tokens = [Signal(TOKEN_ID.bits, name=f"e{i}_token") for i in range(n)]
+        hs = [Signal(CUM_PROB.bits, name=f"e{i}_h") for i in range(n)]
+        per_req = range(POSITION.max_raw + 1)
+        eager_n = [Signal(per_req, name=f"r{r}_eager") for r in range(self.requests)]
+        occupancy = [Signal(range(c + 1), name=f"pool{k}_count") for k in range(self.pools)]
+
+        m.d.comb += [
+            self.room.eq(Array(occupancy)[self.mb] < c),
+            self.q_n.eq(Array(eager_n)[self.q_req]),
+            self.holding.eq(Cat(e != 0 for e in eager_n)),
+        ]
+        req_match = Signal(n)
+        hit = Signal(n)
+        m.d.comb += [
+            req_match.eq(Cat(valid[i] & (reqs[i] == self.req) for i in range(n))),
+            hit.eq(req_match & Cat(poss[i] == self.pos for i in range(n))),
+        ]
+        hit_index = one_hot_index(m, hit, "hit")
+        m.d.comb += [self.look_hit.eq(hit.any()), self.look_token.eq(Array(tokens)[hit_index]),
+                     self.look_h.eq(Array(hs)[hit_index])]
+
+        free = []
+        for k in range(self.pools):
+            region = ~valid[k * c:(k + 1) * c]
+            free.append(first_one_hot(m, region, f"pool{k}_free"))
+        write = Signal(n)
+        m.d.comb += write.eq(Cat(*(Mux(self.mb == k, free[k], 0) for k in range(self.pools))))
+        req_n = Signal(per_req)
+        m.d.comb += req_n.eq(Array(eager_n)[self.req])
+
+        with m.Switch(self.op):
+            with m.Case(EagerOp.INSERT):
+                m.d.sync += valid.eq(valid | write)
+                for i in range(n):
+                    with m.If(write[i]):
+                        m.d.sync += [reqs[i].eq(self.req), poss[i].eq(self.pos),
+                                     tokens[i].eq(self.token), hs[i].eq(self.h)]
+                self._count(m, eager_n, occupancy, +1, 1)
+            with m.Case(EagerOp.TAKE):
+                m.d.sync += valid.eq(valid & ~hit)
+                self._count(m, eager_n, occupancy, -1, 1)
+            with m.Case(EagerOp.DROP):
+                m.d.sync += valid.eq(valid & ~req_match)
+                self._count(m, eager_n, occupancy, -1, req_n)
+        return m
+
+    def _count(self, m, eager_n, occupancy, sign, amount):
+        for r in range(self.requests):
+            with m.If(self.req == r):
+                m.d.sync += eager_n[r].eq(eager_n[r] + amount if sign > 0 else eager_n[r] - amount)
+        for k in range(self.pools):
+            with m.If(self.mb == k):
+                m.d.sync += occupancy[k].eq(occupancy[k] + amount if sign > 0 else occupancy[k] - amount)
