@@ -17,6 +17,7 @@ from sim.errors import SaddleError
 # Order is the order of `saddle --help`.
 SUBCOMMAND_MODULES = [
     "hw.cli",
+    "sim.cost.cli",
 ]
 
 

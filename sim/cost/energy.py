@@ -1,0 +1,48 @@
+"""Energy per operator from per-byte and per-MAC figures (DESIGN.md section 7), with static
+power as a separate term. Energies in pJ."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+
+from sim.config import config_path, get, load_yaml
+
+COMPONENTS = ("gpu_dram", "gpu_onchip", "gpu_mac", "pim_bank", "pim_mac", "link", "static")
+
+
+@dataclass(frozen=True)
+class EnergyModel:
+    gpu_dram_pj_per_byte: float
+    l2_pj_per_byte: float
+    l1_pj_per_byte: float
+    pim_bank_read_pj_per_byte: float
+    mac_pj: float
+    gpu_static_w: float
+    pim_stack_static_w: float
+
+    def gpu(self, flops: int, nbytes: int) -> dict[str, float]:
+        """A GPU kernel: every DRAM byte also passes L2 and L1 once; FLOPs/2 MACs."""
+        return {"gpu_dram": nbytes * self.gpu_dram_pj_per_byte,
+                "gpu_onchip": nbytes * (self.l2_pj_per_byte + self.l1_pj_per_byte),
+                "gpu_mac": flops / 2 * self.mac_pj}
+
+    def pim(self, column_reads: int, column_bytes: int, lanes: int) -> dict[str, float]:
+        """Bank PEs: every MAC command reads one column in each bank and does ``lanes`` MACs."""
+        return {"pim_bank": column_reads * column_bytes * self.pim_bank_read_pj_per_byte,
+                "pim_mac": column_reads * lanes * self.mac_pj}
+
+    def static(self, time_ps: int, gpus: int, stacks: int) -> float:
+        """W x ps = 1 pJ per W ps."""
+        return time_ps * (gpus * self.gpu_static_w + stacks * self.pim_stack_static_w)
+
+
+@lru_cache(maxsize=None)
+def load_energy(name: str = "energy") -> EnergyModel:
+    path = config_path("hardware", name)
+    data = load_yaml(path)
+    dyn = get(data, "dynamic", dict, source=path)
+    st = get(data, "static", dict, source=path)
+    d = lambda k: get(dyn, k, float, source=path, prefix="dynamic", positive=True)
+    s = lambda k: get(st, k, float, source=path, prefix="static", positive=True)
+    return EnergyModel(d("gpu_dram_pj_per_byte"), d("l2_pj_per_byte"), d("l1_pj_per_byte"),
+                       d("pim_bank_read_pj_per_byte"), d("fp16_mac_pj"), s("gpu_w"), s("pim_stack_w"))

@@ -1,0 +1,54 @@
+"""Interconnect: ring all-reduce for tensor parallelism, GPU <-> PIM transfers inside a device,
+device <-> device transfers, and the partial sums a split GEMV sends back to the GPU."""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from functools import lru_cache
+
+from sim.config import config_path, get, load_yaml
+from sim.errors import ConfigError
+
+
+@dataclass(frozen=True)
+class Link:
+    name: str
+    bandwidth: float          # bytes/s per direction
+    efficiency: float
+    latency_ps: int           # per ring step (nvlink) or per transfer (gpu_pim)
+    energy_pj_per_byte: float
+
+    def transfer_ps(self, nbytes: int) -> int:
+        """One point-to-point transfer of ``nbytes`` (0 bytes costs nothing)."""
+        if nbytes <= 0:
+            return 0
+        return self.latency_ps + math.ceil(nbytes / (self.bandwidth * self.efficiency) * 1e12)
+
+    @lru_cache(maxsize=4096)
+    def allreduce_ps(self, nbytes: int, devices: int) -> int:
+        """Ring all-reduce of an ``nbytes`` buffer over ``devices``: 2(p-1) steps (reduce-scatter
+        then all-gather), each sending nbytes/p to the next device."""
+        if devices <= 1 or nbytes <= 0:
+            return 0
+        steps = 2 * (devices - 1)
+        chunk = -(-nbytes // devices)
+        return steps * (self.latency_ps + math.ceil(chunk / (self.bandwidth * self.efficiency) * 1e12))
+
+    @staticmethod
+    def allreduce_bytes_sent(nbytes: int, devices: int) -> int:
+        """Bytes each device sends in a ring all-reduce."""
+        return 0 if devices <= 1 else 2 * (devices - 1) * -(-nbytes // devices)
+
+
+@lru_cache(maxsize=None)
+def load_link(name: str, file: str = "links") -> Link:
+    """The link ``name`` of ``configs/hardware/<file>.yaml``."""
+    path = config_path("hardware", file)
+    data = load_yaml(path)
+    entry = get(data, name, dict, source=path)
+    g = lambda k: get(entry, k, float, source=path, prefix=name, positive=True)
+    latency_key = "step_latency_ns" if "step_latency_ns" in entry else "latency_ns"
+    if g("efficiency") > 1:
+        raise ConfigError(f"{path}: {name}.efficiency: expected a fraction in (0, 1], found {entry['efficiency']!r}")
+    return Link(name=name, bandwidth=g("bandwidth_gbps") * 1e9, efficiency=g("efficiency"),
+                latency_ps=round(g(latency_key) * 1000), energy_pj_per_byte=g("energy_pj_per_byte"))

@@ -1,0 +1,280 @@
+"""HBM3-PIM timing model: GEMV work on bank PEs priced from the DRAM timing parameters.
+
+Command model (see sim/cost/README.md for every assumption):
+- PIM commands are all-bank commands of one channel: an all-bank ACT opens the same row in all
+  ``banks_per_channel`` banks (both pseudo-channels, both stack IDs, every bank group); each
+  MAC command then reads one column of the open row in every bank and feeds it to the bank's
+  PE. MAC commands are at least ``mac_spacing`` tCK apart (more under the power constraint).
+- A row change is PRE (no earlier than RAS after the ACT and RTP_L after the last MAC) followed
+  by RP; ACT to ACT is at least RC; the first MAC follows its ACT by RCD.
+- Operands move between the buffer die and the banks over the channel's data buses: a
+  broadcast (same data to every bank) is one 32-B column write per CCD_S; a read-out is one
+  32-B column per CCD_S on each pseudo-channel in parallel.
+- Refresh: an all-bank REF of RFC every REFI, issued when no row is open.
+- Channels work independently; fewer instances than channels leave channels idle.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from functools import lru_cache
+
+import numpy as np
+
+from sim.config import config_path, get, load_yaml
+from sim.errors import ConfigError, SaddleError
+
+TIMING_KEYS = ("CL", "RCD", "RP", "RAS", "RC", "WR", "RTP_L", "CCD_S", "CCD_L", "RRD_S", "RRD_L",
+               "FAW", "REFI")
+
+
+@dataclass(frozen=True)
+class PimWork:
+    """Cycles of one job on one channel, and the PE column reads it causes (all banks)."""
+
+    cycles: int
+    column_reads: int
+
+
+@dataclass(frozen=True)
+class Timing:
+    RCD: int
+    RP: int
+    RAS: int
+    RC: int
+    RTP_L: int
+    CCD_S: int
+    CCD_L: int
+    REFI: int
+    RFC: int
+
+
+@dataclass(frozen=True)
+class PimStack:
+    """One HBM3-PIM stack with a bank-level PE per bank."""
+
+    name: str
+    tck_ps: int
+    channels: int
+    pseudo_channels: int
+    banks_per_channel: int
+    row_bytes: int
+    column_bytes: int
+    lanes: int
+    pe_latency: int
+    capacity_bytes: int
+    external_bandwidth: float  # bytes/s of the stack's I/O (GPU side)
+    t: Timing
+    mac_spacing: int
+    mac_spacing_power: int
+    softmax_elements_per_cycle: int
+    partial_sum_bytes: int
+
+    @property
+    def banks(self) -> int:
+        return self.channels * self.banks_per_channel
+
+    @property
+    def columns_per_row(self) -> int:
+        return self.row_bytes // self.column_bytes
+
+    def spacing(self, power_constrained: bool) -> int:
+        return self.mac_spacing_power if power_constrained else self.mac_spacing
+
+    def peak_flops(self, power_constrained: bool = False) -> float:
+        """FLOP/s with every bank's PE busy on every MAC slot."""
+        return self.banks * self.lanes * 2 / (self.spacing(power_constrained) * self.tck_ps * 1e-12)
+
+    def peak_bandwidth(self, power_constrained: bool = False) -> float:
+        """Bytes/s the PEs read from the row buffers when each column feeds one MAC."""
+        return self.banks * self.column_bytes / (self.spacing(power_constrained) * self.tck_ps * 1e-12)
+
+    # --- primitives -----------------------------------------------------------------------
+
+    def row_cycles(self, macs: int, spacing: int) -> int:
+        """ACT to the next possible ACT for one row that receives ``macs`` MAC commands."""
+        t = self.t
+        pre = max(t.RAS, t.RCD + (macs - 1) * spacing + t.RTP_L)
+        return max(t.RC, pre + t.RP)
+
+    @lru_cache(maxsize=65536)
+    def mac_stream(self, columns: int, macs_per_column: int, spacing: int) -> int:
+        """Cycles to stream ``columns`` columns of every bank through the PEs, each column used
+        by ``macs_per_column`` MAC commands while its row is open, ending with the rows closed
+        and the PE pipeline drained."""
+        if columns == 0:
+            return 0
+        cpr = self.columns_per_row
+        full, rest = divmod(columns, cpr)
+        cycles = full * self.row_cycles(cpr * macs_per_column, spacing)
+        if rest:
+            cycles += self.row_cycles(rest * macs_per_column, spacing)
+        last_cols = rest or cpr
+        last_mac = self.t.RCD + (last_cols * macs_per_column - 1) * spacing
+        closing = self.row_cycles(last_cols * macs_per_column, spacing) - last_mac
+        return cycles + max(0, self.pe_latency - closing)
+
+    def broadcast(self, nbytes: int) -> int:
+        """Write the same ``nbytes`` into every bank PE of a channel."""
+        return -(-nbytes // self.column_bytes) * self.t.CCD_S
+
+    def readout(self, nbytes: int) -> int:
+        """Read ``nbytes`` spread over the channel's banks out over its pseudo-channels."""
+        return -(-nbytes // (self.column_bytes * self.pseudo_channels)) * self.t.CCD_S
+
+    def with_refresh(self, busy: int) -> int:
+        """``busy`` cycles of work stretched by the refreshes that fall into them."""
+        t = self.t
+        refreshes = busy // t.REFI
+        while True:
+            more = (busy + refreshes * t.RFC) // t.REFI
+            if more == refreshes:
+                return busy + refreshes * t.RFC
+            refreshes = more
+
+    # --- attention ------------------------------------------------------------------------
+
+    @lru_cache(maxsize=65536)
+    def attention_instance(self, context: int, head_dim: int, queries: int, bpe: int,
+                           power_constrained: bool) -> PimWork:
+        """One attention instance (one request x one KV head, ``queries`` = query tokens x
+        query heads per KV head) on all banks of one channel.
+
+        K is stored token-major (each bank holds whole key vectors of some tokens, so a bank
+        computes complete scores); V is stored dimension-major (each bank holds some dimensions
+        of every token), so the context phase needs every probability in every bank but no
+        partial sums, unless there are more banks than dimensions, in which case tokens are
+        split too and partial sums are read out."""
+        s = self.spacing(power_constrained)
+        B = self.banks_per_channel
+        tokens_per_bank = -(-context // B)
+        k_cols = -(-tokens_per_bank * head_dim * bpe // self.column_bytes)
+        dim_slots = min(head_dim, B)
+        token_groups = B // dim_slots
+        v_elems = -(-head_dim // dim_slots) * -(-context // token_groups)
+        v_cols = -(-v_elems * bpe // self.column_bytes)
+        scores = context * queries
+        out_bytes = head_dim * queries * token_groups * (self.partial_sum_bytes if token_groups > 1 else bpe)
+        cycles = (self.broadcast(queries * head_dim * bpe)
+                  + self.mac_stream(k_cols, queries, s)
+                  + self.readout(scores * bpe)
+                  + -(-scores // self.softmax_elements_per_cycle)
+                  + self.broadcast(scores * bpe)
+                  + self.mac_stream(v_cols, queries, s)
+                  + self.readout(out_bytes))
+        return PimWork(cycles, (k_cols + v_cols) * queries * B)
+
+    def attention_channels(self, instances: list[tuple[int, int, int]], bpe: int,
+                           power_constrained: bool, channels: int | None = None) -> "ChannelLoad":
+        """``instances`` = ``[(context, head_dim, queries), ...]`` placed round-robin on
+        ``channels`` channels (default: this stack's), in order."""
+        works = [self.attention_instance(L, d, q, bpe, power_constrained) for L, d, q in instances]
+        cycles = np.fromiter((w.cycles for w in works), dtype=np.int64, count=len(works))
+        return self.round_robin(cycles, channels or self.channels,
+                                sum(w.column_reads for w in works))
+
+    def round_robin(self, cycles: np.ndarray, channels: int, column_reads: int) -> "ChannelLoad":
+        """Job ``i`` (``cycles[i]``) runs on channel ``i mod channels``, jobs of one channel one
+        after another; the slowest channel, refresh included, sets the time."""
+        if len(cycles) == 0:
+            return ChannelLoad(0, 0, 0, 0)
+        per_channel = np.bincount(np.arange(len(cycles)) % channels, weights=cycles, minlength=channels)
+        busiest = int(per_channel.max())
+        return ChannelLoad(cycles=self.with_refresh(busiest), busy_cycles=busiest,
+                           channels_used=min(len(cycles), channels), column_reads=column_reads)
+
+    # --- FC (GEMV) ------------------------------------------------------------------------
+
+    @lru_cache(maxsize=65536)
+    def gemv(self, tokens: int, k: int, n: int, bpe: int, stacks: int,
+             power_constrained: bool) -> "GemvWork":
+        """``tokens`` products with a ``k x n`` weight stored over all banks of ``stacks``
+        stacks: output rows spread over the banks (a bank holds whole rows, so it produces
+        complete dot products); with fewer rows than banks the input dimension is split
+        too and each slice's partial sums are read out. Every channel does the same work."""
+        s = self.spacing(power_constrained)
+        banks = self.banks * stacks
+        if n >= banks:
+            k_split, rows_per_bank = 1, -(-n // banks)
+        else:
+            k_split = max(1, min(banks // n, k // self.lanes))
+            rows_per_bank = 1
+        k_slice = -(-k // k_split)
+        cols = rows_per_bank * -(-k_slice * bpe // self.column_bytes)
+        results_per_channel = self.banks_per_channel * rows_per_bank * tokens
+        out_bytes = self.partial_sum_bytes if k_split > 1 else bpe
+        # Each channel receives the input slices its banks need: all of x unless k is split.
+        x_bytes = tokens * min(k, k_slice * self.banks_per_channel) * bpe
+        cycles = (self.broadcast(x_bytes) + self.mac_stream(cols, tokens, s)
+                  + self.readout(results_per_channel * out_bytes))
+        return GemvWork(cycles=self.with_refresh(cycles),
+                        column_reads=cols * tokens * banks,
+                        k_split=k_split,
+                        result_bytes=n * k_split * tokens * out_bytes)
+
+
+@dataclass(frozen=True)
+class ChannelLoad:
+    cycles: int           # slowest channel, refresh included
+    busy_cycles: int      # slowest channel without refresh
+    channels_used: int
+    column_reads: int
+
+
+@dataclass(frozen=True)
+class GemvWork:
+    cycles: int
+    column_reads: int
+    k_split: int
+    result_bytes: int     # outputs (or partial sums) leaving the stacks
+
+
+@lru_cache(maxsize=None)
+def load_pim(name: str = "hbm3_pim") -> PimStack:
+    """The stack ``configs/hardware/<name>.yaml`` with its PE from ``pe: <file>``."""
+    path = config_path("hardware", name)
+    data = load_yaml(path)
+    g = lambda d, k, kind=int, prefix="": get(d, k, kind, source=path, prefix=prefix, positive=True)
+    org = get(data, "organization", dict, source=path)
+    orgv = {k: g(org, k, prefix="organization") for k in
+            ("channels", "pseudo_channels", "stack_ids", "bank_groups", "banks_per_group")}
+    timing = get(data, "timing", dict, source=path)
+    tv = {k: g(timing, k, prefix="timing") for k in TIMING_KEYS}
+    tck_ps = g(data, "tck_ps")
+    rfc = math.ceil(g(timing, "RFC_ns", float, prefix="timing") * 1000 / tck_ps)
+    pim = get(data, "pim", dict, source=path)
+    pe_path = config_path("hardware", get(data, "pe", str, source=path))
+    pe = load_yaml(pe_path)
+    pe_get = lambda k: get(pe, k, int, source=pe_path, positive=True)
+    column_bytes, lanes = pe_get("column_bytes"), pe_get("lanes")
+    row_bytes = g(data, "row_bytes")
+    if row_bytes % column_bytes:
+        raise ConfigError(f"{path}: row_bytes ({row_bytes}) must be a multiple of the PE's "
+                          f"column_bytes ({column_bytes}, {pe_path})")
+    pin = g(data, "pin_rate_gbps", float)
+    io_bits = g(data, "io_bits")
+    mac_sids = g(pim, "mac_stack_ids", prefix="pim")
+    if mac_sids > orgv["stack_ids"] or orgv["stack_ids"] % mac_sids:
+        raise ConfigError(f"{path}: pim.mac_stack_ids: expected a divisor of organization.stack_ids "
+                          f"({orgv['stack_ids']}), found {mac_sids}")
+    # Banks one all-bank command drives; other stack IDs' banks wait their turn, so for timing
+    # a channel behaves as if all its data sat in these banks.
+    bpc = orgv["pseudo_channels"] * mac_sids * orgv["bank_groups"] * orgv["banks_per_group"]
+    return PimStack(
+        name=name, tck_ps=tck_ps, channels=orgv["channels"], pseudo_channels=orgv["pseudo_channels"],
+        banks_per_channel=bpc, row_bytes=row_bytes, column_bytes=column_bytes, lanes=lanes,
+        pe_latency=pe_get("pipeline_latency_cycles"),
+        capacity_bytes=int(g(data, "capacity_gb", float) * 2**30),
+        external_bandwidth=io_bits * pin * 1e9 / 8,
+        t=Timing(RCD=tv["RCD"], RP=tv["RP"], RAS=tv["RAS"], RC=tv["RC"], RTP_L=tv["RTP_L"],
+                 CCD_S=tv["CCD_S"], CCD_L=tv["CCD_L"], REFI=tv["REFI"], RFC=rfc),
+        mac_spacing=g(pim, "mac_spacing", prefix="pim"),
+        mac_spacing_power=g(pim, "mac_spacing_power_constrained", prefix="pim"),
+        softmax_elements_per_cycle=g(pim, "softmax_elements_per_cycle", prefix="pim"),
+        partial_sum_bytes=g(pim, "partial_sum_bytes", prefix="pim"))
+
+
+def check_power(flag) -> bool:
+    if not isinstance(flag, bool):
+        raise SaddleError(f"power_constrained must be true or false, found {flag!r}")
+    return flag

@@ -1,0 +1,287 @@
+"""Whole-step pricing on a system of devices (DESIGN.md section 3).
+
+A device is one A100 and the PIM stacks attached to it (none on the DGX A100). A model split
+over ``devices`` devices is tensor-parallel: every device runs the same share (``ModelSpec.shard``)
+at the same time, so the step takes one device's time. Within a layer the operators run one
+after another (no overlap of GPU, PIM and link work): the step time is the sum of FC, attention,
+other (norms, activations, residuals, on the GPU) and communication.
+
+Partitioning (documented in sim/cost/README.md):
+- TLM FC: weights column-/row-split over the devices' GPUs, two all-reduces per layer (after the
+  output projection and after the last FFN matrix) over the device link.
+- Attention: heads split over devices; on PIM, one instance = one request x one KV head, never
+  split, placed round-robin over all channels of the device's stacks (request-major order, so
+  a request's heads land on neighbouring channels); instances on one channel run back to back.
+- FC on PIM (the DLM's, chosen by the Scheduler): weights spread over all banks of the device's
+  stacks; inputs go GPU -> stacks and results (or partial sums) stacks -> GPU over the GPU-PIM
+  link for every FC operator, because norms and activations stay on the GPU.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from types import MappingProxyType
+from functools import lru_cache
+from typing import Mapping, Sequence
+
+import numpy as np
+
+from sim.config import config_path, get, load_yaml
+from sim.cost.energy import COMPONENTS, EnergyModel, load_energy
+from sim.cost.gpu import GPU, load_gpu
+from sim.cost.links import Link, load_link
+from sim.cost.pim import PimStack, check_power, load_pim
+from sim.errors import ConfigError, SaddleError
+from sim.model import ModelSpec, check_requests, load_model
+
+PLACES = ("gpu", "pim")
+
+
+@dataclass(frozen=True)
+class StepCost:
+    """Cost of one step. Times are integer picoseconds of wall time; the ``*_busy_ps`` are per
+    device (all devices of the step are busy in parallel). Energy covers all devices."""
+
+    time_ps: int
+    attention_ps: int
+    fc_ps: int
+    comm_ps: int
+    other_ps: int
+    gpu_busy_ps: int
+    pim_busy_ps: int
+    energy_pj: float
+    energy_by_component_pj: Mapping[str, float] = field(compare=False)
+    flops: int
+    pim_flops: int
+    devices: int
+    mapping: tuple[tuple[str, str], ...]
+
+    @property
+    def pim_flop_share(self) -> float:
+        """Share of the step's operations (FLOPs) executed on PIM."""
+        return self.pim_flops / self.flops
+
+    def as_dict(self) -> dict:
+        """JSON form: times in ns."""
+        ns = lambda ps: ps / 1000
+        return {"time_ns": ns(self.time_ps),
+                "breakdown": {"attention_ns": ns(self.attention_ps), "fc_ns": ns(self.fc_ps),
+                              "comm_ns": ns(self.comm_ps), "other_ns": ns(self.other_ps)},
+                "gpu_busy_ns": ns(self.gpu_busy_ps), "pim_busy_ns": ns(self.pim_busy_ps),
+                "energy_pj": self.energy_pj, "energy_by_component_pj": dict(self.energy_by_component_pj),
+                "flops": self.flops, "pim_flop_share": self.pim_flop_share,
+                "devices": self.devices, "mapping": dict(self.mapping)}
+
+
+class _Acc:
+    """Accumulates per-device time and energy while a step is priced."""
+
+    def __init__(self):
+        self.t = dict.fromkeys(("attention", "fc", "comm", "other", "gpu", "pim"), 0)
+        self.e = dict.fromkeys(COMPONENTS, 0.0)
+        self.pim_flops = 0
+
+    def add_energy(self, parts: Mapping[str, float], times: int = 1):
+        for k, v in parts.items():
+            self.e[k] += v * times
+
+
+@dataclass(frozen=True)
+class System:
+    name: str
+    devices: int
+    gpu: GPU
+    pim: PimStack | None
+    stacks_per_device: int
+    memory_bytes: int
+    device_link: Link | None
+    gpu_pim_link: Link | None
+    energy: EnergyModel
+    default_mapping: tuple[tuple[str, str], ...]
+
+    # --- public API -----------------------------------------------------------------------
+
+    def price_step(self, model: ModelSpec | str, requests: Sequence[tuple[int, int]], *,
+                   mapping: Mapping[str, str] | None = None, devices: int | None = None,
+                   power_constrained: bool = False) -> StepCost:
+        """One step of ``model`` over ``requests`` = ``[(context_len, query_tokens), ...]``, the
+        model split over ``devices`` devices (default: all of the system's)."""
+        spec = load_model(model) if isinstance(model, str) else model
+        devices = self.devices if devices is None else devices
+        if isinstance(devices, bool) or not isinstance(devices, int) or not 1 <= devices <= self.devices:
+            raise SaddleError(f"{self.name}: devices must be 1..{self.devices}, found {devices!r}")
+        return self._price(spec, check_requests(requests), self._mapping(mapping), devices,
+                           check_power(power_constrained))
+
+    def price_draft(self, dlm: ModelSpec | str, requests: Sequence[tuple[int, int]], *,
+                    fc: str = "gpu", power_constrained: bool = False) -> StepCost:
+        """One DLM prediction step on one device (its micro-batch); DLM attention on PIM when
+        the system has PIM, FC where the Scheduler put it."""
+        attention = "pim" if self.pim else "gpu"
+        return self.price_step(dlm, requests, mapping={"fc": fc, "attention": attention},
+                               devices=1, power_constrained=power_constrained)
+
+    def price_verify(self, tlm: ModelSpec | str, requests: Sequence[tuple[int, int]], *,
+                     attention: str | None = None, power_constrained: bool = False) -> StepCost:
+        """One TLM pass over all devices; TLM FC on the GPUs, attention where the Scheduler put
+        it (default: the system's static mapping)."""
+        attention = attention or dict(self.default_mapping)["attention"]
+        return self.price_step(tlm, requests, mapping={"fc": "gpu", "attention": attention},
+                               power_constrained=power_constrained)
+
+    def check_fits(self, model: ModelSpec | str, requests: Sequence[tuple[int, int]]) -> None:
+        """Weights plus every request's KV cache must fit in the system's memory."""
+        spec = load_model(model) if isinstance(model, str) else model
+        need = spec.weight_bytes + sum(L for L, _ in check_requests(requests)) * spec.kv_bytes_per_token
+        if need > self.memory_bytes:
+            raise SaddleError(f"{spec.name} with this batch needs {need / 2**30:.1f} GiB; "
+                              f"{self.name} has {self.memory_bytes / 2**30:.0f} GiB")
+
+    # --- pricing --------------------------------------------------------------------------
+
+    def _mapping(self, mapping: Mapping[str, str] | None) -> tuple[tuple[str, str], ...]:
+        if mapping is None:
+            return self.default_mapping
+        if not isinstance(mapping, Mapping) or set(mapping) != {"fc", "attention"}:
+            raise SaddleError(f"mapping must have exactly the keys 'fc' and 'attention', found {mapping!r}")
+        for kind, place in mapping.items():
+            if place not in PLACES:
+                raise SaddleError(f"mapping[{kind!r}]: expected 'gpu' or 'pim', found {place!r}")
+            if place == "pim" and self.pim is None:
+                raise SaddleError(f"{self.name} has no PIM; mapping[{kind!r}] must be 'gpu'")
+        return (("fc", mapping["fc"]), ("attention", mapping["attention"]))
+
+    @lru_cache(maxsize=4096)
+    def _price(self, spec: ModelSpec, reqs: tuple[tuple[int, int], ...],
+               mapping: tuple[tuple[str, str], ...], devices: int, power: bool) -> StepCost:
+        where = dict(mapping)
+        shard = spec.shard(devices)
+        tokens = sum(q for _, q in reqs)
+        acc = _Acc()
+        if where["fc"] == "gpu":
+            self._fc_gpu(shard, tokens, acc)
+        else:
+            self._fc_pim(shard, tokens, power, acc)
+        if where["attention"] == "gpu":
+            self._attention_gpu(shard, reqs, acc)
+        else:
+            self._attention_pim(shard, reqs, power, acc)
+        self._other(shard, tokens, acc)
+        self._allreduce(shard, tokens, devices, acc)
+
+        t = acc.t
+        time_ps = t["attention"] + t["fc"] + t["comm"] + t["other"]
+        energy = {k: v * devices for k, v in acc.e.items()}
+        energy["static"] = self.energy.static(time_ps, devices, devices * self.stacks_per_device)
+        flops = shard.step_operators(reqs).flops
+        return StepCost(time_ps=time_ps, attention_ps=t["attention"], fc_ps=t["fc"],
+                        comm_ps=t["comm"], other_ps=t["other"], gpu_busy_ps=t["gpu"],
+                        pim_busy_ps=t["pim"], energy_pj=sum(energy.values()),
+                        energy_by_component_pj=MappingProxyType(energy), flops=flops * devices,
+                        pim_flops=acc.pim_flops * devices, devices=devices, mapping=mapping)
+
+    def _fc_gpu(self, shard: ModelSpec, tokens: int, acc: _Acc) -> None:
+        fc, _ = shard.dense_ops(tokens)
+        for op in fc:
+            ps = self.gpu.fc_ps(op) * op.repeat
+            acc.t["fc"] += ps
+            acc.t["gpu"] += ps
+            acc.add_energy(self.energy.gpu(op.flops, op.bytes_total), op.repeat)
+
+    def _fc_pim(self, shard: ModelSpec, tokens: int, power: bool, acc: _Acc) -> None:
+        fc, _ = shard.dense_ops(tokens)
+        for op in fc:
+            work = self.pim.gemv(op.tokens, op.k, op.n, op.bpe, self.stacks_per_device, power)
+            ps = work.cycles * self.pim.tck_ps * op.repeat
+            acc.t["fc"] += ps
+            acc.t["pim"] += ps
+            acc.pim_flops += op.flops * op.repeat
+            acc.add_energy(self.energy.pim(work.column_reads, self.pim.column_bytes, self.pim.lanes), op.repeat)
+            to_pim = op.tokens * op.k * op.bpe * self.stacks_per_device
+            self._gpu_pim_transfer(to_pim, work.result_bytes, op.repeat, acc)
+
+    def _attention_gpu(self, shard: ModelSpec, reqs, acc: _Acc) -> None:
+        ops = [op for L, q in reqs for op in shard.attention_ops(L, q)]
+        ps = self.gpu.attention_ps(ops) * shard.layers
+        acc.t["attention"] += ps
+        acc.t["gpu"] += ps
+        flops = sum(op.flops for op in ops)
+        acc.add_energy(self.energy.gpu(flops, sum(op.streamed_bytes for op in ops)), shard.layers)
+
+    def _attention_pim(self, shard: ModelSpec, reqs, power: bool, acc: _Acc) -> None:
+        pim, d, bpe = self.pim, shard.head_dim, shard.bpe
+        kvh, g = shard.kv_heads, shard.group
+        works = [pim.attention_instance(L, d, q * g, bpe, power) for L, q in reqs]
+        cycles = np.repeat(np.fromiter((w.cycles for w in works), np.int64, len(works)), kvh)
+        reads = sum(w.column_reads for w in works) * kvh
+        load = pim.round_robin(cycles, pim.channels * self.stacks_per_device, reads)
+        ps = load.cycles * pim.tck_ps * shard.layers
+        acc.t["attention"] += ps
+        acc.t["pim"] += ps
+        acc.pim_flops += sum(op.flops for L, q in reqs for op in shard.attention_ops(L, q)) * shard.layers
+        acc.add_energy(self.energy.pim(reads, pim.column_bytes, pim.lanes), shard.layers)
+        tokens = sum(q for _, q in reqs)
+        q_bytes = tokens * shard.heads * d * bpe
+        new_kv = tokens * kvh * d * bpe * 2
+        self._gpu_pim_transfer(q_bytes + new_kv, q_bytes, shard.layers, acc)
+
+    def _gpu_pim_transfer(self, down: int, up: int, times: int, acc: _Acc) -> None:
+        link = self.gpu_pim_link
+        acc.t["comm"] += (link.transfer_ps(down) + link.transfer_ps(up)) * times
+        acc.e["link"] += (down + up) * link.energy_pj_per_byte * times
+
+    def _other(self, shard: ModelSpec, tokens: int, acc: _Acc) -> None:
+        ps, parts = self._other_cost(shard, tokens)
+        acc.t["other"] += ps
+        acc.t["gpu"] += ps
+        acc.add_energy(parts)
+
+    @lru_cache(maxsize=4096)
+    def _other_cost(self, shard: ModelSpec, tokens: int) -> tuple[int, dict[str, float]]:
+        _, other = shard.dense_ops(tokens)
+        ps = sum(self.gpu.elementwise_ps(op.flops, op.bytes_total) * op.repeat for op in other)
+        flops = sum(op.flops * op.repeat for op in other)
+        nbytes = sum(op.bytes_total * op.repeat for op in other)
+        return ps, self.energy.gpu(flops, nbytes)
+
+    def _allreduce(self, shard: ModelSpec, tokens: int, devices: int, acc: _Acc) -> None:
+        if devices == 1:
+            return
+        nbytes = tokens * shard.hidden * shard.bpe
+        count = 2 * shard.layers
+        acc.t["comm"] += self.device_link.allreduce_ps(nbytes, devices) * count
+        sent = Link.allreduce_bytes_sent(nbytes, devices)
+        acc.e["link"] += sent * self.device_link.energy_pj_per_byte * count
+
+
+@lru_cache(maxsize=None)
+def load_system(name: str) -> System:
+    """The system ``configs/hardware/<name>.yaml`` (a file with ``kind: system``)."""
+    path = config_path("hardware", name)
+    data = load_yaml(path)
+    if data.get("kind") != "system":
+        raise ConfigError(f"{path}: kind: expected 'system' (this is a component preset, not a "
+                          f"system), found {data.get('kind')!r}")
+    devices = get(data, "devices", int, source=path, positive=True)
+    pim_name = get(data, "pim", (str, type(None)), source=path)
+    stacks = get(data, "stacks_per_device", int, source=path)
+    if (pim_name is None) != (stacks == 0) or stacks < 0:
+        raise ConfigError(f"{path}: stacks_per_device must be 0 exactly when pim is null, found "
+                          f"pim={pim_name!r}, stacks_per_device={stacks}")
+    links = get(data, "links", str, source=path)
+    gpu_pim_name = get(data, "gpu_pim_link", (str, type(None)), source=path)
+    if (pim_name is None) != (gpu_pim_name is None):
+        raise ConfigError(f"{path}: gpu_pim_link must be set exactly when pim is set")
+    dm = get(data, "default_mapping", dict, source=path)
+    mapping = {k: get(dm, k, str, source=path, prefix="default_mapping") for k in ("fc", "attention")}
+    system = System(
+        name=name, devices=devices, gpu=load_gpu(get(data, "gpu", str, source=path)),
+        pim=load_pim(pim_name) if pim_name else None, stacks_per_device=stacks,
+        memory_bytes=int(get(data, "memory_gb", float, source=path, positive=True) * 2**30),
+        device_link=load_link(get(data, "device_link", str, source=path), links),
+        gpu_pim_link=load_link(gpu_pim_name, links) if gpu_pim_name else None,
+        energy=load_energy(), default_mapping=())
+    try:
+        default = system._mapping(mapping)
+    except SaddleError as exc:
+        raise ConfigError(f"{path}: default_mapping: {exc}") from None
+    return replace(system, default_mapping=default)

@@ -1,0 +1,369 @@
+"""Transformer model specs and the operators of one step.
+
+A step processes a set of requests; request i attends over its own ``context_len`` keys with its
+own ``query_tokens`` queries (1 when drafting or decoding autoregressively, d+1 when verifying d
+draft tokens). ``context_len`` counts every KV entry the step's queries attend to, including the
+step's own new tokens; causal masking among those few new tokens is not modelled (each query
+attends to all ``context_len`` keys), which overcounts attention work by at most q/L.
+
+Operators carry exact integer FLOPs and bytes. A multiply-add is 2 FLOPs. Bytes count what an
+operator run as its own kernel reads from and writes to memory; ``Attention.streamed_bytes`` is
+what a fused (flash) attention kernel moves, without the score and probability intermediates.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from functools import lru_cache
+from typing import Iterator, Sequence
+
+from sim.config import config_path, get, load_yaml
+from sim.errors import ConfigError, SaddleError
+
+CONVENTIONS = ("models/conventions", "operators")
+ACTIVATIONS = {"relu": "relu", "silu": "silu_mul"}
+NORMS = ("layernorm", "rmsnorm")
+POSITIONAL = ("learned", "rope")
+
+
+class _Op:
+    """FLOPs/bytes arithmetic shared by every operator kind."""
+
+    repeat: int
+
+    @property
+    def bytes_total(self) -> int:
+        return self.bytes_read + self.bytes_written
+
+    @property
+    def intensity(self) -> float:
+        """FLOPs per byte of memory traffic."""
+        return self.flops / self.bytes_total
+
+
+@dataclass(frozen=True)
+class FC(_Op):
+    """A matrix product: ``tokens`` activations of width ``k`` times a ``k x n`` weight."""
+
+    name: str
+    repeat: int
+    tokens: int
+    k: int
+    n: int
+    bpe: int
+    kind = "fc"
+
+    @property
+    def flops(self) -> int:
+        return 2 * self.tokens * self.k * self.n
+
+    @property
+    def weight_bytes(self) -> int:
+        return self.k * self.n * self.bpe
+
+    @property
+    def bytes_read(self) -> int:
+        return self.weight_bytes + self.tokens * self.k * self.bpe
+
+    @property
+    def bytes_written(self) -> int:
+        return self.tokens * self.n * self.bpe
+
+
+@dataclass(frozen=True)
+class Attention(_Op):
+    """One phase (scores, softmax or context) of one request's attention over all its heads."""
+
+    name: str  # "scores" | "softmax" | "context"
+    repeat: int
+    request: int
+    context: int
+    queries: int
+    heads: int
+    kv_heads: int
+    head_dim: int
+    bpe: int
+    softmax_flops: int
+    kind = "attention"
+
+    @property
+    def group(self) -> int:
+        """Query heads served by one KV head (grouped-query attention)."""
+        return self.heads // self.kv_heads
+
+    @property
+    def _qd(self) -> int:
+        return self.heads * self.queries * self.head_dim
+
+    @property
+    def _ql(self) -> int:
+        return self.heads * self.queries * self.context
+
+    @property
+    def _kv(self) -> int:
+        return self.kv_heads * self.context * self.head_dim
+
+    @property
+    def flops(self) -> int:
+        if self.name == "softmax":
+            return self.softmax_flops * self._ql
+        return 2 * self._ql * self.head_dim
+
+    @property
+    def bytes_read(self) -> int:
+        if self.name == "scores":
+            return (self._qd + self._kv) * self.bpe
+        if self.name == "softmax":
+            return self._ql * self.bpe
+        return (self._ql + self._kv) * self.bpe
+
+    @property
+    def bytes_written(self) -> int:
+        if self.name == "context":
+            return self._qd * self.bpe
+        return self._ql * self.bpe
+
+    @property
+    def streamed_bytes(self) -> int:
+        """Memory traffic of this phase inside a fused attention kernel (K, V, Q in, O out)."""
+        if self.name == "scores":
+            return (self._qd + self._kv) * self.bpe
+        if self.name == "softmax":
+            return 0
+        return (self._kv + self._qd) * self.bpe
+
+
+@dataclass(frozen=True)
+class Elementwise(_Op):
+    """Norms, activations, rotary embedding, residual adds: ``inputs`` tensors in, one out."""
+
+    name: str
+    repeat: int
+    elements: int
+    inputs: int
+    flops_per_element: int
+    bpe: int
+    kind = "other"
+
+    @property
+    def flops(self) -> int:
+        return self.flops_per_element * self.elements
+
+    @property
+    def bytes_read(self) -> int:
+        return self.inputs * self.elements * self.bpe
+
+    @property
+    def bytes_written(self) -> int:
+        return self.elements * self.bpe
+
+
+Operator = FC | Attention | Elementwise
+
+
+@dataclass(frozen=True)
+class StepOperators:
+    """The operators of one step, grouped by kind. ``repeat`` says how often each runs."""
+
+    fc: tuple[FC, ...]
+    attention: tuple[Attention, ...]
+    other: tuple[Elementwise, ...]
+
+    def __iter__(self) -> Iterator[Operator]:
+        yield from self.fc
+        yield from self.attention
+        yield from self.other
+
+    @property
+    def flops(self) -> int:
+        return sum(op.flops * op.repeat for op in self)
+
+    @property
+    def bytes_total(self) -> int:
+        return sum(op.bytes_total * op.repeat for op in self)
+
+
+def check_requests(requests: Sequence[tuple[int, int]]) -> tuple[tuple[int, int], ...]:
+    """Requests as a tuple of ``(context_len, query_tokens)`` int pairs, validated."""
+    out = []
+    for i, req in enumerate(requests):
+        try:
+            context, queries = req
+        except (TypeError, ValueError):
+            raise SaddleError(f"request {i}: expected (context_len, query_tokens), found {req!r}") from None
+        for label, v in (("context_len", context), ("query_tokens", queries)):
+            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+                raise SaddleError(f"request {i}: {label} must be a positive integer, found {v!r}")
+        if queries > context:
+            raise SaddleError(f"request {i}: query_tokens {queries} exceeds context_len {context} "
+                              "(context_len includes the step's own tokens)")
+        out.append((context, queries))
+    if not out:
+        raise SaddleError("a step needs at least one request")
+    return tuple(out)
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """A decoder-only transformer, or one device's tensor-parallel share of it (``shard``)."""
+
+    name: str
+    hidden: int
+    layers: int
+    heads: int
+    kv_heads: int
+    head_dim: int
+    ffn: int
+    ffn_matrices: int
+    activation: str
+    norm: str
+    positional: str
+    vocab: int
+    bpe: int
+    flops_per_element: tuple[tuple[str, int], ...]
+    shards: int = 1
+
+    @property
+    def group(self) -> int:
+        return self.heads // self.kv_heads
+
+    def _fpe(self, what: str) -> int:
+        return dict(self.flops_per_element)[what]
+
+    def fc_shapes(self) -> tuple[tuple[str, int, int, int], ...]:
+        """``(name, k, n, repeat)`` of every weight matrix of one step."""
+        qkv_n = (self.heads + 2 * self.kv_heads) * self.head_dim
+        shapes = [("qkv", self.hidden, qkv_n, self.layers),
+                  ("out_proj", self.heads * self.head_dim, self.hidden, self.layers)]
+        if self.ffn_matrices == 3:
+            shapes.append(("ffn_gate", self.hidden, self.ffn, self.layers))
+        shapes += [("ffn_up", self.hidden, self.ffn, self.layers),
+                   ("ffn_down", self.ffn, self.hidden, self.layers),
+                   ("lm_head", self.hidden, self.vocab, 1)]
+        return tuple(shapes)
+
+    @property
+    def weight_bytes(self) -> int:
+        return sum(k * n * r for _, k, n, r in self.fc_shapes()) * self.bpe
+
+    @property
+    def kv_bytes_per_token(self) -> int:
+        return 2 * self.layers * self.kv_heads * self.head_dim * self.bpe
+
+    def shard(self, devices: int) -> "ModelSpec":
+        """One device's share under tensor parallelism over ``devices`` (DESIGN.md section 3):
+        heads, FFN columns and vocabulary split; KV heads split, or replicated when there are
+        fewer KV heads than devices (Llama's 8 KV heads over 8 devices: one each)."""
+        if isinstance(devices, bool) or not isinstance(devices, int) or devices < 1:
+            raise SaddleError(f"devices must be a positive integer, found {devices!r}")
+        if devices == 1:
+            return self
+        if self.heads % devices or (self.kv_heads % devices and devices % self.kv_heads):
+            raise SaddleError(f"{self.name}: {self.heads} heads / {self.kv_heads} KV heads do not "
+                              f"split over {devices} devices")
+        return replace(self, heads=self.heads // devices,
+                       kv_heads=max(1, self.kv_heads // devices),
+                       ffn=-(-self.ffn // devices), vocab=-(-self.vocab // devices),
+                       shards=self.shards * devices)
+
+    @lru_cache(maxsize=65536)
+    def attention_ops(self, context: int, queries: int, request: int = 0) -> tuple[Attention, Attention, Attention]:
+        """Scores, softmax and context of one request (every layer: ``repeat = layers``)."""
+        common = dict(repeat=self.layers, request=request, context=context, queries=queries,
+                      heads=self.heads, kv_heads=self.kv_heads, head_dim=self.head_dim,
+                      bpe=self.bpe, softmax_flops=self._fpe("softmax"))
+        return tuple(Attention(name=p, **common) for p in ("scores", "softmax", "context"))
+
+    @lru_cache(maxsize=4096)
+    def dense_ops(self, tokens: int) -> tuple[tuple[FC, ...], tuple[Elementwise, ...]]:
+        """FC and elementwise operators of a step over ``tokens`` tokens in total."""
+        fc = tuple(FC(name, r, tokens, k, n, self.bpe) for name, k, n, r in self.fc_shapes())
+        t_h = tokens * self.hidden
+        L = self.layers
+        act_name = ACTIVATIONS[self.activation]
+        act_inputs = 2 if act_name == "silu_mul" else 1
+        other = [Elementwise("attn_norm", L, t_h, 1, self._fpe(self.norm), self.bpe),
+                 Elementwise("ffn_norm", L, t_h, 1, self._fpe(self.norm), self.bpe),
+                 Elementwise("activation", L, tokens * self.ffn, act_inputs, self._fpe(act_name), self.bpe),
+                 Elementwise("attn_residual", L, t_h, 2, self._fpe("residual"), self.bpe),
+                 Elementwise("ffn_residual", L, t_h, 2, self._fpe("residual"), self.bpe)]
+        if self.positional == "rope":
+            rotated = tokens * (self.heads + self.kv_heads) * self.head_dim
+            other.append(Elementwise("rope", L, rotated, 1, self._fpe("rope"), self.bpe))
+        other.append(Elementwise("final_norm", 1, t_h, 1, self._fpe(self.norm), self.bpe))
+        return fc, tuple(other)
+
+    def step_operators(self, requests: Sequence[tuple[int, int]]) -> StepOperators:
+        """Every operator of one step over ``requests`` = ``[(context_len, query_tokens), ...]``.
+
+        FC and elementwise operators see all query tokens of the step at once (the LM head
+        produces logits for every query token, as verification needs them)."""
+        reqs = check_requests(requests)
+        fc, other = self.dense_ops(sum(q for _, q in reqs))
+        attention = tuple(op for i, (L, q) in enumerate(reqs) for op in self.attention_ops(L, q, i))
+        return StepOperators(fc, attention, other)
+
+
+def element_bytes() -> int:
+    """Bytes per element of weights, activations and KV cache (FP16 = 2)."""
+    return _conventions()[0]
+
+
+@lru_cache(maxsize=None)
+def _conventions() -> tuple[int, tuple[tuple[str, int], ...]]:
+    path = config_path(*CONVENTIONS)
+    data = load_yaml(path)
+    bpe = get(data, "bytes_per_element", int, source=path, positive=True)
+    fpe = get(data, "flops_per_element", dict, source=path)
+    needed = set(ACTIVATIONS.values()) | set(NORMS) | {"residual", "softmax", "rope"}
+    missing = needed - set(fpe)
+    if missing:
+        raise ConfigError(f"{path}: flops_per_element: missing {', '.join(sorted(missing))}")
+    counts = tuple(sorted((k, get(fpe, k, int, source=path, prefix="flops_per_element", positive=True))
+                          for k in needed))
+    return bpe, counts
+
+
+def _choice(data: dict, key: str, allowed, path) -> str:
+    value = get(data, key, str, source=path)
+    if value not in allowed:
+        raise ConfigError(f"{path}: {key}: expected one of {', '.join(allowed)}, found {value!r}")
+    return value
+
+
+@lru_cache(maxsize=None)
+def load_model(name: str) -> ModelSpec:
+    """The model ``configs/models/<name>.yaml``."""
+    path = config_path("models", name)
+    data = load_yaml(path)
+    ints = {k: get(data, k, int, source=path, positive=True)
+            for k in ("hidden", "layers", "heads", "kv_heads", "head_dim", "ffn", "ffn_matrices", "vocab")}
+    if ints["ffn_matrices"] not in (2, 3):
+        raise ConfigError(f"{path}: ffn_matrices: expected 2 (up, down) or 3 (gate, up, down), "
+                          f"found {ints['ffn_matrices']}")
+    if ints["heads"] % ints["kv_heads"]:
+        raise ConfigError(f"{path}: heads ({ints['heads']}) must be a multiple of kv_heads ({ints['kv_heads']})")
+    if get(data, "name", str, source=path) != name:
+        raise ConfigError(f"{path}: name: expected {name!r} (the file name), found {data['name']!r}")
+    bpe, counts = _conventions()
+    return ModelSpec(name=name, activation=_choice(data, "activation", tuple(ACTIVATIONS), path),
+                     norm=_choice(data, "norm", NORMS, path),
+                     positional=_choice(data, "positional", POSITIONAL, path),
+                     bpe=bpe, flops_per_element=counts, **ints)
+
+
+@dataclass(frozen=True)
+class ModelPair:
+    name: str
+    tlm: ModelSpec
+    dlm: ModelSpec
+    max_sequence_length: int
+
+
+@lru_cache(maxsize=None)
+def load_pair(name: str) -> ModelPair:
+    """A TLM + DLM pair ``configs/models/pairs/<name>.yaml``."""
+    path = config_path("models/pairs", name)
+    data = load_yaml(path)
+    return ModelPair(name, load_model(get(data, "tlm", str, source=path)),
+                     load_model(get(data, "dlm", str, source=path)),
+                     get(data, "max_sequence_length", int, source=path, positive=True))
