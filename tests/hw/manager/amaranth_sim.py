@@ -8,13 +8,15 @@ from amaranth.sim import Simulator
 from sim.paths import BUILD
 
 
-def run(dut, *testbenches, name: str) -> None:
-    """Simulate `dut` with a 1 GHz clock and the given async testbenches.
+def run(dut, *testbenches, name: str, clock: bool = True) -> None:
+    """Simulate `dut` with a 1 GHz clock (none for a combinational `dut`) and the given async
+    testbenches.
 
     With SADDLE_WAVES=1 the run writes ``build/waves/<name>.vcd``.
     """
     sim = Simulator(dut)
-    sim.add_clock(1e-9)
+    if clock:
+        sim.add_clock(1e-9)
     for tb in testbenches:
         sim.add_testbench(tb)
     if os.environ.get("SADDLE_WAVES", "") not in ("", "0"):

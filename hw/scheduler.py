@@ -1,0 +1,62 @@
+"""Scheduler: counts -> intensity estimates -> threshold comparisons -> GPU or PIM.
+
+The model's rules (``sim.manager.scheduler``), as combinational logic:
+
+- DLM FC: the estimate is b / 1 with b = requests still drafting in the micro-batch, the
+  population count of ``drafting`` (one bit per request slot, an adder tree). GPU iff
+  b >= ``dlm_fc_threshold``.
+- TLM attention: the estimate is ``queries`` / ``requests`` (tokens of the verification over its
+  distinct requests). GPU iff queries >= ``tlm_attention_threshold`` * requests: one small
+  multiplication, no division.
+- With ``dynamic`` low the static mapping (``static_dlm_fc_gpu``, ``static_tlm_attention_gpu``)
+  is returned.
+
+Interface: all ports are plain signals; outputs are valid in the cycle the inputs are (the
+Manager registers them into its event stream). Device encoding: 1 = GPU, 0 = PIM.
+"""
+from __future__ import annotations
+
+from amaranth.hdl import Module, Mux, Signal
+from amaranth.lib import wiring
+from amaranth.lib.wiring import In, Out
+
+from sim.manager.formats import THRESHOLD
+
+
+class Scheduler(wiring.Component):
+    def __init__(self, requests: int, max_queries: int):
+        self.requests, self.max_queries = requests, max_queries
+        super().__init__({
+            "dynamic": In(1),
+            "dlm_fc_threshold": In(THRESHOLD.bits), "tlm_attention_threshold": In(THRESHOLD.bits),
+            "static_dlm_fc_gpu": In(1), "static_tlm_attention_gpu": In(1),
+            "drafting": In(requests),
+            "queries": In(range(max_queries + 1)), "query_requests": In(range(requests + 1)),
+            "drafting_count": Out(range(requests + 1)),
+            "dlm_fc_gpu": Out(1), "tlm_attention_gpu": Out(1),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        terms = [self.drafting[i] for i in range(self.requests)]
+        level = 0
+        while len(terms) > 1:
+            nxt = []
+            for j in range(0, len(terms) - 1, 2):
+                s = Signal(range(2 ** (level + 1) + 1), name=f"pop{level}_{j // 2}")
+                m.d.comb += s.eq(terms[j] + terms[j + 1])
+                nxt.append(s)
+            if len(terms) % 2:
+                nxt.append(terms[-1])
+            terms, level = nxt, level + 1
+        m.d.comb += self.drafting_count.eq(terms[0])
+
+        scaled = Signal(THRESHOLD.bits + len(self.query_requests))
+        m.d.comb += scaled.eq(self.tlm_attention_threshold * self.query_requests)
+        m.d.comb += [
+            self.dlm_fc_gpu.eq(Mux(self.dynamic, self.drafting_count >= self.dlm_fc_threshold,
+                                   self.static_dlm_fc_gpu)),
+            self.tlm_attention_gpu.eq(Mux(self.dynamic, self.queries >= scaled,
+                                          self.static_tlm_attention_gpu)),
+        ]
+        return m
