@@ -2,7 +2,7 @@
 import pytest
 
 from sim.manager.transactions import (
-    Admit, Discarded, DiscardReason, Drafted, DraftToken, Issued, Locked, Mapping, Moved,
+    Admit, Discarded, DiscardReason, Drafted, DraftToken, Issued, Locked, Moved,
     NotIssued, NotIssuedReason, Pool, ProtocolError, Refused, Resumed, Retire, Retired, Unlock,
     Unlocked, Verified, VerifyIssue, VerifyResult)
 from tests.sim.manager.helpers import admit, draft, manager, of

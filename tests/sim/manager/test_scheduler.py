@@ -1,5 +1,5 @@
 from sim.manager.scheduler import Scheduler, dlm_fc_estimate, tlm_attention_estimate
-from sim.manager.transactions import Device, Issued, Mapping, Op, SchedulerQuery, VerifyIssue
+from sim.manager.transactions import Device, Mapping, Op, SchedulerQuery, VerifyIssue
 from tests.sim.manager.helpers import admit, draft, manager, of
 
 P1 = 65536
