@@ -87,7 +87,7 @@ class RunMetrics:
     batch: int
     draft_length: int | None
     time_ps: int
-    energy_pj: int
+    energy_pj: float
     tokens: TokenCounts
     breakdown_ps: dict[str, int]
     gpu_busy_ps: int

@@ -1,0 +1,70 @@
+"""Thin, cached adapter between the engine and the cost models (``sim/cost/``).
+
+The engine asks for the price of one step of one model: a DLM prediction step of a micro-batch
+on its device, or a TLM pass over all devices, for given requests (each with its own context
+length and query count) and a mapping of the model's FC and attention to GPU or PIM. The
+adapter calls ``System.price_step`` and turns its ``StepCost`` into what the engine needs: the
+``Work`` (duration and device busy times), dynamic energy, operation counts. Identical
+questions are answered from a cache; keys are exact, never bucketed.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from sim.engine.devices import Work
+
+
+@dataclass(frozen=True)
+class Priced:
+    work: Work
+    energy_pj: float          # dynamic energy (static is charged once per run, for its duration)
+    attention_ps: int
+    fc_ps: int
+    comm_ps: int
+    flops: int
+    pim_flops: int
+
+
+class CostAdapter:
+    def __init__(self, hardware: str, tlm: str, dlm: str | None) -> None:
+        """``tlm``/``dlm``: model names (configs/models/); ``hardware``: a configs/hardware/
+        system."""
+        from sim.cost.system import load_system
+        from sim.model import load_model
+
+        self.system = load_system(hardware)
+        self.tlm = load_model(tlm)
+        self.dlm = load_model(dlm) if dlm else None
+        self.n_devices = int(self.system.devices)
+        self._cache: dict[tuple, Priced] = {}
+        self.calls = 0
+
+    def price(self, role: str, requests: tuple[tuple[int, int], ...], fc: str, attention: str,
+              devices: int) -> Priced:
+        """``role`` is ``tlm`` or ``dlm``; ``requests`` ((context_len, queries), ...)."""
+        key = (role, requests, fc, attention, devices)
+        hit = self._cache.get(key)
+        if hit is not None:
+            return hit
+        self.calls += 1
+        model = self.tlm if role == "tlm" else self.dlm
+        cost = self.system.price_step(model, requests, mapping={"fc": fc, "attention": attention},
+                                      devices=devices)
+        priced = Priced(
+            work=Work(time_ps=int(cost.time_ps), gpu_ps=int(cost.gpu_busy_ps),
+                      pim_ps=int(cost.pim_busy_ps), devices=devices),
+            energy_pj=cost.energy_pj - cost.energy_by_component_pj.get("static", 0.0),
+            attention_ps=int(cost.attention_ps),
+            fc_ps=int(cost.fc_ps), comm_ps=int(cost.comm_ps),
+            flops=int(cost.flops), pim_flops=int(cost.pim_flops))
+        self._cache[key] = priced
+        return priced
+
+    def static_energy_pj(self, total_ps: int) -> float:
+        """Static power of every GPU and stack of the system over the run: charged once, so
+        overlapping steps do not count it twice."""
+        n = self.n_devices
+        return self.system.energy.static(total_ps, n, n * self.system.stacks_per_device)
+
+    def has_pim(self) -> bool:
+        return self.system.pim is not None

@@ -1,0 +1,178 @@
+"""State shared by every simulated system: the event queue, the devices, the live requests of
+the batch and the accounting that ``sim.metrics`` turns into results.
+
+A run admits the first ``batch`` requests at time 0 (their prompts' KV caches are assumed
+present: prefill is not modelled, identically for every system) and ends when the workload is
+exhausted. Request slot s belongs to micro-batch s mod (number of devices): the micro-batch is
+the set of requests whose drafts one device makes.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from sim.engine.costs import CostAdapter, Priced
+from sim.engine.devices import DeviceSet, IntervalLog
+from sim.engine.events import EventQueue
+from sim.metrics import RunMetrics, TokenCounts, latency_breakdown
+from sim.systems.registry import StopRule
+from sim.systems.spec import ManagerTiming, SystemSpec
+from sim.workload import BatchFormer, Workload
+from traces.format import RequestTrace
+
+
+@dataclass
+class RunSetup:
+    spec: SystemSpec
+    pair: str
+    workload: Workload
+    batch: int
+    batching: str
+    costs: CostAdapter
+    stop: StopRule | None
+    mapping: dict[str, str]            # operator -> gpu|pim (initial mapping for dynamic)
+    timing: ManagerTiming | None
+    manager_config: object | None = None   # sim.manager.config.ManagerConfig for pool systems
+    draft_length: int | None = None
+
+
+@dataclass
+class Live:
+    """A request in the batch. ``t``: output tokens committed (the target's prefix length)."""
+    slot: int
+    mb: int
+    trace: RequestTrace
+    out_len: int
+    admitted_ps: int
+    t: int = 0
+    extra: dict = field(default_factory=dict)
+
+    @property
+    def remaining(self) -> int:
+        return self.out_len - self.t
+
+    def context(self, ahead: int) -> int:
+        """KV entries a step attends to when it processes the token ``ahead`` positions past
+        the committed prefix (0 = the last committed token)."""
+        return self.trace.prompt_len + self.t + ahead
+
+
+class BaseRun:
+    def __init__(self, setup: RunSetup) -> None:
+        self.setup = setup
+        self.spec = setup.spec
+        self.costs = setup.costs
+        self.n_devices = setup.costs.n_devices
+        self.queue = EventQueue()
+        self.log = IntervalLog()
+        self.devices = DeviceSet(self.queue, self.n_devices, self.log)
+        self.tokens = TokenCounts()
+        self.energy_pj = 0
+        self.flops = 0
+        self.pim_flops = 0
+        self.verify_ps = 0
+        self.verify_comm_ps = 0
+        self.passes = 0
+        self.latencies: list[int] = []
+        self.batcher = BatchFormer(setup.workload, setup.batch, setup.batching)
+        self.live: dict[int, Live] = {}
+        self._free_slots = list(range(setup.batch))
+
+    # -- requests ------------------------------------------------------------------------
+    def admit(self, traces: list[RequestTrace]) -> list[Live]:
+        out = []
+        for trace in traces:
+            slot = self._free_slots.pop(0)
+            live = Live(slot, slot % self.n_devices, trace, self.setup.workload.output_len(trace),
+                        self.queue.now)
+            self.live[slot] = live
+            out.append(live)
+        self._free_slots.sort()
+        return out
+
+    def commit(self, live: Live, drafted: int, accepted: int) -> bool:
+        """Book a verification of ``drafted`` draft tokens of which the first ``accepted``
+        matched (the tokens after the first mismatch are booked as discarded by the caller); the TLM adds its own token (correction or bonus) if the output is not complete.
+        Returns True when the request finished (it is then removed from the batch)."""
+        self.tokens.accepted += accepted
+        self.tokens.rejected += int(accepted < drafted)
+        live.t += accepted
+        if live.t < live.out_len:
+            live.t += 1
+            self.tokens.tlm_tokens += 1
+            self.tokens.generated += accepted + 1
+        else:
+            self.tokens.generated += accepted
+        if live.t >= live.out_len:
+            self.latencies.append(self.queue.now - live.admitted_ps)
+            del self.live[live.slot]
+            self._free_slots.append(live.slot)
+            self._free_slots.sort()
+            return True
+        return False
+
+    def book(self, priced: Priced) -> None:
+        self.energy_pj += priced.energy_pj
+        self.flops += priced.flops
+        self.pim_flops += priced.pim_flops
+
+    def price_dlm(self, requests: list[tuple[int, int]], fc: str | None = None) -> Priced:
+        m = self.setup.mapping
+        priced = self.costs.price("dlm", tuple(requests), fc or m["dlm_fc"], m["dlm_attention"], 1)
+        self.book(priced)
+        return priced
+
+    def price_tlm(self, requests: list[tuple[int, int]], attention: str | None = None) -> Priced:
+        m = self.setup.mapping
+        priced = self.costs.price("tlm", tuple(requests), m["tlm_fc"],
+                                  attention or m["tlm_attention"], self.n_devices)
+        self.book(priced)
+        self.verify_ps += priced.work.time_ps
+        self.verify_comm_ps += priced.comm_ps
+        self.passes += 1
+        return priced
+
+    def monitoring(self, mb: int, n_requests: int) -> int:
+        """Controller latency after a prediction step (0 without Manager hardware)."""
+        if not self.spec.manager_hardware or self.setup.timing is None or n_requests == 0:
+            return 0
+        ps = self.setup.timing.monitoring_ps(n_requests, self.costs.dlm.vocab)
+        self.log.add(f"monitor/mb{mb}", self.queue.now, self.queue.now + ps)
+        return ps
+
+    def decision(self, n_selected: int) -> int:
+        if not self.spec.manager_hardware or self.setup.timing is None:
+            return 0
+        ps = self.setup.timing.decision_ps(n_selected)
+        self.log.add("decide", self.queue.now, self.queue.now + ps)
+        return ps
+
+    # -- running -------------------------------------------------------------------------
+    def start(self) -> None:
+        raise NotImplementedError
+
+    def execute(self) -> RunMetrics:
+        self.start()
+        end = self.queue.run()
+        if self.live or not self.batcher.done:
+            raise RuntimeError(f"{self.spec.name}: simulation stalled at {end} ps with "
+                               f"{len(self.live)} requests unfinished")
+        self.finish_checks()
+        self.tokens.check(self.setup.workload.total_output)
+        return RunMetrics(
+            system=self.spec.name, pair=self.setup.pair, batch=self.setup.batch,
+            draft_length=self.setup.draft_length, time_ps=end,
+            energy_pj=self.energy_pj + self.static_energy_pj(end), tokens=self.tokens,
+            breakdown_ps=latency_breakdown(self.log, end),
+            gpu_busy_ps=self.devices.gpu_busy_ps, pim_busy_ps=self.devices.pim_busy_ps,
+            n_devices=self.n_devices, pim_ops=self.pim_flops, total_ops=self.flops,
+            request_latency_ps=self.latencies,
+            extra={"verification_comm_share": self.verify_comm_ps / self.verify_ps
+                   if self.verify_ps else 0.0,
+                   "verification_passes": self.passes,
+                   "mapping": dict(self.setup.mapping)})
+
+    def static_energy_pj(self, total_ps: int) -> int:
+        return self.costs.static_energy_pj(total_ps)
+
+    def finish_checks(self) -> None:
+        """Per-system end-of-run invariants (the Manager's own conservation check)."""

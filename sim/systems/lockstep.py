@@ -1,0 +1,111 @@
+"""Lock-step decoding: GPU-AD, PIM-AD, GPU-SD, PIM-SD, SpecPIM-AD/SD and SADDLE-d.
+
+A round: every micro-batch drafts on its own device (one DLM step after another for the
+requests still drafting), then one TLM pass verifies every request of the batch with its own
+query count (its draft tokens + 1) and context. Drafting and verification never overlap.
+Autoregressive decoding is the round with no draft tokens (one query per request).
+
+The stopping rule plans each round's length (fixed d, oracle) or, for SADDLE-d, the Manager's
+Controller (``sim.manager.controller``) decides token by token on the trace's probabilities
+quantized to UQ1.16.
+"""
+from __future__ import annotations
+
+from sim.manager.controller import Controller
+from sim.manager.formats import quantize_prob
+from sim.manager.transactions import DiscardReason
+from sim.systems.base import BaseRun, Live
+
+
+class LockstepRun(BaseRun):
+    def __init__(self, setup) -> None:
+        super().__init__(setup)
+        rule = setup.stop
+        self.controller = None
+        if rule is not None and rule.planned_by_controller:
+            cfg = setup.manager_config
+            self.controller = Controller(cfg.max_requests, cfg.max_draft_len, rule.controller_tau)
+        self.mb_done: set[int] = set()
+
+    # -- rounds --------------------------------------------------------------------------
+    def start(self) -> None:
+        self.enter(self.admit(self.batcher.initial()))
+        self.round()
+
+    def enter(self, lives: list[Live]) -> None:
+        if self.controller is not None:
+            for live in lives:
+                self.controller.admit(live.slot, live.mb)
+
+    def round(self) -> None:
+        rule = self.setup.stop
+        max_len = self.setup.manager_config.max_draft_len if self.controller else None
+        for live in self.live.values():
+            live.extra["drafted"] = 0
+            if rule is None:
+                live.extra["plan"] = 0
+                continue
+            plan = rule.planned(live.trace, live.t, live.remaining)
+            cap = plan if plan is not None else min(max_len, live.remaining)
+            live.extra["plan"] = plan
+            live.extra["cap"] = cap
+            live.extra["window"] = live.trace.draft_probs(live.t, cap) if cap else None
+            live.extra["drafting"] = cap > 0
+            if self.controller is not None:
+                self.controller.slots[live.slot].new_round()
+        self.mb_done = set()
+        for mb in range(self.n_devices):
+            self.mb_step(mb)
+
+    def members(self, mb: int) -> list[Live]:
+        return [l for slot, l in sorted(self.live.items()) if l.mb == mb]
+
+    def mb_step(self, mb: int) -> None:
+        drafting = [l for l in self.members(mb) if l.extra.get("drafting")]
+        if not drafting:
+            self.mb_done.add(mb)
+            if len(self.mb_done) == self.n_devices:
+                self.verify()
+            return
+        priced = self.price_dlm([(l.context(l.extra["drafted"]), 1) for l in drafting])
+        self.devices.start_background(mb, f"DLM/mb{mb}", priced.work,
+                                      lambda: self.after_draft(mb, drafting))
+
+    def after_draft(self, mb: int, drafting: list[Live]) -> None:
+        for live in drafting:
+            k = live.extra["drafted"]
+            live.extra["drafted"] = k + 1
+            self.tokens.drafted += 1
+            stop = k + 1 >= live.extra["cap"]
+            if self.controller is not None:
+                p = quantize_prob(float(live.extra["window"].p[k]))
+                slot = self.controller.expect_draft(live.slot, live.mb, k + 1)
+                stop = self.controller.advance(slot, p) or stop
+            live.extra["drafting"] = not stop
+        delay = self.monitoring(mb, len(drafting))
+        self.queue.after(delay, lambda: self.mb_step(mb))
+
+    # -- verification --------------------------------------------------------------------
+    def verify(self) -> None:
+        batch = [l for _, l in sorted(self.live.items())]
+        priced = self.price_tlm([(l.context(l.extra["drafted"]), l.extra["drafted"] + 1)
+                                 for l in batch])
+        self.devices.start_foreground("TLM", priced.work, lambda: self.after_verify(batch))
+
+    def after_verify(self, batch: list[Live]) -> None:
+        entering = []
+        for live in batch:
+            drafted = live.extra["drafted"]
+            accepted = live.extra["window"].n_accepted if drafted else 0
+            accepted = min(accepted, drafted)
+            if accepted < drafted - 1:
+                # Counted as the Manager counts them: the first mismatch is rejected, the
+                # verified tokens after it are discarded.
+                self.tokens.discard(DiscardReason.REJECTED_PREFIX.value, drafted - accepted - 1)
+            if self.commit(live, drafted, accepted):
+                if self.controller is not None:
+                    self.controller.retire(live.slot)
+                entering += self.batcher.on_finish()
+        self.enter(self.admit(entering))
+        if self.live:
+            self.round()

@@ -1,0 +1,220 @@
+"""SADDLE-p, SADDLE-s, SADDLE and the oracle: every decision taken by the Manager model.
+
+The engine talks to ``sim.manager.manager.Manager`` only through its transactions:
+``Admit`` when a request enters, ``DraftToken`` for every token the DLM produces (the answer
+says which pool took it and whether the round goes on, or ``Refused`` under back-pressure),
+``SchedulerQuery`` after each prediction step (where the micro-batch's next DLM FC runs),
+``VerifyIssue`` whenever a verification could start (the answer lists the tokens, in greedy
+order, and where TLM attention runs), ``VerifyResult`` per request and ``Unlock`` when the pass
+ends (eager tokens moved or discarded, new rounds resumed), ``Retire`` when an output is done.
+
+Trace positions. A round starts at output position ``base`` (the committed prefix when it
+starts); its j-th draft token (Manager position j) is the DLM's token at output position
+base + j - 1 along the DLM's own path, read from ``RequestTrace.draft_probs(base, n)``. The
+trace has no token ids: the Manager carries ``position mod 2**17`` in their place.
+
+Verification pass: request r with k selected tokens starting at round position f is priced
+with k + 1 queries (its draft tokens and the last token before them) over its own context.
+Its accepted count is how many of them lie inside the trace's leading accepted run. The TLM's
+own token (correction after a rejection, bonus when the round ended and everything was
+accepted) is committed exactly when the Manager resumes the request with a new round.
+
+Overlap. With an Eager Pool (SADDLE-s, SADDLE, oracle) each micro-batch's DLM keeps stepping
+while a pass is in flight (fluid device sharing, ``sim.engine.devices``); a verification is
+asked for whenever the TLM is idle. Without it (SADDLE-p), the micro-batches' prediction
+steps are synchronised and alternate with passes: after each step, a pass is issued if the
+Shared Pool holds one pass worth of tokens, or if no request can draft any more.
+"""
+from __future__ import annotations
+
+from sim.manager.formats import TOKEN_ID, quantize_prob
+from sim.manager.manager import Manager
+from sim.manager.transactions import (Admit, Discarded, DraftToken, Drafted, Issued, Mapping,
+                                      Op, Refused, Resumed, Retire, SchedulerQuery, Unlock,
+                                      Verified, VerifyIssue, VerifyResult)
+from sim.systems.base import BaseRun, Live
+
+
+def _token_id(position: int) -> int:
+    return position & TOKEN_ID.max_raw
+
+
+class PooledRun(BaseRun):
+    def __init__(self, setup, capacity: int) -> None:
+        super().__init__(setup)
+        self.manager = Manager(setup.manager_config)
+        self.capacity = capacity
+        self.overlap = setup.spec.eager
+        self.dlm_fc = {mb: setup.mapping["dlm_fc"] for mb in range(self.n_devices)}
+        self.in_pass = False
+        self.tlm_busy = False
+        self.refused = 0
+        self.mb_wait: dict[int, bool] = {}
+        self.events: list = []       # every Manager output, when recording (tests, replay)
+        self.record = False
+
+    # -- Manager -------------------------------------------------------------------------
+    def apply(self, txn) -> list:
+        out = self.manager.apply(txn)
+        if self.record:
+            self.events.append((txn, out))
+        for event in out:
+            if isinstance(event, Discarded):
+                self.tokens.discard(event.reason.value, len(event.positions))
+        return out
+
+    # -- requests ------------------------------------------------------------------------
+    def enter(self, lives: list[Live]) -> None:
+        for live in lives:
+            self.apply(Admit(live.slot, live.mb))
+            self.new_round(live)
+
+    def new_round(self, live: Live) -> None:
+        cap = min(self.setup.manager_config.max_draft_len, live.remaining)
+        plan = self.setup.stop.planned(live.trace, live.t, live.remaining)
+        ex = live.extra
+        ex["base"], ex["pos"], ex["blocked"] = live.t, 0, False
+        ex["cap"] = cap if plan is None else min(plan, cap)
+        ex["window"] = live.trace.draft_probs(live.t, cap)
+        ex["stopped"] = ex["cap"] == 0
+
+    def can_draft(self, live: Live) -> bool:
+        ex = live.extra
+        return not (ex["stopped"] or ex["blocked"])
+
+    # -- prediction ----------------------------------------------------------------------
+    def start(self) -> None:
+        self.enter(self.admit(self.batcher.initial()))
+        self.kick()
+
+    def kick(self) -> None:
+        """Start a prediction step on every idle micro-batch that has work."""
+        if not self.overlap and self.in_pass:
+            return
+        for mb in range(self.n_devices):
+            if not self.devices.busy_background(mb) and not self.mb_wait.get(mb):
+                self.mb_step(mb)
+
+    def mb_step(self, mb: int) -> None:
+        drafting = [l for _, l in sorted(self.live.items()) if l.mb == mb and self.can_draft(l)]
+        if not drafting:
+            return
+        priced = self.price_dlm([(l.context(l.extra["base"] - l.t + l.extra["pos"]), 1)
+                                 for l in drafting], fc=self.dlm_fc[mb])
+        self.mb_wait[mb] = True
+        self.devices.start_background(mb, f"DLM/mb{mb}", priced.work,
+                                      lambda: self.after_draft(mb, drafting))
+
+    def after_draft(self, mb: int, drafting: list[Live]) -> None:
+        for live in drafting:
+            ex = live.extra
+            j = ex["pos"] + 1
+            prob = quantize_prob(float(ex["window"].p[j - 1]))
+            out = self.apply(DraftToken(live.slot, mb, j, _token_id(ex["base"] + j - 1), prob))[0]
+            if isinstance(out, Refused):
+                self.refused += 1
+                ex["blocked"] = True
+                continue
+            assert isinstance(out, Drafted)
+            self.tokens.drafted += 1
+            ex["pos"] = j
+            ex["stopped"] = out.stop or j >= ex["cap"]
+        (mapping,) = self.apply(SchedulerQuery(mb))
+        self.dlm_fc[mb] = mapping.device.value
+        delay = self.monitoring(mb, len(drafting))
+        self.queue.after(delay, lambda: self.after_monitor(mb))
+
+    def after_monitor(self, mb: int) -> None:
+        self.mb_wait[mb] = False
+        if self.overlap:
+            self.try_issue()
+            self.mb_step(mb)
+            return
+        # SADDLE-p: wait for every micro-batch's step, then verify or step again.
+        if any(self.mb_wait.values()) or self.in_pass:
+            return
+        nothing_left = not any(self.can_draft(l) for l in self.live.values())
+        if not self.try_issue(tlm_idle=nothing_left):
+            self.kick()
+
+    # -- verification --------------------------------------------------------------------
+    def try_issue(self, tlm_idle: bool | None = None) -> bool:
+        if self.in_pass:
+            return False
+        idle = (not self.tlm_busy) if tlm_idle is None else tlm_idle
+        out = self.apply(VerifyIssue(idle, self.capacity))
+        if not isinstance(out[0], Issued):
+            return False
+        issued = out[0]
+        (mapping,) = [e for e in out if isinstance(e, Mapping) and e.op is Op.TLM_ATTENTION]
+        groups: dict[int, list[int]] = {}
+        for tok in issued.tokens:
+            groups.setdefault(tok.request, []).append(tok.position)
+        self.in_pass = True
+        self.tlm_busy = True
+        delay = self.decision(len(issued.tokens))
+        self.queue.after(delay, lambda: self.start_pass(groups, mapping.device.value))
+        return True
+
+    def start_pass(self, groups: dict[int, list[int]], attention: str) -> None:
+        requests = []
+        for slot in sorted(groups):
+            live = self.live[slot]
+            k = len(groups[slot])
+            requests.append((live.context(k), k + 1))
+        priced = self.price_tlm(requests, attention=attention)
+        self.devices.start_foreground("TLM", priced.work, lambda: self.after_pass(groups))
+
+    def after_pass(self, groups: dict[int, list[int]]) -> None:
+        accepted_now: dict[int, int] = {}
+        for slot in sorted(groups):
+            live = self.live[slot]
+            positions = groups[slot]
+            first, k = positions[0], len(positions)
+            run = live.extra["window"].n_accepted
+            a = max(0, min(k, run - (first - 1)))
+            for event in self.apply(VerifyResult(slot, a, _token_id(live.extra["base"] + first - 1 + a))):
+                if isinstance(event, Verified):
+                    self.tokens.accepted += event.accepted
+                    self.tokens.rejected += int(event.rejected)
+            accepted_now[slot] = a
+        resumed = {e.request for e in self.apply(Unlock()) if isinstance(e, Resumed)}
+        self.in_pass = False
+        self.tlm_busy = False
+        entering = []
+        for slot in sorted(groups):
+            live = self.live[slot]
+            if self.commit_pool(live, accepted_now[slot], slot in resumed):
+                entering += self.batcher.on_finish()
+        for live in self.live.values():
+            live.extra["blocked"] = False
+        self.enter(self.admit(entering))
+        if not self.live:
+            return
+        if self.overlap:
+            self.try_issue()
+            self.kick()
+        elif not self.try_issue(tlm_idle=not any(self.can_draft(l) for l in self.live.values())):
+            self.kick()
+
+    def commit_pool(self, live: Live, accepted: int, resumed: bool) -> bool:
+        self.tokens.generated += accepted
+        live.t += accepted
+        if resumed and live.t < live.out_len:
+            live.t += 1
+            self.tokens.generated += 1
+            self.tokens.tlm_tokens += 1
+        if live.t >= live.out_len:
+            self.apply(Retire(live.slot))
+            self.latencies.append(self.queue.now - live.admitted_ps)
+            del self.live[live.slot]
+            self._free_slots.append(live.slot)
+            self._free_slots.sort()
+            return True
+        if resumed:
+            self.new_round(live)
+        return False
+
+    def finish_checks(self) -> None:
+        totals = self.manager.conservation(final=True)
+        self.manager_totals = totals.as_dict()

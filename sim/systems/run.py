@@ -1,0 +1,142 @@
+"""One simulated run: a system, a model pair, a batch size and a workload -> ``RunMetrics``.
+
+Offline choices (SpecPIM's mapping, a searched fixed d, the Scheduler thresholds, the TLM pass
+capacity) are made here from the cost model and the validation split, then the system's run
+class replays the test split. Cost adapters are shared by runs in one process, so a grid
+prices each distinct step once.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+
+from sim.config import config_path, get, load_yaml
+from sim.engine.costs import CostAdapter
+from sim.errors import ConfigError
+from sim.manager.config import ManagerConfig
+from sim.manager.formats import quantize_prob
+from sim.manager.transactions import Device
+from sim.metrics import RunMetrics
+from sim.model import load_pair
+from sim.paths import TRACE_DATA
+from sim.systems import offline
+from sim.systems.lockstep import LockstepRun
+from sim.systems.pooled import PooledRun
+from sim.systems.registry import STOP_RULES
+from sim.systems.base import RunSetup
+from sim.systems.spec import load_manager_timing, load_system
+from sim.workload import Workload, load_workload
+
+
+@dataclass(frozen=True)
+class RunParams:
+    system: str
+    pair: str
+    batch: int
+    draft_length: int | str | None = None     # int, "search", or None (adaptive / AD)
+    tau: float | None = None                  # None: configs/tau/<pair>.yaml
+    max_draft_len: int | None = None          # None: configs/manager.yaml
+    trace: str | None = None                  # None: traces/data/<pair>.synth.jsonl.gz
+    split: str = "test"
+    requests: int | None = None
+    seed: int = 0
+    validation_fraction: float = 0.5
+    batching: str = "continuous"
+    max_seq_len: int | None = None
+    capacity_slack: float = 0.1
+    search_d_max: int = 12
+    source: str = "<run>"
+
+    def key(self) -> str:
+        return f"{self.system}|{self.pair}|b{self.batch}|d{self.draft_length}|tau{self.tau}"
+
+
+def default_trace(pair: str) -> Path:
+    return TRACE_DATA / f"{pair}.synth.jsonl.gz"
+
+
+def load_tau(pair: str) -> float:
+    path = config_path("tau", pair)
+    return get(load_yaml(path), "tau", float, source=path)
+
+
+@lru_cache(maxsize=None)
+def adapter(hardware: str, tlm: str, dlm: str) -> CostAdapter:
+    return CostAdapter(hardware, tlm, dlm)
+
+
+@lru_cache(maxsize=32)
+def _workload(trace: str, split: str, requests: int | None, seed: int, fraction: float,
+              max_seq_len: int | None, source: str) -> Workload:
+    return load_workload(trace, split=split, n_requests=requests, seed=seed,
+                         validation_fraction=fraction, max_seq_len=max_seq_len, source=source)
+
+
+def simulate(p: RunParams, timeline: bool = False) -> tuple[RunMetrics, object]:
+    """Run ``p``; returns the metrics and the run object (its interval log feeds a timeline)."""
+    spec = load_system(p.system)
+    pair = load_pair(p.pair)
+    costs = adapter(spec.hardware, pair.tlm.name, pair.dlm.name)
+    trace = str(p.trace or default_trace(p.pair))
+    max_seq = p.max_seq_len or pair.max_sequence_length
+    work = _workload(trace, p.split, p.requests, p.seed, p.validation_fraction, max_seq, p.source)
+    base_cfg = ManagerConfig.load()
+    max_len = p.max_draft_len or base_cfg.max_draft_len
+    tau = p.tau if p.tau is not None else (load_tau(p.pair) if spec.stop == "threshold" else 0.0)
+
+    mapping = dict(spec.static_mapping) if spec.static_mapping else None
+    draft_length = p.draft_length
+    if spec.speculative and spec.stop == "fixed":
+        if draft_length is None:
+            raise ConfigError(f"{p.source}: system {p.system} needs draft_length (a number or 'search')")
+        if draft_length == "search":
+            validation = _workload(trace, "validation", None, p.seed, p.validation_fraction,
+                                   max_seq, p.source)
+            mapping_for = ((lambda d: offline.specpim_mapping(costs, p.batch, max_seq, d))
+                           if spec.mapping == "specpim" else (lambda d: mapping))
+            draft_length, mapping = offline.search_draft_length(
+                costs, mapping_for, validation.requests, p.batch, max_seq, p.search_d_max)
+        elif not isinstance(draft_length, int) or isinstance(draft_length, bool) or draft_length < 1:
+            raise ConfigError(f"{p.source}: draft_length: expected an integer >= 1 or 'search', "
+                              f"found {draft_length!r}")
+    elif draft_length is not None:
+        raise ConfigError(f"{p.source}: draft_length: system {p.system} does not take a fixed d "
+                          f"(found {draft_length!r}); leave it out")
+    if spec.mapping == "specpim" and mapping is None:
+        mapping = offline.specpim_mapping(costs, p.batch, max_seq, draft_length or 1)
+
+    stop = None
+    if spec.speculative:
+        stop = STOP_RULES[spec.stop](draft_length=draft_length if spec.stop == "fixed" else None,
+                                     tau_raw=quantize_prob(tau), max_draft_len=max_len)
+    n_mb = costs.n_devices
+    cfg = base_cfg.replace(max_draft_len=max_len, tau=stop.controller_tau if stop else 0,
+                           micro_batches=n_mb,
+                           eager_entries=(base_cfg.eager_entries // n_mb * n_mb) if spec.eager else 0,
+                           dynamic_mapping=spec.mapping == "dynamic",
+                           static_dlm_fc=Device(mapping["dlm_fc"]),
+                           static_tlm_attention=Device(mapping["tlm_attention"]))
+    setup_extra = {}
+    if spec.verify == "shared_pool":
+        if spec.mapping == "dynamic":
+            context = max_seq // 2
+            dlm_thr, tlm_thr = offline.scheduler_thresholds(
+                costs, mapping, p.batch, context, max_batch=128, max_tokens=max_len)
+            cfg = cfg.replace(dlm_fc_threshold=dlm_thr, tlm_attention_threshold=tlm_thr)
+            setup_extra["scheduler_thresholds"] = {"dlm_fc": dlm_thr, "tlm_attention": tlm_thr}
+        capacity = min(offline.verify_capacity(costs, cfg.shared_entries, p.capacity_slack),
+                       cfg.shared_entries)
+        setup_extra["verify_capacity"] = capacity
+    setup = RunSetup(spec=spec, pair=p.pair, workload=work, batch=p.batch, batching=p.batching,
+                     costs=costs, stop=stop, mapping=mapping,
+                     timing=load_manager_timing() if spec.manager_hardware else None,
+                     manager_config=cfg,
+                     draft_length=draft_length if spec.stop == "fixed" else None)
+    run = (PooledRun(setup, setup_extra["verify_capacity"]) if spec.verify == "shared_pool"
+           else LockstepRun(setup))
+    metrics = run.execute()
+    metrics.extra.update(setup_extra)
+    if spec.stop == "threshold":
+        metrics.extra["tau"] = tau
+    return metrics, run

@@ -1,0 +1,109 @@
+"""``SystemSpec``: what a system is made of, read from ``configs/systems/NAME.yaml``; and the
+Manager's latency (``configs/timing/manager.yaml``)."""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from sim.config import config_path, get, load_yaml
+from sim.errors import ConfigError
+
+DECODING = ("autoregressive", "speculative")
+VERIFY = ("lockstep", "shared_pool")
+MAPPING = ("static", "specpim", "dynamic")
+OPERATORS = ("dlm_fc", "dlm_attention", "tlm_fc", "tlm_attention")
+DEVICES = ("gpu", "pim")
+
+
+@dataclass(frozen=True)
+class SystemSpec:
+    name: str
+    hardware: str                     # configs/hardware/<name>.yaml (the cost model's system)
+    decoding: str
+    stop: str | None                  # stop rule name (sim/systems/registry.py)
+    verify: str | None
+    eager: bool
+    mapping: str
+    static_mapping: dict[str, str] | None
+    manager_hardware: bool            # Manager latency (monitoring, decision) is charged
+
+    @property
+    def speculative(self) -> bool:
+        return self.decoding == "speculative"
+
+
+def _choice(data: dict, key: str, choices: tuple[str, ...], source: str, default=...) -> str:
+    value = get(data, key, str, source=source, default=default)
+    if value is not None and value not in choices:
+        raise ConfigError(f"{source}: {key}: expected one of {list(choices)}, found {value!r}")
+    return value
+
+
+def load_system(name: str) -> SystemSpec:
+    path = config_path("systems", name)
+    data = load_yaml(path)
+    src = str(path)
+    decoding = _choice(data, "decoding", DECODING, src)
+    spec_keys = decoding == "speculative"
+    from sim.systems.registry import STOP_RULES
+    stop = get(data, "stop", str, source=src) if spec_keys else None
+    if stop is not None and stop not in STOP_RULES:
+        raise ConfigError(f"{src}: stop: expected one of {sorted(STOP_RULES)}, found {stop!r}")
+    mapping = _choice(data, "mapping", MAPPING, src)
+    static = get(data, "static_mapping", dict, source=src, default=None)
+    if mapping != "specpim" or static is not None:
+        if static is None:
+            raise ConfigError(f"{src}: missing key 'static_mapping' (needed by mapping {mapping!r})")
+        for op in OPERATORS:
+            dev = get(static, op, str, source=src, prefix="static_mapping")
+            if dev not in DEVICES:
+                raise ConfigError(f"{src}: static_mapping.{op}: expected gpu or pim, found {dev!r}")
+        unknown = sorted(set(static) - set(OPERATORS))
+        if unknown:
+            raise ConfigError(f"{src}: static_mapping: unknown operator(s) {unknown}; expected {list(OPERATORS)}")
+    verify = _choice(data, "verify", VERIFY, src) if spec_keys else None
+    eager = get(data, "eager", bool, source=src, default=False)
+    if eager and verify != "shared_pool":
+        raise ConfigError(f"{src}: eager: the Eager Pool needs verify: shared_pool")
+    if mapping == "dynamic" and verify != "shared_pool":
+        raise ConfigError(f"{src}: mapping: dynamic needs the Manager (verify: shared_pool)")
+    known = {"hardware", "decoding", "stop", "verify", "eager", "mapping", "static_mapping",
+             "manager_hardware"}
+    unknown = sorted(set(data) - known)
+    if unknown:
+        raise ConfigError(f"{src}: unknown key(s) {unknown}; expected some of {sorted(known)}")
+    return SystemSpec(name=name, hardware=get(data, "hardware", str, source=src),
+                      decoding=decoding, stop=stop, verify=verify, eager=eager, mapping=mapping,
+                      static_mapping=dict(static) if static else None,
+                      manager_hardware=get(data, "manager_hardware", bool, source=src, default=False))
+
+
+@dataclass(frozen=True)
+class ManagerTiming:
+    clock_ghz: float
+    softmax_lanes: int
+    compare_cycles: int
+    select_fixed_cycles: int
+
+    def _ps(self, cycles: int) -> int:
+        return math.ceil(cycles * 1000 / self.clock_ghz)
+
+    def monitoring_ps(self, n_requests: int, vocab: int) -> int:
+        """Softmax over each drafting request's logits, then multiply and compare."""
+        beats = -(-vocab // self.softmax_lanes)
+        return self._ps(n_requests * beats + self.compare_cycles)
+
+    def decision_ps(self, n_selected: int) -> int:
+        return self._ps(self.select_fixed_cycles + n_selected)
+
+
+def load_manager_timing(name: str = "manager") -> ManagerTiming:
+    path = config_path("timing", name)
+    data = load_yaml(path)
+    src = str(path)
+    return ManagerTiming(
+        clock_ghz=get(data, "clock_ghz", float, source=src, positive=True),
+        softmax_lanes=get(data, "softmax_lanes", int, source=src, positive=True),
+        compare_cycles=get(data, "compare_cycles", int, source=src),
+        select_fixed_cycles=get(data, "select_fixed_cycles", int, source=src),
+    )
