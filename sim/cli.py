@@ -18,6 +18,7 @@ from sim.errors import SaddleError
 SUBCOMMAND_MODULES = [
     "hw.cli",
     "sim.cost.cli",
+    "traces.cli",
 ]
 
 
