@@ -1,0 +1,140 @@
+"""Controller: per-request state, the softmax unit, the H multiplier and the stop comparator.
+
+Per request slot (``requests`` of them) it keeps what the model's ``RequestSlot`` keeps:
+admitted, micro-batch, state (DRAFTING / STOPPED / REJECTED), H (UQ1.16), t (draft tokens of
+the round) and the TLM token the next round starts from. The stop rule is the model's
+(``sim.manager.controller``): H_t = (H_{t-1} * p_t) >> 16, stop iff H_t < tau or
+t >= max_draft_len; the token that crosses tau is still a drafted token.
+
+Interface (``lib.wiring`` Component):
+
+- configuration: ``tau`` (UQ1.16), ``max_draft_len``; held stable while in use.
+- command ``op`` (``CtlOp``) with ``req``, ``mb``, ``prob``, ``use_logits``, ``token``,
+  ``reject``; ``op_ready`` is low only for a ``DRAFT`` with ``use_logits`` while the softmax
+  has no result. Each command completes in the cycle it is given with ``op_ready`` high:
+  ``ADMIT`` (slot ``req`` in micro-batch ``mb``, round start), ``DRAFT`` (one token of
+  probability ``prob``, or the softmax's greedy token with ``use_logits``), ``RESULT`` (the
+  verification's TLM ``token`` is the next round's start; ``reject`` marks the round rejected),
+  ``NEW_ROUND`` (H = 1.0, t = 0, drafting), ``RETIRE``.
+- decision (combinational, for the ``DRAFT`` in this cycle): ``h_new``, ``t_new``, ``stop``,
+  ``sampled_token``/``sampled_prob`` (softmax result or ``prob``).
+- read port: ``req`` -> ``rd_mb``, ``rd_state``, ``rd_t``, ``rd_next_token``.
+- ``q_mb`` -> ``drafting``: one bit per slot, admitted, drafting and in micro-batch ``q_mb``.
+- ``logits`` (in stream): the softmax unit's input (`hw.softmax.Softmax`).
+
+Cycle behaviour: read, multiply, compare and write-back happen in one cycle, so one decision per
+cycle, back-to-back on the same request included; the state is in registers.
+"""
+from __future__ import annotations
+
+from amaranth.hdl import Array, Cat, Module, Mux, Signal
+from amaranth.lib import enum, stream, wiring
+from amaranth.lib.wiring import In, Out
+
+from hw.softmax import Softmax, logits_layout
+from sim.manager.formats import MICROBATCH_ID, POSITION, PROB, PROB_ONE, REQUEST_ID, TOKEN_ID
+from sim.manager.softmax import SoftmaxParams
+
+
+class CtlOp(enum.Enum, shape=3):
+    NOP = 0
+    ADMIT = 1
+    DRAFT = 2
+    RESULT = 3
+    NEW_ROUND = 4
+    RETIRE = 5
+
+
+class SlotState(enum.Enum, shape=2):
+    """Encoding of ``sim.manager.controller.RequestState``."""
+    DRAFTING = 0
+    STOPPED = 1
+    REJECTED = 2
+
+
+class Controller(wiring.Component):
+    def __init__(self, requests: int, softmax: SoftmaxParams):
+        if not 1 <= requests <= REQUEST_ID.max_raw + 1:
+            raise ValueError(f"Controller: requests must be in [1, {REQUEST_ID.max_raw + 1}]")
+        self.requests, self.softmax_params = requests, softmax
+        t = range(POSITION.max_raw + 1)
+        super().__init__({
+            "tau": In(PROB.bits), "max_draft_len": In(t),
+            "op": In(CtlOp), "op_ready": Out(1),
+            "req": In(REQUEST_ID.bits), "mb": In(MICROBATCH_ID.bits), "prob": In(PROB.bits),
+            "use_logits": In(1), "token": In(TOKEN_ID.bits), "reject": In(1),
+            "h_new": Out(PROB.bits), "t_new": Out(t), "stop": Out(1),
+            "sampled_token": Out(TOKEN_ID.bits), "sampled_prob": Out(PROB.bits),
+            "rd_mb": Out(MICROBATCH_ID.bits), "rd_state": Out(SlotState), "rd_t": Out(t),
+            "rd_next_token": Out(TOKEN_ID.bits),
+            "q_mb": In(MICROBATCH_ID.bits), "drafting": Out(requests),
+            "logits": In(stream.Signature(logits_layout(softmax))),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        m.submodules.softmax = softmax = Softmax(self.softmax_params)
+        wiring.connect(m, wiring.flipped(self.logits), softmax.logits)
+
+        n = self.requests
+        t_shape = range(POSITION.max_raw + 1)
+        admitted = Signal(n)
+        mbs = [Signal(MICROBATCH_ID.bits, name=f"r{i}_mb") for i in range(n)]
+        states = [Signal(SlotState, name=f"r{i}_state") for i in range(n)]
+        hs = [Signal(PROB.bits, init=PROB_ONE, name=f"r{i}_h") for i in range(n)]
+        ts = [Signal(t_shape, name=f"r{i}_t") for i in range(n)]
+        nexts = [Signal(TOKEN_ID.bits, name=f"r{i}_next") for i in range(n)]
+
+        h_prev = Signal(PROB.bits)
+        m.d.comb += [
+            h_prev.eq(Array(hs)[self.req]),
+            self.rd_mb.eq(Array(mbs)[self.req]),
+            self.rd_state.eq(Array(states)[self.req]),
+            self.rd_t.eq(Array(ts)[self.req]),
+            self.rd_next_token.eq(Array(nexts)[self.req]),
+            self.drafting.eq(Cat(admitted[i] & (states[i] == SlotState.DRAFTING) & (mbs[i] == self.q_mb)
+                                 for i in range(n))),
+        ]
+
+        # The decision path: one multiplier and two comparators.
+        product = Signal(2 * PROB.bits)
+        sampled = softmax.result.payload
+        m.d.comb += [
+            self.sampled_prob.eq(Mux(self.use_logits, sampled.prob, self.prob)),
+            self.sampled_token.eq(Mux(self.use_logits, sampled.token, 0)),
+            product.eq(h_prev * self.sampled_prob),
+            self.h_new.eq(product >> PROB.frac),
+            self.t_new.eq(self.rd_t + 1),
+            self.stop.eq((self.h_new < self.tau) | (self.t_new >= self.max_draft_len)),
+        ]
+        is_draft = Signal()
+        m.d.comb += [
+            is_draft.eq(self.op == CtlOp.DRAFT),
+            self.op_ready.eq(~(is_draft & self.use_logits) | softmax.result.valid),
+            softmax.result.ready.eq(is_draft & self.use_logits),
+        ]
+
+        for i in range(n):
+            with m.If(self.req == i):
+                with m.Switch(self.op):
+                    with m.Case(CtlOp.ADMIT):
+                        m.d.sync += [admitted[i].eq(1), mbs[i].eq(self.mb), nexts[i].eq(0)]
+                        self._new_round(m, hs[i], ts[i], states[i])
+                    with m.Case(CtlOp.DRAFT):
+                        with m.If(self.op_ready):
+                            m.d.sync += [hs[i].eq(self.h_new), ts[i].eq(self.t_new)]
+                            with m.If(self.stop):
+                                m.d.sync += states[i].eq(SlotState.STOPPED)
+                    with m.Case(CtlOp.RESULT):
+                        m.d.sync += nexts[i].eq(self.token)
+                        with m.If(self.reject):
+                            m.d.sync += states[i].eq(SlotState.REJECTED)
+                    with m.Case(CtlOp.NEW_ROUND):
+                        self._new_round(m, hs[i], ts[i], states[i])
+                    with m.Case(CtlOp.RETIRE):
+                        m.d.sync += admitted[i].eq(0)
+        return m
+
+    @staticmethod
+    def _new_round(m, h, t, state):
+        m.d.sync += [h.eq(PROB_ONE), t.eq(0), state.eq(SlotState.DRAFTING)]
