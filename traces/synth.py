@@ -306,11 +306,11 @@ def default_trace(pair: str) -> Path:
     return path
 
 
-def write_default_trace(pair: str) -> Path:
-    """(Re)generate the shipped trace of ``pair``; written beside and renamed, so readers never
-    see a half-written file."""
+def write_default_trace(pair: str, path: Path | None = None) -> Path:
+    """(Re)generate the shipped trace of ``pair`` (or write it to ``path``); written beside and
+    renamed, so readers never see a half-written file."""
     params = load_params(pair)
-    path = default_trace_path(pair)
+    path = path or default_trace_path(pair)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + ".tmp.gz")
     write_trace(tmp, *synthesize(params, params.default_splits, params.default_seed))
