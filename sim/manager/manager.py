@@ -15,9 +15,9 @@ from sim.manager.formats import POOL_COUNT, POSITION, PROB_ONE, REQUEST_ID, TOKE
 from sim.manager.scheduler import Scheduler, dlm_fc_estimate, tlm_attention_estimate
 from sim.manager.shared_pool import PoolEntry, SharedPool
 from sim.manager.transactions import (
-    Admit, Admitted, Discarded, DiscardReason, DraftToken, Drafted, Issued, Locked, Mapping,
-    Moved, NotIssued, NotIssuedReason, Op, Pool, ProtocolError, Refused, Resumed, Retire,
-    Retired, SchedulerQuery, SelectedToken, Unlock, Unlocked, Verified, VerifyIssue,
+    Admit, Admitted, Discarded, DiscardReason, DraftToken, Drafted, EndRound, Issued, Locked,
+    Mapping, Moved, NotIssued, NotIssuedReason, Op, Pool, ProtocolError, Refused, Resumed, Retire,
+    Retired, RoundEnded, SchedulerQuery, SelectedToken, Unlock, Unlocked, Verified, VerifyIssue,
     VerifyResult)
 
 
@@ -38,7 +38,7 @@ class Manager:
         self._handlers = {
             Admit: self._admit, DraftToken: self._draft, VerifyIssue: self._issue,
             VerifyResult: self._result, Unlock: self._unlock, SchedulerQuery: self._query,
-            Retire: self._retire,
+            EndRound: self._end_round, Retire: self._retire,
         }
 
     def apply(self, txn) -> list:
@@ -182,6 +182,22 @@ class Manager:
         self._microbatch(txn.microbatch, "SchedulerQuery")
         num, den = dlm_fc_estimate(self.controller.drafting(txn.microbatch))
         return [Mapping(Op.DLM_FC, self.scheduler.dlm_fc(num, den), num, den, txn.microbatch)]
+
+    def _end_round(self, txn: EndRound) -> list:
+        _field(REQUEST_ID, txn.request, "EndRound.request")
+        slot = self.controller.slot(txn.request, "EndRound")
+        if slot.state is not RequestState.DRAFTING:
+            raise ProtocolError(f"EndRound: request {txn.request} is {slot.state.value}, not drafting")
+        if slot.t == 0:
+            raise ProtocolError(f"EndRound: request {txn.request} has no draft token in this round")
+        slot.state = RequestState.STOPPED
+        events: list = [RoundEnded(txn.request, slot.t, slot.h)]
+        if slot.pending == 0:
+            # Every token of the round is already verified and accepted: the next round starts
+            # from the TLM token of the latest result, as it would have at that Unlock.
+            slot.new_round()
+            events.append(Resumed(txn.request, slot.next_token, False))
+        return events
 
     def _retire(self, txn: Retire) -> list:
         _field(REQUEST_ID, txn.request, "Retire.request")

@@ -24,8 +24,8 @@ from sim.manager.controller import RequestState
 from sim.manager.formats import PROB_ONE
 from sim.manager.manager import Manager
 from sim.manager.transactions import (
-    Admit, Discarded, DraftToken, Drafted, Issued, Moved, NotIssued, Refused, Resumed, Retire,
-    Retired, SchedulerQuery, Unlock, Verified, VerifyIssue, VerifyResult)
+    Admit, Discarded, DraftToken, Drafted, EndRound, Issued, Moved, NotIssued, Refused, Resumed,
+    Retire, Retired, RoundEnded, SchedulerQuery, Unlock, Verified, VerifyIssue, VerifyResult)
 
 PHASES = ("steady", "flood", "long_lock", "reject_first", "accept_all", "ties")
 VOCAB = 128256
@@ -60,8 +60,8 @@ class _Environment:
         for e in events:
             if isinstance(e, Verified):
                 self.output_len[e.request] -= e.accepted + 1
-            elif isinstance(e, Drafted):
-                self.retry.pop(e.request, None)
+            elif isinstance(e, (Drafted, Resumed)):
+                self.retry.pop(e.request, None)    # taken, or its round is over
             elif isinstance(e, Retired):
                 self.output_len.pop(e.request)
                 self.retry.pop(e.request, None)
@@ -93,7 +93,9 @@ class _Environment:
         free_slots = [r for r in range(self.requests) if r not in m.controller.slots]
         retirable = [r for r, left in self.output_len.items() if left <= 0 and r not in m.requests_in_pass]
         w_draft, w_issue, w_result, w_query, w_life = _WEIGHTS[self.phase]
+        endable = [r for r in drafting if m.controller.slots[r].t > 0 and r not in self.retry]
         actions = [("draft", w_draft if drafting else 0),
+                   ("end", 0.3 if endable else 0),
                    ("issue", w_issue * (1 if not locked else 0.2)),
                    ("result", w_result if locked else 0),
                    ("query", w_query),
@@ -107,6 +109,8 @@ class _Environment:
             events = self.apply(DraftToken(r, slot.microbatch, slot.t + 1, token, prob))
             if isinstance(events[0], Refused):
                 self.retry[r] = (token, prob)
+        elif action == "end":
+            self.apply(EndRound(rng.choice(sorted(endable))))
         elif action == "issue":
             capacity = rng.choice((1, 2, 4, 8, 16, 32, 64, self.config.shared_entries,
                                    rng.randint(1, self.config.shared_entries)))
@@ -198,6 +202,6 @@ def coverage(pairs: Iterable[tuple[object, list]]) -> Counter:
                 cov[f"not_issued_{e.reason.value}"] += 1
             elif isinstance(e, Discarded):
                 cov[f"discarded_{e.reason.value}"] += len(e.positions)
-            elif isinstance(e, (Moved, Resumed, Retired)):
+            elif isinstance(e, (Moved, Resumed, Retired, RoundEnded)):
                 cov[type(e).__name__.lower()] += 1
     return cov

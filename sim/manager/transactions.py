@@ -109,12 +109,19 @@ class SchedulerQuery:
 
 
 @dataclass(frozen=True, slots=True)
+class EndRound:
+    """The environment ends the request's drafting for this round (output length reached, or
+    an external stopping rule such as the oracle), as if the Controller had said stop."""
+    request: int
+
+
+@dataclass(frozen=True, slots=True)
 class Retire:
     """The request's output is complete; its slot is freed and its pooled tokens discarded."""
     request: int
 
 
-INPUTS = (Admit, DraftToken, VerifyIssue, VerifyResult, Unlock, SchedulerQuery, Retire)
+INPUTS = (Admit, DraftToken, VerifyIssue, VerifyResult, Unlock, SchedulerQuery, EndRound, Retire)
 
 # ----------------------------------------------------------------------------- outputs
 
@@ -133,6 +140,14 @@ class Drafted:
     pool: Pool
     h: int
     stop: bool
+
+
+@dataclass(frozen=True, slots=True)
+class RoundEnded:
+    """Answer to EndRound: drafting of the round stopped after ``position`` tokens, at ``h``."""
+    request: int
+    position: int
+    h: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -224,7 +239,7 @@ class Retired:
     request: int
 
 
-OUTPUTS = (Admitted, Drafted, Refused, NotIssued, Issued, Locked, Mapping, Verified, Discarded,
+OUTPUTS = (Admitted, Drafted, RoundEnded, Refused, NotIssued, Issued, Locked, Mapping, Verified, Discarded,
            Unlocked, Moved, Resumed, Retired)
 
 _TOP_LEVEL = {cls.__name__: cls for cls in INPUTS + OUTPUTS}

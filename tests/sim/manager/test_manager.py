@@ -2,9 +2,9 @@
 import pytest
 
 from sim.manager.transactions import (
-    Admit, Discarded, DiscardReason, Drafted, DraftToken, Issued, Locked, Moved,
-    NotIssued, NotIssuedReason, Pool, ProtocolError, Refused, Resumed, Retire, Retired, Unlock,
-    Unlocked, Verified, VerifyIssue, VerifyResult)
+    Admit, Discarded, DiscardReason, Drafted, DraftToken, EndRound, Issued, Locked, Moved,
+    NotIssued, NotIssuedReason, Pool, ProtocolError, Refused, Resumed, Retire, Retired, RoundEnded,
+    Unlock, Unlocked, Verified, VerifyIssue, VerifyResult)
 from tests.sim.manager.helpers import admit, draft, manager, of
 
 P1 = 65536
@@ -238,3 +238,28 @@ def test_verification_ids_count_passes():
         assert of(m.apply(VerifyIssue(True, 1)), Locked) == [Locked(vid)]
         m.apply(VerifyResult(0, 1, 0))
         assert m.apply(Unlock())[0] == Unlocked(vid)
+
+
+def test_end_round_stops_drafting_and_waits_for_the_pool():
+    m = manager()
+    admit(m, (0, 0))
+    with pytest.raises(ProtocolError, match="no draft token in this round"):
+        m.apply(EndRound(0))
+    draft(m, 0, 60000, 60000)
+    assert m.apply(EndRound(0)) == [RoundEnded(0, 2, 54931)]
+    with pytest.raises(ProtocolError, match="stopped, not drafting"):
+        m.apply(EndRound(0))
+    m.apply(VerifyIssue(True, 8))
+    m.apply(VerifyResult(0, 2, 21))
+    assert m.apply(Unlock()) == [Unlocked(0), Resumed(0, 21, False)]
+
+
+def test_end_round_after_everything_was_accepted_resumes_at_once():
+    m = manager()
+    admit(m, (0, 0))
+    draft(m, 0, P1)
+    m.apply(VerifyIssue(True, 8))
+    m.apply(VerifyResult(0, 1, 33))
+    assert m.apply(Unlock()) == [Unlocked(0)]      # still drafting: same round
+    assert m.apply(EndRound(0)) == [RoundEnded(0, 1, P1), Resumed(0, 33, False)]
+    assert draft(m, 0, P1)[0].position == 1

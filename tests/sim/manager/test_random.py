@@ -7,7 +7,7 @@ from sim.manager.controller import update_h
 from sim.manager.random_txns import coverage, generate, generate_with_events
 from sim.manager.transactions import (
     Admitted, Discarded, DiscardReason, Drafted, DraftToken, Issued, Locked, Moved, NotIssued,
-    Pool, Refused, Resumed, Retired, Unlocked, Verified, to_dict)
+    Pool, Refused, Resumed, Retired, RoundEnded, Unlocked, Verified, to_dict)
 from tests.sim.manager.helpers import config
 
 SMALL = config(max_requests=12, max_draft_len=8, tau=9000, shared_entries=24, eager_entries=16,
@@ -47,6 +47,8 @@ def check_events(cfg: ManagerConfig, pairs) -> None:
                 else:
                     assert (locked or has_eager) and eager_count(mb_of[e.request]) < eager_cap
                     eager[(e.request, e.position)] = e.h
+            elif isinstance(e, RoundEnded):
+                assert e.h == h_of[e.request]
             elif isinstance(e, Refused):
                 if e.pool is Pool.SHARED:
                     assert len(shared) + len(flight) == cfg.shared_entries
@@ -104,7 +106,7 @@ def test_corner_cases_are_all_exercised():
     cov = sum((coverage(generate_with_events(SMALL, s, 12000)[0]) for s in SEEDS[:2]), start=coverage([]))
     for key in ("refused_shared", "refused_eager", "reject_first", "reject_later", "all_accepted",
                 "tie_across_requests", "tie_same_request", "issued_full_pass", "not_issued_locked",
-                "not_issued_below_capacity", "moved", "resumed", "retired",
+                "not_issued_below_capacity", "moved", "resumed", "retired", "roundended",
                 "discarded_rejected_prefix", "discarded_shared_after_reject",
                 "discarded_eager_after_reject", "discarded_request_retired"):
         assert cov[key] > 0, key
