@@ -19,6 +19,7 @@ SUBCOMMAND_MODULES = [
     "hw.cli",
     "sim.cost.cli",
     "traces.cli",
+    "sim.experiments.cli",
 ]
 
 

@@ -1,0 +1,54 @@
+"""``saddle run [FILE]`` and ``saddle tune-tau --pair PAIR``."""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+
+def register(subparsers) -> None:
+    run = subparsers.add_parser("run", help="run an experiment (default: configs/experiments/default.yaml)")
+    run.add_argument("file", nargs="?", help="experiment YAML file or name in configs/experiments/")
+    run.add_argument("--json", action="store_true", help="print one JSON object instead of the table")
+    run.add_argument("--timeline", metavar="FILE.json", help="write a Perfetto/Chrome trace of the first run")
+    run.add_argument("--trace", metavar="FILE", help="replay this trace file instead of the pair's default")
+    run.add_argument("--out", metavar="DIR", help="results folder (default: results/<name>/)")
+    run.add_argument("--no-plot", action="store_true", help="skip the plot")
+    run.set_defaults(func=run_handler)
+
+    tune = subparsers.add_parser("tune-tau", help="choose SADDLE's tau on the validation split and store it")
+    tune.add_argument("--pair", required=True)
+    tune.add_argument("--config", default="tune-tau", help="tuning settings in configs/experiments/")
+    tune.add_argument("--dry-run", action="store_true", help="print the choice, do not write configs/tau/")
+    tune.set_defaults(func=tune_handler)
+
+
+def run_handler(args) -> int:
+    from sim.experiments.grid import load_experiment, resolve_path
+    from sim.experiments.runner import execute, table, write_results
+    from sim.paths import results_dir
+
+    path = resolve_path(args.file)
+    experiment, runs = load_experiment(path, trace=args.trace)
+    out = Path(args.out) if args.out else results_dir() / experiment["name"]
+    records = execute(experiment["name"], runs, out, progress=not args.json and sys.stderr.isatty(),
+                      timeline=Path(args.timeline) if args.timeline else None)
+    write_results(out, experiment, runs, records)
+    plots = []
+    if not args.no_plot:
+        from sim.experiments.plots import plot_all
+        plots = plot_all(out, experiment, records)
+    if args.json:
+        print(json.dumps({"experiment": experiment["name"], "runs": records}, sort_keys=True))
+    else:
+        print(table(records))
+        print(f"\nresults: {out}/results.json, results.csv, config.yaml"
+              + "".join(f"\nplot: {p}" for p in plots))
+    return 0
+
+
+def tune_handler(args) -> int:
+    from sim.experiments.tune import tune_tau
+    tune_tau(args.pair, args.config, write=not args.dry_run)
+    return 0

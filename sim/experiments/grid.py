@@ -1,0 +1,107 @@
+"""Experiment files and their grid of runs.
+
+An experiment (``configs/experiments/NAME.yaml``)::
+
+    name: default                    # results go to results/<name>/
+    description: ...
+    pairs: [opt-66b+opt-1.3b]
+    batches: [64]
+    systems:                         # one entry per system; draft_length: N, [N, ...] or search;
+                                     # optional per-entry batches: [...] (subset of batches)
+      - {system: gpu-ad}
+      - {system: gpu-sd, draft_length: search}
+    workload: {split: test, requests: 256, batching: continuous, seed: 0}
+    max_seq_len: [1024]              # optional sweep (default: the pair's)
+    plot: {x: batch, metric: tokens_per_s, normalize: gpu-ad}   # or a list of such, each with
+                                     # optional name and where: {batch: 64}
+
+The grid is pairs x batches x max_seq_len x systems (x draft lengths). Each run is written to
+``runs/<key>.json`` as soon as it ends, so an interrupted grid resumes where it stopped: a run
+whose file exists with the same parameters is not run again.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import asdict
+from pathlib import Path
+
+from sim.config import config_path, get, load_yaml
+from sim.errors import ConfigError
+from sim.systems.run import RunParams
+
+PLOT_X = ("batch", "draft_length", "max_seq_len", "system")
+
+
+def resolve_path(name_or_path: str | None) -> Path:
+    if name_or_path is None:
+        return config_path("experiments", "default")
+    path = Path(name_or_path)
+    if path.suffix in (".yaml", ".yml") or path.exists():
+        if not path.is_file():
+            raise ConfigError(f"{path}: no such experiment file")
+        return path
+    return config_path("experiments", name_or_path)
+
+
+def _list(value, what: str, src: str) -> list:
+    return value if isinstance(value, list) else [value]
+
+
+def load_experiment(path: Path, trace: str | None = None) -> tuple[dict, list[RunParams]]:
+    data = load_yaml(path)
+    src = str(path)
+    name = get(data, "name", str, source=src)
+    pairs = get(data, "pairs", list, source=src)
+    batches = get(data, "batches", list, source=src)
+    systems = get(data, "systems", list, source=src)
+    work = get(data, "workload", dict, source=src, default={})
+    seqs = _list(get(data, "max_seq_len", (int, list), source=src, default=[None]), "max_seq_len", src)
+    tau = get(data, "tau", float, source=src, default=None)
+    if trace is not None and len(pairs) != 1:
+        raise ConfigError(f"{src}: --trace replaces the trace of one pair; this experiment has {len(pairs)}")
+    for i, b in enumerate(batches):
+        if isinstance(b, bool) or not isinstance(b, int) or b < 1:
+            raise ConfigError(f"{src}: batches[{i}]: expected an integer >= 1, found {b!r}")
+    known = {"split", "requests", "batching", "seed", "validation_fraction"}
+    unknown = sorted(set(work) - known)
+    if unknown:
+        raise ConfigError(f"{src}: workload: unknown key(s) {unknown}; expected some of {sorted(known)}")
+    runs = []
+    for pair in pairs:
+        for seq in seqs:
+            for batch in batches:
+                for i, entry in enumerate(systems):
+                    if not isinstance(entry, dict):
+                        raise ConfigError(f"{src}: systems[{i}]: expected a mapping with 'system'")
+                    if batch not in entry.get("batches", batches):
+                        continue
+                    system = get(entry, "system", str, source=src, prefix=f"systems[{i}]")
+                    ds = _list(entry.get("draft_length"), "draft_length", src)
+                    for d in ds:
+                        runs.append(RunParams(
+                            system=system, pair=pair, batch=batch, draft_length=d,
+                            tau=get(entry, "tau", float, source=src, prefix=f"systems[{i}]", default=tau),
+                            max_draft_len=get(entry, "max_draft_len", int, source=src,
+                                              prefix=f"systems[{i}]", default=None),
+                            trace=trace, split=get(work, "split", str, source=src, default="test"),
+                            requests=get(work, "requests", int, source=src, default=None),
+                            seed=get(work, "seed", int, source=src, default=0),
+                            validation_fraction=get(work, "validation_fraction", float, source=src,
+                                                    default=0.5),
+                            batching=get(work, "batching", str, source=src, default="continuous"),
+                            max_seq_len=seq, source=src))
+    plot = get(data, "plot", (dict, list), source=src, default={"x": "batch", "metric": "tokens_per_s"})
+    for spec in plot if isinstance(plot, list) else [plot]:
+        if spec.get("x", "batch") not in PLOT_X:
+            raise ConfigError(f"{src}: plot.x: expected one of {list(PLOT_X)}, found {spec.get('x')!r}")
+    data = dict(data, name=name, plot=plot)
+    return data, runs
+
+
+def run_key(p: RunParams) -> str:
+    text = json.dumps(asdict(p) | {"source": None}, sort_keys=True)
+    digest = hashlib.sha256(text.encode()).hexdigest()[:10]
+    d = "" if p.draft_length is None else f"_d{p.draft_length}"
+    s = "" if p.max_seq_len is None else f"_L{p.max_seq_len}"
+    return f"{p.pair}_{p.system}_b{p.batch}{d}{s}_{digest}"

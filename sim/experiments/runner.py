@@ -1,0 +1,113 @@
+"""Run an experiment's grid, resumably, and write its results.
+
+Layout of ``results/<name>/``: ``runs/<key>.json`` (one per run, written when it ends),
+``results.json`` (``{"experiment": NAME, "runs": [...]}``), ``results.csv``, ``config.yaml``
+(the experiment as resolved: every run's parameters, tau and trace included) and the plot.
+"""
+from __future__ import annotations
+
+import csv
+import dataclasses
+import hashlib
+import json
+from functools import lru_cache
+from pathlib import Path
+
+import yaml
+
+from sim.experiments.grid import run_key
+from sim.systems.run import RunParams, default_trace, load_tau, simulate
+from sim.systems.spec import load_system
+
+CSV_FIELDS = ("system", "pair", "batch", "draft_length", "max_seq_len", "tokens_per_s",
+              "tokens_per_joule", "time_s", "energy_j", "acceptance_rate", "pim_op_fraction",
+              "utilization.gpu", "utilization.pim", "verification_comm_share",
+              "tokens.generated", "tokens.drafted", "tokens.accepted", "tokens.rejected",
+              "tokens.discarded", "request_latency_s.p50", "request_latency_s.p99",
+              "latency_breakdown.prediction", "latency_breakdown.verification",
+              "latency_breakdown.monitoring", "latency_breakdown.decision_making",
+              "latency_breakdown.overlap", "latency_breakdown.idle")
+
+
+@lru_cache(maxsize=None)
+def _file_digest(path: str) -> str:
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()[:16]
+
+
+def resolved(p: RunParams) -> RunParams:
+    """Fill in what the files decide (tau, trace), so a changed config is a new run."""
+    spec = load_system(p.system)
+    tau = p.tau
+    if tau is None and spec.stop == "threshold":
+        tau = load_tau(p.pair)
+    return dataclasses.replace(p, tau=tau, trace=str(p.trace or default_trace(p.pair)))
+
+
+def execute(name: str, runs: list[RunParams], out: Path, *, progress: bool = True,
+            timeline: Path | None = None) -> list[dict]:
+    runs_dir = out / "runs"
+    runs_dir.mkdir(parents=True, exist_ok=True)
+    records = []
+    todo = [resolved(p) for p in runs]
+    bar = None
+    if progress:
+        from tqdm import tqdm
+        bar = tqdm(total=len(todo), desc=name, unit="run", leave=False)
+    for i, p in enumerate(todo):
+        params = dataclasses.asdict(p) | {"source": None, "trace_sha256": _file_digest(p.trace)}
+        path = runs_dir / f"{run_key(dataclasses.replace(p, trace=params['trace_sha256']))}.json"
+        record = None
+        if path.is_file() and not (timeline and i == 0):
+            saved = json.loads(path.read_text())
+            if saved.get("params") == params:
+                record = saved["result"]
+        if record is None:
+            metrics, run = simulate(p)
+            record = metrics.to_dict() | {"max_seq_len": p.max_seq_len or run.setup.workload.max_seq_len}
+            tmp = path.with_suffix(".tmp")
+            tmp.write_text(json.dumps({"params": params, "result": record}, sort_keys=True))
+            tmp.replace(path)
+            if timeline and i == 0:
+                from sim.engine.timeline import write_timeline
+                write_timeline(timeline, run.log, run.n_devices)
+        records.append(record)
+        if bar:
+            bar.update(1)
+    if bar:
+        bar.close()
+    return records
+
+
+def _flat(record: dict, key: str):
+    value = record
+    for part in key.split("."):
+        value = value.get(part) if isinstance(value, dict) else None
+    return value
+
+
+def write_results(out: Path, experiment: dict, runs: list[RunParams], records: list[dict]) -> None:
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "results.json").write_text(json.dumps({"experiment": experiment["name"], "runs": records},
+                                                 indent=1, sort_keys=True))
+    with (out / "results.csv").open("w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(CSV_FIELDS)
+        for r in records:
+            w.writerow([_flat(r, k) for k in CSV_FIELDS])
+    resolved_cfg = dict(experiment)
+    resolved_cfg["resolved_runs"] = [dataclasses.asdict(resolved(p)) | {"source": None} for p in runs]
+    (out / "config.yaml").write_text(yaml.safe_dump(resolved_cfg, sort_keys=False))
+
+
+def table(records: list[dict]) -> str:
+    head = f"{'system':<10} {'pair':<28} {'batch':>5} {'d':>6} {'tok/s':>9} {'tok/J':>7} " \
+           f"{'accept':>6} {'PIM ops':>7} {'GPU':>5} {'PIM':>5} {'p50 s':>7} {'p99 s':>7}"
+    lines = [head, "-" * len(head)]
+    for r in records:
+        d = "adapt" if r["draft_length"] is None and r["tokens"]["drafted"] else (r["draft_length"] or "-")
+        lines.append(f"{r['system']:<10} {r['pair']:<28} {r['batch']:>5} {str(d):>6} "
+                     f"{r['tokens_per_s']:>9.0f} {r['tokens_per_joule']:>7.2f} "
+                     f"{r['acceptance_rate']:>6.2f} {r['pim_op_fraction']:>7.2f} "
+                     f"{r['utilization']['gpu']:>5.2f} {r['utilization']['pim']:>5.2f} "
+                     f"{r['request_latency_s']['p50']:>7.2f} {r['request_latency_s']['p99']:>7.2f}")
+    return "\n".join(lines)

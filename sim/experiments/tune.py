@@ -1,0 +1,55 @@
+"""``saddle tune-tau``: SADDLE's stopping threshold, chosen on the validation split.
+
+Every tau of the candidate grid (``configs/experiments/tune-tau.yaml``) is simulated with the
+full SADDLE system on the validation split of the pair's trace, at each batch size listed;
+the tau with the highest geometric-mean throughput over those batch sizes wins. The file
+``configs/tau/<pair>.yaml`` is rewritten with the choice, the settings and every candidate's
+score, so how it was found stays next to the value. Experiments then evaluate on ``test``.
+"""
+from __future__ import annotations
+
+import math
+from datetime import datetime, timezone
+
+import yaml
+
+from sim.config import config_path, get, load_yaml
+from sim.errors import ConfigError
+from sim.paths import CONFIGS
+from sim.systems.run import RunParams, simulate
+
+
+def tune_tau(pair: str, settings: str = "tune-tau", write: bool = True) -> float:
+    path = config_path("experiments", settings)
+    data = load_yaml(path)
+    src = str(path)
+    grid = get(data, "tau_grid", list, source=src)
+    batches = get(data, "batches", list, source=src)
+    system = get(data, "system", str, source=src, default="saddle")
+    requests = get(data, "requests", int, source=src, default=None)
+    if not grid or not all(isinstance(t, (int, float)) and 0 <= t <= 1 for t in grid):
+        raise ConfigError(f"{src}: tau_grid: expected a non-empty list of probabilities in [0, 1]")
+    scores = {}
+    for tau in grid:
+        rates = []
+        for batch in batches:
+            m, _ = simulate(RunParams(system=system, pair=pair, batch=batch, tau=float(tau),
+                                      split="validation", requests=requests, source=src))
+            rates.append(m.to_dict()["tokens_per_s"])
+        scores[float(tau)] = math.exp(sum(math.log(r) for r in rates) / len(rates))
+        print(f"tau {tau:.3f}: {scores[float(tau)]:.1f} tokens/s (geomean over batches {batches})")
+    best = max(scores, key=lambda t: (scores[t], -t))
+    print(f"chosen tau for {pair}: {best}")
+    if write:
+        out = CONFIGS / "tau" / f"{pair}.yaml"
+        record = {
+            "tau": best,
+            "method": (f"saddle tune-tau --pair {pair}: system {system} on the validation split, "
+                       f"batches {batches}, highest geometric-mean tokens/s over tau_grid "
+                       f"(settings {path.name})"),
+            "tuned_at": datetime.now(timezone.utc).strftime("%Y-%m-%d"),
+            "candidates_tokens_per_s": {t: round(v, 1) for t, v in scores.items()},
+        }
+        out.write_text(f"# Stopping threshold of SADDLE's Controller for {pair}; written by "
+                       f"`saddle tune-tau`.\n" + yaml.safe_dump(record, sort_keys=False))
+    return best
