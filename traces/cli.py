@@ -38,6 +38,9 @@ def register(subparsers) -> None:
                        help="numpy Generator seed (default: the config's defaults.seed)")
     synth.add_argument("--out", required=True, type=Path, metavar="FILE",
                        help="output path (.jsonl or .jsonl.gz)")
+    synth.add_argument("--config", type=Path, metavar="YAML",
+                       help="parameter file to use instead of configs/traces/PAIR.yaml "
+                            "(e.g. a variant being tuned)")
     synth.set_defaults(func=_synth)
 
     stats = sub.add_parser("stats", help="acceptance statistics of a trace",
@@ -106,7 +109,7 @@ def _check(args) -> int:
 def _synth(args) -> int:
     from traces.synth import load_params, synthesize, write_trace
 
-    params = load_params(args.pair)
+    params = load_params(args.pair, args.config)
     splits = {"all": args.requests} if args.requests else {}
     for name, count in args.split or []:
         if name in splits:

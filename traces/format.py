@@ -376,6 +376,8 @@ class RequestTrace:
         for key, value in self.extra.items():
             if len(value) != n:
                 check.fail(key, f"length {len(value)}", f"length {n} (= len(p))")
+            if values and key in ("target_p", "entropy"):
+                _optional_array(check, key, _plain(value), n)
 
 
 def _optional_array(check: _Checker, key: str, value: Any, n: int):

@@ -78,15 +78,17 @@ class SynthParams:
     default_seed: int
     default_splits: dict[str, int]
     source: dict = field(default_factory=dict, compare=False)  # the YAML, for provenance
+    config: str = field(default="", compare=False)             # its path, for provenance
 
 
 def pair_names() -> list[str]:
     return sorted(p.stem for p in (CONFIGS / "traces").glob("*.yaml"))
 
 
-def load_params(pair: str) -> SynthParams:
-    """Parse and check configs/traces/PAIR.yaml (errors name the file and the key path)."""
-    path = config_path("traces", pair)
+def load_params(pair: str, path: str | Path | None = None) -> SynthParams:
+    """Parse and check configs/traces/PAIR.yaml, or the file ``path`` (a variant being tuned);
+    errors name the file and the key path."""
+    path = Path(path) if path is not None else config_path("traces", pair)
     data = load_yaml(path)
     src = path.relative_to(CONFIGS.parent) if path.is_relative_to(CONFIGS.parent) else path
 
@@ -146,7 +148,7 @@ def load_params(pair: str) -> SynthParams:
         offpath_logit_shift=get(off, "logit_shift", float, source=src, prefix="offpath"),
         offpath_noise_sd=get(off, "noise_sd", float, source=src, prefix="offpath"),
         default_seed=get(defaults, "seed", int, source=src, prefix="defaults"),
-        default_splits=dict(splits), source=data)
+        default_splits=dict(splits), source=data, config=str(src))
     for key in ("difficulty_sd", "burst_sd", "offpath_noise_sd"):
         if getattr(params, key) < 0:
             raise ConfigError(f"{src}: {key}: expected a number >= 0, found {getattr(params, key)!r}")
@@ -212,8 +214,8 @@ def synthesize(params: SynthParams, splits: dict[str, int], seed: int,
     header = TraceHeader(
         pair=params.pair, target=params.target, draft=params.draft, dataset=params.dataset,
         max_seq_len=params.max_seq_len, offpath_len=params.offpath_len,
-        provenance={"generator": GENERATOR, "seed": seed, "output_len": output_len,
-                    "parameters": params.source},
+        provenance={"generator": GENERATOR, "config": params.config, "seed": seed,
+                    "output_len": output_len, "parameters": params.source},
         splits=dict(splits))
     return header, requests
 
