@@ -1,0 +1,61 @@
+"""A100 roofline against hand computation, wave quantization, physical bounds."""
+import math
+import random
+
+from sim.cost.gpu import load_gpu
+from sim.model import FC, load_model
+
+A100 = load_gpu("a100")
+PEAK, BW = 312e12, 2039e9                      # configs/hardware/a100.yaml
+CE, ME = 0.8, 0.85
+
+
+def test_config_values():
+    assert (A100.peak_flops, A100.bandwidth, A100.sms) == (PEAK, BW, 108)
+
+
+def test_gemv_is_memory_bound_by_hand():
+    op = FC("x", 1, tokens=1, k=8192, n=8192, bpe=2)
+    nbytes = (8192 * 8192 + 8192 + 8192) * 2          # 134_250_496
+    assert op.bytes_total == 134_250_496
+    # memory: 134_250_496 B / (2039 GB/s x 0.85) = 77.460 us
+    assert A100.fc_ps(op) == math.ceil(nbytes / (BW * ME) * 1e12) == 77_460_403
+
+
+def test_large_gemm_is_compute_bound_with_wave_quantization_by_hand():
+    op = FC("x", 1, tokens=4096, k=8192, n=8192, bpe=2)
+    # tiles: 4096/64 x 8192/128 = 64 x 64 = 4096 -> ceil(4096/108) = 38 waves of 108
+    factor = 38 * 108 / 4096
+    compute = 2 * 4096 * 8192 * 8192 / (PEAK * CE) * factor
+    assert A100.fc_ps(op) == math.ceil(compute * 1e12)
+    assert A100.fc_ps(op) > op.flops / (PEAK * CE) * 1e12
+
+
+def test_split_k_fills_the_sms_for_decoding_gemms():
+    # 64 tokens x n = 3456: 1 x 27 output tiles; split-K 4 (108 // 27) -> 108 tiles, one full wave
+    assert A100.gemm_tiles(64, 3456, 9216) == 108
+    assert A100.wave_factor(108) == 1.0
+    # a 1 x 1 output tile cannot be split below tile_k: k = 300 -> one split, 108x quantization
+    assert A100.gemm_tiles(1, 1, 300) == 1 and A100.wave_factor(1) == 108
+
+
+def test_attention_kernel_by_hand():
+    ops = load_model("opt-66b").shard(8).attention_ops(1024, 1)
+    # one request: 9 heads x 1024 x 128 for K and for V, plus Q and O (9 x 128 each), FP16
+    nbytes = (2 * 9 * 1024 * 128 + 2 * 9 * 128) * 2
+    assert A100.attention_ps(ops) == math.ceil(nbytes / (BW * ME) * 1e12)
+
+
+def test_no_operator_beats_peak_compute_or_bandwidth():
+    rng = random.Random(7)
+    for _ in range(300):
+        op = FC("x", 1, rng.randint(1, 4096), rng.randint(16, 20000), rng.randint(16, 60000), 2)
+        ps = A100.fc_ps(op)
+        assert ps >= op.flops / PEAK * 1e12
+        assert ps >= op.bytes_total / BW * 1e12
+    for L, q in [(1, 1), (128, 9), (2048, 16), (4000, 1)]:
+        for model in ("llama-3.1-70b", "opt-175b"):
+            ops = load_model(model).attention_ops(L, q)
+            ps = A100.attention_ps(ops)
+            assert ps >= sum(o.flops for o in ops) / PEAK * 1e12
+            assert ps >= sum(o.streamed_bytes for o in ops) / BW * 1e12
