@@ -20,6 +20,7 @@ SUBCOMMAND_MODULES = [
     "sim.cost.cli",
     "traces.cli",
     "sim.experiments.cli",
+    "sim.manager.cli",
 ]
 
 

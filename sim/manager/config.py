@@ -68,6 +68,19 @@ class ManagerConfig:
             if not isinstance(getattr(self, name), Device):
                 raise ConfigError(f"{source}: {_KEYS[name]}: expected gpu or pim, found {getattr(self, name)!r}")
 
+    def to_dict(self) -> dict:
+        """The YAML shape of ``configs/manager.yaml`` (``from_dict`` reads it back exactly)."""
+        return {
+            "controller": {"max_requests": self.max_requests, "max_draft_len": self.max_draft_len,
+                           "tau": self.tau / (1 << TAU.frac)},
+            "pools": {"shared_entries": self.shared_entries, "eager_entries": self.eager_entries,
+                      "micro_batches": self.micro_batches},
+            "scheduler": {"dynamic": self.dynamic_mapping, "dlm_fc_threshold": self.dlm_fc_threshold,
+                          "tlm_attention_threshold": self.tlm_attention_threshold,
+                          "static": {"dlm_fc": self.static_dlm_fc.value,
+                                     "tlm_attention": self.static_tlm_attention.value}},
+        }
+
     def replace(self, **changes) -> "ManagerConfig":
         return dataclasses.replace(self, **changes)
 
