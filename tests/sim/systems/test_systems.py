@@ -1,0 +1,84 @@
+"""Every system on a tiny trace: tokens conserved, runs deterministic, timing hand-checkable."""
+import json
+
+import pytest
+
+from sim.cost.system import load_system as load_hw
+from sim.model import load_model
+from sim.systems.run import RunParams, simulate
+from tests.sim.systems.conftest import make_trace, request
+
+SYSTEMS = [("gpu-ad", None), ("gpu-sd", 3), ("pim-ad", None), ("pim-sd", 3), ("specpim-ad", None),
+           ("specpim-sd", 8), ("saddle-d", None), ("saddle-p", None), ("saddle-s", None),
+           ("saddle", None), ("oracle", None)]
+
+
+def params(system, d, trace, batch=4, **kw):
+    return RunParams(system=system, pair="opt-66b+opt-1.3b", batch=batch, draft_length=d,
+                     trace=trace, split="all", tau=0.3, **kw)
+
+
+@pytest.mark.parametrize("system,d", SYSTEMS)
+def test_conservation_and_determinism(system, d, tiny_trace):
+    a, _ = simulate(params(system, d, tiny_trace))          # conservation is checked inside
+    b, _ = simulate(params(system, d, tiny_trace))
+    ra, rb = a.to_dict(), b.to_dict()
+    assert json.dumps(ra, sort_keys=True) == json.dumps(rb, sort_keys=True)
+    t = ra["tokens"]
+    assert t["generated"] == sum(12 + 5 * i for i in range(12))
+    assert t["drafted"] == t["accepted"] + t["rejected"] + t["discarded"]
+    assert sum(ra["latency_breakdown"].values()) == pytest.approx(ra["time_s"])
+    assert ra["tokens_per_s"] > 0 and ra["tokens_per_joule"] > 0
+    if system.endswith("-ad"):
+        assert t["drafted"] == 0
+
+
+def test_autoregressive_time_is_the_sum_of_its_steps(tmp_path):
+    trace = str(make_trace(tmp_path / "one.jsonl", [request("x", 30, [1, 0, 1, 1, 0])]))
+    m, _ = simulate(params("gpu-ad", None, trace, batch=1))
+    hw, tlm = load_hw("dgx-a100"), load_model("opt-66b")
+    expect = sum(hw.price_step(tlm, [(30 + t, 1)], mapping={"fc": "gpu", "attention": "gpu"}).time_ps
+                 for t in range(5))
+    assert m.time_ps == expect
+    assert m.tokens.generated == 5 and m.tokens.tlm_tokens == 5
+
+
+def test_fixed_d_rounds_by_hand(tmp_path):
+    # d = 2 on accepted = 1 1 0 1 1 1 1: round 1 drafts 2, both accepted, +1 bonus (t=3);
+    # round 2 at t=3 drafts 2, both accepted (+1, t=6); round 3 at t=6 drafts 1 (last
+    # position), accepted, no TLM token. Accepted 5, rejected 0, TLM tokens 2.
+    trace = str(make_trace(tmp_path / "one.jsonl", [request("x", 30, [1, 1, 0, 1, 1, 1, 1])]))
+    m, _ = simulate(params("gpu-sd", 2, trace, batch=1))
+    t = m.tokens
+    assert (t.drafted, t.accepted, t.rejected, t.discarded, t.tlm_tokens) == (5, 5, 0, 0, 2)
+    hw, tlm, dlm = load_hw("dgx-a100"), load_model("opt-66b"), load_model("opt-1.3b")
+    g = {"fc": "gpu", "attention": "gpu"}
+    dlm_ps = lambda ctx: hw.price_step(dlm, [(ctx, 1)], mapping=g, devices=1).time_ps
+    tlm_ps = lambda ctx, q: hw.price_step(tlm, [(ctx, q)], mapping=g).time_ps
+    expect = (dlm_ps(30) + dlm_ps(31) + tlm_ps(32, 3)
+              + dlm_ps(33) + dlm_ps(34) + tlm_ps(35, 3)
+              + dlm_ps(36) + tlm_ps(37, 2))
+    assert m.time_ps == expect
+
+
+def test_rejection_counts_as_the_manager_counts(tmp_path):
+    # d = 4 on 1 0 1 1 ...: 1 accepted, 1 rejected, 2 verified after the mismatch discarded.
+    trace = str(make_trace(tmp_path / "one.jsonl", [request("x", 30, [1, 0, 1, 1, 1, 1])]))
+    m, _ = simulate(params("gpu-sd", 4, trace, batch=1))
+    t = m.tokens
+    assert t.discard_reasons["rejected_prefix"] >= 2
+    assert t.rejected >= 1
+
+
+def test_oracle_never_drafts_more_than_one_rejected_token_per_round(tiny_trace):
+    m, run = simulate(params("oracle", None, tiny_trace))
+    t = m.tokens
+    # A round ends at its first rejected token: nothing after a mismatch is ever verified.
+    assert t.discard_reasons.get("rejected_prefix", 0) == 0
+    assert t.discard_reasons.get("eager_after_reject", 0) + t.discard_reasons.get("shared_after_reject", 0) == t.discarded
+
+
+def test_shared_pool_systems_report_manager_conservation(tiny_trace):
+    _, run = simulate(params("saddle", None, tiny_trace))
+    totals = run.manager_totals
+    assert totals["accepted"] == run.tokens.accepted
