@@ -8,5 +8,28 @@ from __future__ import annotations
 
 from typing import Callable
 
+
+def _bank_pe():
+    from hw.pe import BankPE
+    from sim.pe_ref import load_params
+
+    return BankPE(lanes=load_params().lanes)
+
+
+def _fp16_mul():
+    from hw.fp16_mul import FP16Mul
+
+    return FP16Mul()
+
+
+def _fp32_add():
+    from hw.fp32_add import FP32Add
+
+    return FP32Add()
+
+
 BLOCKS: dict[str, Callable[[], object]] = {
+    "bank_pe": _bank_pe,
+    "fp16_mul": _fp16_mul,
+    "fp32_add": _fp32_add,
 }
