@@ -1,0 +1,118 @@
+"""Whole-step pricing: consistency, partitioning, bounds, determinism, crossovers."""
+import math
+
+import pytest
+
+from sim.cost.crossover import dlm_fc_crossover, tlm_attention_crossover
+from sim.cost.system import load_system
+from sim.errors import ConfigError, SaddleError
+from sim.model import load_model
+
+DGX = load_system("dgx-a100")
+ATTACC = load_system("attacc")
+SADDLE = load_system("saddle")
+
+
+def test_systems_of_design():
+    assert (DGX.devices, DGX.pim, DGX.stacks_per_device) == (8, None, 0)
+    assert (SADDLE.devices, SADDLE.stacks_per_device) == (8, 5)
+    assert SADDLE.gpu_pim_link.bandwidth == 2000e9 and SADDLE.device_link.bandwidth == 300e9
+    assert load_system("specpim-4gpu").devices == 4
+    for s in (DGX, ATTACC, SADDLE):
+        assert s.memory_bytes == 640 * 2**30
+
+
+def test_components_are_not_systems():
+    with pytest.raises(ConfigError, match="kind: expected 'system'"):
+        load_system("a100")
+
+
+@pytest.mark.parametrize("system", [DGX, ATTACC, SADDLE])
+@pytest.mark.parametrize("model", ["opt-66b", "llama-3.1-70b"])
+def test_step_time_is_the_sum_of_its_parts(system, model):
+    c = system.price_step(model, [(1024, 1)] * 16 + [(300, 5)] * 3)
+    assert c.time_ps == c.attention_ps + c.fc_ps + c.comm_ps + c.other_ps
+    assert all(isinstance(v, int) and v > 0 for v in (c.time_ps, c.fc_ps, c.attention_ps, c.other_ps))
+    assert c.gpu_busy_ps + c.pim_busy_ps <= c.time_ps
+    assert c.energy_pj == pytest.approx(sum(c.energy_by_component_pj.values()))
+    assert c.energy_by_component_pj["static"] == pytest.approx(
+        system.energy.static(c.time_ps, 8, 8 * system.stacks_per_device))
+    assert 0 <= c.pim_flop_share < 1
+    assert (c.pim_busy_ps > 0) == (system.pim is not None)
+
+
+def test_fc_on_gpu_cannot_beat_the_weight_stream():
+    m = load_model("opt-66b")
+    c = DGX.price_step(m, [(512, 1)] * 32)
+    per_gpu_weights = m.weight_bytes / 8
+    assert c.fc_ps >= per_gpu_weights / DGX.gpu.bandwidth * 1e12
+    # and decoding FC of a 66B model is memory-bound: within 25% of the sustained stream
+    assert c.fc_ps <= 1.25 * per_gpu_weights / DGX.gpu.sustained_bandwidth * 1e12
+
+
+def test_pim_attention_cannot_beat_the_banks():
+    m = load_model("opt-66b")
+    reqs = [(2048, 1)] * 64
+    c = ATTACC.price_step(m, reqs)
+    kv_per_device = sum(L for L, _ in reqs) * m.kv_bytes_per_token / 8
+    assert c.attention_ps >= kv_per_device / (5 * ATTACC.pim.peak_bandwidth()) * 1e12
+
+
+def test_attention_on_pim_beats_gpu_for_large_decoding_batches():
+    reqs = [(1024, 1)] * 64
+    assert ATTACC.price_step("opt-66b", reqs).time_ps < DGX.price_step("opt-66b", reqs).time_ps
+
+
+def test_each_request_is_priced_from_its_own_context():
+    mixed = SADDLE.price_step("opt-66b", [(128, 1), (1920, 1)] * 40)
+    mean = SADDLE.price_step("opt-66b", [(1024, 1)] * 80)
+    assert mixed.attention_ps != mean.attention_ps
+    longer = SADDLE.price_step("opt-66b", [(128, 1), (1921, 1)] * 40)
+    assert longer.attention_ps >= mixed.attention_ps
+
+
+def test_draft_on_one_device_verify_on_all():
+    d = SADDLE.price_draft("opt-1.3b", [(512, 1)] * 8, fc="pim")
+    assert d.devices == 1 and dict(d.mapping) == {"fc": "pim", "attention": "pim"}
+    assert d.comm_ps > 0                           # GPU <-> PIM transfers, no all-reduce
+    v = SADDLE.price_verify("opt-66b", [(512, 9)] * 8)
+    assert v.devices == 8 and dict(v.mapping) == {"fc": "gpu", "attention": "pim"}
+    assert DGX.price_draft("opt-1.3b", [(512, 1)]).pim_busy_ps == 0
+
+
+def test_determinism_and_cache_are_transparent():
+    reqs = [(700, 3), (20, 1)]
+    a = SADDLE.price_step("llama-3.1-70b", reqs)
+    SADDLE._price.cache_clear()
+    b = SADDLE.price_step("llama-3.1-70b", list(reqs))
+    assert a == b and a.as_dict() == b.as_dict()
+
+
+def test_errors_are_clear():
+    with pytest.raises(SaddleError, match="has no PIM"):
+        DGX.price_step("opt-66b", [(10, 1)], mapping={"fc": "gpu", "attention": "pim"})
+    with pytest.raises(SaddleError, match="exactly the keys"):
+        SADDLE.price_step("opt-66b", [(10, 1)], mapping={"fc": "gpu"})
+    with pytest.raises(SaddleError, match="expected 'gpu' or 'pim'"):
+        SADDLE.price_step("opt-66b", [(10, 1)], mapping={"fc": "cpu", "attention": "pim"})
+    with pytest.raises(SaddleError, match="devices must be 1..8"):
+        SADDLE.price_step("opt-66b", [(10, 1)], devices=9)
+    with pytest.raises(SaddleError, match="needs .* GiB"):
+        DGX.check_fits("opt-175b", [(2048, 1)] * 128)
+
+
+def test_crossovers_are_where_the_cheaper_side_flips():
+    b = dlm_fc_crossover(SADDLE, "opt-1.3b", context=512)
+    assert b is not None and b > 1
+    below = [(512, 1)] * (b - 1)
+    at = [(512, 1)] * b
+    assert SADDLE.price_draft("opt-1.3b", below, fc="pim").time_ps <= \
+        SADDLE.price_draft("opt-1.3b", below, fc="gpu").time_ps
+    assert SADDLE.price_draft("opt-1.3b", at, fc="gpu").time_ps < \
+        SADDLE.price_draft("opt-1.3b", at, fc="pim").time_ps
+    q = tlm_attention_crossover(SADDLE, "opt-66b", batch=32, context=512)
+    assert q is not None and q > 1
+    # grouped-query attention already has g = 8 queries per KV head: it flips much earlier
+    assert tlm_attention_crossover(SADDLE, "llama-3.1-70b", batch=32, context=512) < q
+    with pytest.raises(SaddleError, match="no PIM"):
+        dlm_fc_crossover(DGX, "opt-1.3b", context=512)
