@@ -15,10 +15,11 @@ Interface (``lib.wiring`` Component):
   ``ADMIT`` (slot ``req`` in micro-batch ``mb``, round start), ``DRAFT`` (one token of
   probability ``prob``, or the softmax's greedy token with ``use_logits``), ``RESULT`` (the
   verification's TLM ``token`` is the next round's start; ``reject`` marks the round rejected),
-  ``NEW_ROUND`` (H = 1.0, t = 0, drafting), ``RETIRE``.
+  ``NEW_ROUND`` (H = 1.0, t = 0, drafting), ``END_ROUND`` (drafting of the round stops, as
+  the model's EndRound), ``RETIRE``.
 - decision (combinational, for the ``DRAFT`` in this cycle): ``h_new``, ``t_new``, ``stop``,
   ``sampled_token``/``sampled_prob`` (softmax result or ``prob``).
-- read port: ``req`` -> ``rd_mb``, ``rd_state``, ``rd_t``, ``rd_next_token``.
+- read port: ``req`` -> ``rd_mb``, ``rd_state``, ``rd_h``, ``rd_t``, ``rd_next_token``.
 - ``q_mb`` -> ``drafting``: one bit per slot, admitted, drafting and in micro-batch ``q_mb``.
 - ``logits`` (in stream): the softmax unit's input (`hw.softmax.Softmax`).
 
@@ -43,6 +44,7 @@ class CtlOp(enum.Enum, shape=3):
     RESULT = 3
     NEW_ROUND = 4
     RETIRE = 5
+    END_ROUND = 6
 
 
 class SlotState(enum.Enum, shape=2):
@@ -65,7 +67,8 @@ class Controller(wiring.Component):
             "use_logits": In(1), "token": In(TOKEN_ID.bits), "reject": In(1),
             "h_new": Out(PROB.bits), "t_new": Out(t), "stop": Out(1),
             "sampled_token": Out(TOKEN_ID.bits), "sampled_prob": Out(PROB.bits),
-            "rd_mb": Out(MICROBATCH_ID.bits), "rd_state": Out(SlotState), "rd_t": Out(t),
+            "rd_mb": Out(MICROBATCH_ID.bits), "rd_state": Out(SlotState), "rd_h": Out(PROB.bits),
+            "rd_t": Out(t),
             "rd_next_token": Out(TOKEN_ID.bits),
             "q_mb": In(MICROBATCH_ID.bits), "drafting": Out(requests),
             "logits": In(stream.Signature(logits_layout(softmax))),
@@ -85,7 +88,7 @@ class Controller(wiring.Component):
         ts = [Signal(t_shape, name=f"r{i}_t") for i in range(n)]
         nexts = [Signal(TOKEN_ID.bits, name=f"r{i}_next") for i in range(n)]
 
-        h_prev = Signal(PROB.bits)
+        h_prev = self.rd_h
         m.d.comb += [
             h_prev.eq(Array(hs)[self.req]),
             self.rd_mb.eq(Array(mbs)[self.req]),
@@ -131,6 +134,8 @@ class Controller(wiring.Component):
                             m.d.sync += states[i].eq(SlotState.REJECTED)
                     with m.Case(CtlOp.NEW_ROUND):
                         self._new_round(m, hs[i], ts[i], states[i])
+                    with m.Case(CtlOp.END_ROUND):
+                        m.d.sync += states[i].eq(SlotState.STOPPED)
                     with m.Case(CtlOp.RETIRE):
                         m.d.sync += admitted[i].eq(0)
         return m

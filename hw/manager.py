@@ -1,0 +1,428 @@
+"""The SADDLE Manager top: Controller, Shared Pool, Eager Pools and Scheduler behind the
+transaction interface of the model (``sim.manager.manager.Manager``), bit for bit.
+
+Interface (``lib.wiring`` Component):
+
+- configuration (held stable): ``tau``, ``max_draft_len``, ``dynamic``, ``dlm_fc_threshold``,
+  ``tlm_attention_threshold``, ``static_dlm_fc_gpu``, ``static_tlm_attention_gpu``.
+- ``cmd`` (in stream, ``command_layout``): one input transaction per transfer, ``kind``
+  (``TxnKind``) and the fields of every kind (unused ones are ignored).
+- ``event`` (out stream, ``event_layout``): the transaction's output events, one beat each, in
+  the model's order, then one ``DONE`` beat. List-valued events are serialized: ``Issued`` as
+  one ``ISSUED_TOKEN`` beat per token then an ``ISSUED`` beat; ``Discarded`` and ``Moved`` as one
+  beat per position (consecutive beats of one request and reason form one model event).
+  ``tests/hw/manager/txn_codec.py`` converts both ways.
+- ``logits`` (in stream): the Controller's softmax unit; a ``DRAFT`` with ``use_logits`` takes
+  its token and probability from there instead of ``token`` and ``prob``.
+
+Behaviour: the model's, on legal transaction sequences (illegal ones are the model's
+ProtocolError; the RTL does not check them). A full pool answers ``REFUSED`` (back-pressure at
+the transaction level); a stalled ``event.ready`` holds the current beat and stops the machine,
+``cmd.ready`` is high only between transactions, so no input and no event is ever lost.
+
+Where positions come from: the tokens of a request that are still in the Manager are always
+the last ``fly + wait + eager`` of its round, in that order (tokens leave a round only from its
+front, by acceptance, or all at once), so with the Controller's t every position range of
+``Verified``, ``Discarded`` and ``Moved`` follows from the per-request counts of the pools.
+
+Cycle cost: a transaction takes one cycle to accept, one cycle per event beat (``DONE``
+included) and one cycle per request visited without an event in the Unlock walks. A ``DRAFT``
+is 3 cycles (accept, ``DRAFTED``, ``DONE``); an Issue of n tokens is n + 5.
+"""
+from __future__ import annotations
+
+from amaranth.hdl import Cat, Module, Mux, Signal
+from amaranth.lib import data, enum, stream, wiring
+from amaranth.lib.wiring import In, Out
+
+from hw.controller import Controller, CtlOp, SlotState
+from hw.eager_pool import EagerOp, EagerPools
+from hw.priority import first_one_hot, one_hot_index
+from hw.scheduler import Scheduler
+from hw.shared_pool import PoolOp, SharedPool
+from hw.softmax import logits_layout
+from sim.manager.formats import (CUM_PROB, MICROBATCH_ID, POOL_COUNT, POSITION, PROB, REQUEST_ID,
+                                 THRESHOLD, TOKEN_ID, VERIFY_ID)
+from sim.manager.softmax import SoftmaxParams
+
+
+class TxnKind(enum.Enum, shape=3):
+    ADMIT = 0
+    DRAFT = 1
+    ISSUE = 2
+    RESULT = 3
+    UNLOCK = 4
+    QUERY = 5
+    END_ROUND = 6
+    RETIRE = 7
+
+
+class EventKind(enum.Enum, shape=4):
+    ADMITTED = 0
+    DRAFTED = 1
+    REFUSED = 2
+    ROUND_ENDED = 3
+    NOT_ISSUED = 4
+    ISSUED_TOKEN = 5
+    ISSUED = 6
+    LOCKED = 7
+    MAPPING = 8
+    VERIFIED = 9
+    DISCARDED = 10
+    UNLOCKED = 11
+    MOVED = 12
+    RESUMED = 13
+    RETIRED = 14
+    DONE = 15
+
+
+# ``code`` of NOT_ISSUED beats and of DISCARDED beats (the model's enums, in this order).
+NOT_ISSUED_CODES = ("locked", "empty", "below_capacity")
+DISCARD_CODES = ("rejected_prefix", "shared_after_reject", "eager_after_reject", "request_retired")
+
+command_layout = data.StructLayout({
+    "kind": TxnKind, "request": REQUEST_ID.bits, "microbatch": MICROBATCH_ID.bits,
+    "position": POSITION.bits, "token": TOKEN_ID.bits, "prob": PROB.bits, "use_logits": 1,
+    "tlm_idle": 1, "capacity": POOL_COUNT.bits, "accepted": POSITION.bits,
+})
+
+event_layout = data.StructLayout({
+    "kind": EventKind, "request": REQUEST_ID.bits, "microbatch": MICROBATCH_ID.bits,
+    "position": POSITION.bits, "token": TOKEN_ID.bits, "h": CUM_PROB.bits,
+    "flag": 1,          # Drafted.stop, Verified.rejected, Resumed.after_reject
+    "pool": 1,          # 0 shared, 1 eager
+    "code": 2,          # NOT_ISSUED_CODES / DISCARD_CODES
+    "gpu": 1, "tlm": 1,  # Mapping: device, op (1 = TLM attention, 0 = DLM FC)
+    "numerator": POOL_COUNT.bits, "denominator": POOL_COUNT.bits,   # also NotIssued.available
+    "verification": VERIFY_ID.bits, "accepted": POSITION.bits,
+})
+
+
+class Manager(wiring.Component):
+    def __init__(self, *, requests: int, shared_entries: int, eager_entries: int,
+                 micro_batches: int, softmax: SoftmaxParams):
+        self.requests, self.shared_entries = requests, shared_entries
+        self.eager_entries, self.micro_batches = eager_entries, micro_batches
+        self.softmax_params = softmax
+        super().__init__({
+            "tau": In(PROB.bits), "max_draft_len": In(POSITION.bits),
+            "dynamic": In(1), "dlm_fc_threshold": In(THRESHOLD.bits),
+            "tlm_attention_threshold": In(THRESHOLD.bits),
+            "static_dlm_fc_gpu": In(1), "static_tlm_attention_gpu": In(1),
+            "cmd": In(stream.Signature(command_layout)),
+            "event": Out(stream.Signature(event_layout)),
+            "logits": In(stream.Signature(logits_layout(softmax))),
+        })
+
+    @classmethod
+    def from_config(cls, config, softmax: SoftmaxParams) -> "Manager":
+        """Sized like a ``sim.manager.config.ManagerConfig``."""
+        return cls(requests=config.max_requests, shared_entries=config.shared_entries,
+                   eager_entries=config.eager_entries, micro_batches=config.micro_batches,
+                   softmax=softmax)
+
+    def elaborate(self, platform):
+        m = Module()
+        m.submodules.ctl = ctl = Controller(self.requests, self.softmax_params)
+        m.submodules.sp = sp = SharedPool(self.shared_entries, self.requests)
+        m.submodules.ep = ep = EagerPools(self.micro_batches, self.eager_entries, self.requests)
+        m.submodules.sched = sched = Scheduler(self.requests, POOL_COUNT.max_raw)
+        wiring.connect(m, wiring.flipped(self.logits), ctl.logits)
+        m.d.comb += [
+            ctl.tau.eq(self.tau), ctl.max_draft_len.eq(self.max_draft_len),
+            sched.dynamic.eq(self.dynamic), sched.dlm_fc_threshold.eq(self.dlm_fc_threshold),
+            sched.tlm_attention_threshold.eq(self.tlm_attention_threshold),
+            sched.static_dlm_fc_gpu.eq(self.static_dlm_fc_gpu),
+            sched.static_tlm_attention_gpu.eq(self.static_tlm_attention_gpu),
+        ]
+
+        c = Signal(command_layout)              # the transaction being executed
+        locked = Signal()
+        vid = Signal(VERIFY_ID.bits)
+        in_pass = Signal(self.requests)
+        rejected = Signal(self.requests)
+        queries = Signal(POOL_COUNT.bits)       # tokens of the verification
+        distinct = Signal(POOL_COUNT.bits)      # its requests
+        left = Signal(POOL_COUNT.bits)          # tokens still to select
+        # The request a walk is on, the position it emits and the last one it will emit.
+        walk_req = Signal(REQUEST_ID.bits)
+        walk_mb = Signal(MICROBATCH_ID.bits)
+        pos = Signal(POSITION.bits)
+        pos_end = Signal(POSITION.bits)
+        code = Signal(2)
+        wait_left = Signal(POSITION.bits)      # waiting tokens discarded after a rejected prefix
+
+        # Every block is addressed by one request and one micro-batch at a time.
+        cur = Signal(REQUEST_ID.bits)
+        cur_mb = Signal(MICROBATCH_ID.bits)
+        m.d.comb += [cur.eq(c.request), cur_mb.eq(c.microbatch)]
+        m.d.comb += [ctl.req.eq(cur), ctl.mb.eq(cur_mb), sp.req.eq(cur), sp.q_req.eq(cur),
+                     ep.req.eq(cur), ep.q_req.eq(cur), ep.mb.eq(cur_mb)]
+        t, fly, wait, eager = ctl.rd_t, sp.q_fly, sp.q_wait, ep.q_n
+        tail = Signal(POSITION.bits + 2)        # tokens of the request still in the Manager
+        m.d.comb += tail.eq(fly + wait + eager)
+
+        ev = self.event
+        out = ev.payload
+        room = Signal()
+        m.d.comb += room.eq(~ev.valid | ev.ready)
+        with m.If(ev.valid & ev.ready):
+            m.d.sync += ev.valid.eq(0)
+
+        def emit(kind, **fields):
+            m.d.sync += [ev.valid.eq(1), out.eq(0), out.kind.eq(kind)]
+            m.d.sync += [getattr(out, k).eq(v) for k, v in fields.items()]
+
+        def one_hot(index, name):
+            bits = Signal(self.requests, name=f"{name}_bit")
+            m.d.comb += bits.eq(Cat(index == i for i in range(self.requests)))
+            return bits
+
+        def lowest(vector, name):
+            one_hot = first_one_hot(m, vector, name)
+            return one_hot.any(), one_hot_index(m, one_hot, name), one_hot
+
+        pass_any, pass_idx, pass_bit = lowest(in_pass, "pass")
+        rej_any, rej_idx, rej_bit = lowest(rejected, "rej")
+        hold_any, hold_idx, _ = lowest(ep.holding, "hold")
+        shared_full = Signal()
+        m.d.comb += shared_full.eq(sp.count == self.shared_entries)
+
+        with m.FSM():
+            with m.State("IDLE"):
+                m.d.comb += self.cmd.ready.eq(1)
+                with m.If(self.cmd.valid):
+                    m.d.sync += c.eq(self.cmd.payload)
+                    with m.Switch(self.cmd.payload.kind):
+                        for kind in TxnKind:
+                            with m.Case(kind):
+                                m.next = kind.name
+
+            with m.State("ADMIT"):
+                with m.If(room):
+                    m.d.comb += ctl.op.eq(CtlOp.ADMIT)
+                    emit(EventKind.ADMITTED, request=c.request, microbatch=c.microbatch)
+                    m.next = "DONE"
+
+            with m.State("DRAFT"):
+                to_shared = Signal()
+                pool_room = Signal()
+                m.d.comb += [to_shared.eq(~locked & (eager == 0)),
+                             pool_room.eq(Mux(to_shared, ~shared_full, ep.room)),
+                             ctl.prob.eq(c.prob), ctl.use_logits.eq(c.use_logits)]
+                with m.If(room & ~pool_room):
+                    emit(EventKind.REFUSED, request=c.request, position=c.position, pool=~to_shared)
+                    m.next = "DONE"
+                with m.Elif(room):
+                    m.d.comb += ctl.op.eq(CtlOp.DRAFT)
+                    with m.If(ctl.op_ready):
+                        token = Mux(c.use_logits, ctl.sampled_token, c.token)
+                        m.d.comb += [sp.pos.eq(c.position), sp.token.eq(token), sp.h.eq(ctl.h_new),
+                                     sp.mb.eq(c.microbatch), ep.pos.eq(c.position),
+                                     ep.token.eq(token), ep.h.eq(ctl.h_new)]
+                        with m.If(to_shared):
+                            m.d.comb += sp.op.eq(PoolOp.INSERT)
+                        with m.Else():
+                            m.d.comb += ep.op.eq(EagerOp.INSERT)
+                        emit(EventKind.DRAFTED, request=c.request, position=c.position,
+                             pool=~to_shared, h=ctl.h_new, flag=ctl.stop)
+                        m.next = "DONE"
+
+            with m.State("ISSUE"):
+                with m.If(room):
+                    with m.If(locked):
+                        emit(EventKind.NOT_ISSUED, code=0, numerator=sp.count - sp.fly_count)
+                        m.next = "DONE"
+                    with m.Elif(sp.count == 0):
+                        emit(EventKind.NOT_ISSUED, code=1, numerator=0)
+                        m.next = "DONE"
+                    with m.Elif((sp.count < c.capacity) & ~c.tlm_idle):
+                        emit(EventKind.NOT_ISSUED, code=2, numerator=sp.count)
+                        m.next = "DONE"
+                    with m.Else():
+                        m.d.sync += [left.eq(c.capacity), queries.eq(0), distinct.eq(0)]
+                        m.next = "SELECT"
+
+            with m.State("SELECT"):
+                m.d.comb += [cur.eq(sp.best_req)]
+                with m.If(~sp.best_valid | (left == 0)):
+                    m.next = "ISSUED"
+                with m.Elif(room):
+                    m.d.comb += sp.op.eq(PoolOp.SELECT)
+                    emit(EventKind.ISSUED_TOKEN, request=sp.best_req, position=sp.best_pos,
+                         token=sp.best_token, h=sp.best_h)
+                    m.d.sync += [left.eq(left - 1), queries.eq(queries + 1),
+                                 distinct.eq(distinct + (fly == 0)),
+                                 in_pass.eq(in_pass | one_hot(sp.best_req, "best"))]
+
+            with m.State("ISSUED"):
+                with m.If(room):
+                    emit(EventKind.ISSUED, verification=vid)
+                    m.d.sync += locked.eq(1)
+                    m.next = "LOCKED"
+
+            with m.State("LOCKED"):
+                with m.If(room):
+                    emit(EventKind.LOCKED, verification=vid)
+                    m.next = "MAP_TLM"
+
+            with m.State("MAP_TLM"):
+                m.d.comb += [sched.queries.eq(queries), sched.query_requests.eq(distinct)]
+                with m.If(room):
+                    emit(EventKind.MAPPING, tlm=1, gpu=sched.tlm_attention_gpu, numerator=queries,
+                         denominator=distinct)
+                    m.next = "DONE"
+
+            with m.State("RESULT"):
+                with m.If(room):
+                    first = Signal(POSITION.bits)
+                    reject = Signal()
+                    m.d.comb += [first.eq(t - tail + 1), reject.eq(c.accepted < fly),
+                                 ctl.token.eq(c.token), ctl.reject.eq(reject),
+                                 sp.clear_fly.eq(1), sp.clear_wait.eq(reject)]
+                    m.d.comb += [ctl.op.eq(CtlOp.RESULT), sp.op.eq(PoolOp.CLEAR)]
+                    emit(EventKind.VERIFIED, request=c.request, position=first, accepted=c.accepted,
+                         flag=reject)
+                    # Rejected prefix: first+a+1 .. first+fly-1; then the waiting tokens.
+                    m.d.sync += [pos.eq(first + c.accepted + 1), pos_end.eq(first + fly - 1),
+                                 walk_req.eq(c.request), code.eq(0)]
+                    with m.If(reject):
+                        m.d.sync += rejected.eq(rejected | one_hot(c.request, "result"))
+                        with m.If(c.accepted + 1 < fly):
+                            m.next = "DISCARD"
+                        with m.Elif(wait != 0):
+                            m.d.sync += [pos.eq(first + fly), pos_end.eq(first + fly + wait - 1),
+                                         code.eq(1)]
+                            m.next = "DISCARD"
+                        with m.Else():
+                            m.next = "DONE"
+                    with m.Else():
+                        m.next = "DONE"
+                    m.d.sync += wait_left.eq(wait)
+
+            with m.State("DISCARD"):
+                # One DISCARDED beat per position pos..pos_end of walk_req with reason `code`.
+                m.d.comb += cur.eq(walk_req)
+                with m.If(room):
+                    emit(EventKind.DISCARDED, request=walk_req, position=pos, code=code)
+                    m.d.sync += pos.eq(pos + 1)
+                    with m.If(pos == pos_end):
+                        with m.Switch(code):
+                            with m.Case(0):         # rejected prefix, then the waiting tokens
+                                with m.If(wait_left != 0):
+                                    m.d.sync += [pos.eq(pos + 1), pos_end.eq(pos + wait_left), code.eq(1)]
+                                with m.Else():
+                                    m.next = "DONE"
+                            with m.Case(1):
+                                m.next = "DONE"
+                            with m.Case(2):         # eager tokens of a rejected request
+                                m.d.comb += [cur_mb.eq(ctl.rd_mb), ep.op.eq(EagerOp.DROP)]
+                                m.d.sync += rejected.eq(rejected & ~one_hot(walk_req, "drop"))
+                                m.next = "UNLOCK_REJECTED"
+                            with m.Case(3):
+                                m.next = "RETIRED"
+
+            with m.State("UNLOCK"):
+                with m.If(room):
+                    emit(EventKind.UNLOCKED, verification=vid)
+                    m.d.sync += locked.eq(0)
+                    m.next = "UNLOCK_REJECTED"
+
+            with m.State("UNLOCK_REJECTED"):
+                # Discard the eager tokens of each rejected request, ascending request id.
+                m.d.comb += cur.eq(rej_idx)
+                with m.If(~rej_any):
+                    m.next = "DRAIN"
+                with m.Elif(eager == 0):
+                    m.d.sync += rejected.eq(rejected & ~rej_bit)
+                with m.Else():
+                    m.d.sync += [walk_req.eq(rej_idx), pos.eq(t - eager + 1), pos_end.eq(t), code.eq(2)]
+                    m.next = "DISCARD"
+
+            with m.State("DRAIN"):
+                # Eager tokens to the Shared Pool while it has room: ascending request, position.
+                m.d.comb += cur.eq(hold_idx)
+                with m.If(~hold_any | shared_full):
+                    with m.If(c.kind == TxnKind.UNLOCK):
+                        m.next = "RESUME"
+                    with m.Else():
+                        m.next = "DONE"
+                with m.Else():
+                    m.d.sync += [walk_req.eq(hold_idx), walk_mb.eq(ctl.rd_mb), pos.eq(t - eager + 1),
+                                 pos_end.eq(t)]
+                    m.next = "MOVE"
+
+            with m.State("MOVE"):
+                m.d.comb += [cur.eq(walk_req), cur_mb.eq(walk_mb), ep.pos.eq(pos),
+                             sp.pos.eq(pos), sp.mb.eq(walk_mb), sp.token.eq(ep.look_token),
+                             sp.h.eq(ep.look_h)]
+                with m.If(room):
+                    m.d.comb += [ep.op.eq(EagerOp.TAKE), sp.op.eq(PoolOp.INSERT)]
+                    emit(EventKind.MOVED, request=walk_req, microbatch=walk_mb, position=pos)
+                    m.d.sync += pos.eq(pos + 1)
+                    with m.If((pos == pos_end) | (sp.count + 1 == self.shared_entries)):
+                        m.next = "DRAIN"
+
+            with m.State("RESUME"):
+                # New rounds for the verification's requests that are rejected or done.
+                m.d.comb += cur.eq(pass_idx)
+                state = ctl.rd_state
+                restart = Signal()
+                m.d.comb += restart.eq((state == SlotState.REJECTED) |
+                                       ((state == SlotState.STOPPED) & (tail == 0)))
+                with m.If(~pass_any):
+                    m.d.sync += [vid.eq(vid + 1), rejected.eq(0)]
+                    m.next = "DONE"
+                with m.Elif(~restart):
+                    m.d.sync += in_pass.eq(in_pass & ~pass_bit)
+                with m.Elif(room):
+                    m.d.comb += ctl.op.eq(CtlOp.NEW_ROUND)
+                    emit(EventKind.RESUMED, request=pass_idx, token=ctl.rd_next_token,
+                         flag=state == SlotState.REJECTED)
+                    m.d.sync += in_pass.eq(in_pass & ~pass_bit)
+
+            with m.State("QUERY"):
+                m.d.comb += [ctl.q_mb.eq(c.microbatch), sched.drafting.eq(ctl.drafting)]
+                with m.If(room):
+                    emit(EventKind.MAPPING, tlm=0, gpu=sched.dlm_fc_gpu, numerator=sched.drafting_count,
+                         denominator=1, microbatch=c.microbatch)
+                    m.next = "DONE"
+
+            with m.State("END_ROUND"):
+                with m.If(room):
+                    m.d.comb += ctl.op.eq(CtlOp.END_ROUND)
+                    emit(EventKind.ROUND_ENDED, request=c.request, position=t, h=ctl.rd_h)
+                    with m.If(tail == 0):
+                        m.next = "END_RESUME"
+                    with m.Else():
+                        m.next = "DONE"
+
+            with m.State("END_RESUME"):
+                with m.If(room):
+                    m.d.comb += ctl.op.eq(CtlOp.NEW_ROUND)
+                    emit(EventKind.RESUMED, request=c.request, token=ctl.rd_next_token, flag=0)
+                    m.next = "DONE"
+
+            with m.State("RETIRE"):
+                # The waiting and eager tokens (the last wait + eager of the round) are discarded.
+                m.d.sync += [walk_req.eq(c.request), pos.eq(t - tail + 1), pos_end.eq(t), code.eq(3)]
+                with m.If(tail != 0):
+                    m.next = "DISCARD"
+                with m.Else():
+                    m.next = "RETIRED"
+
+            with m.State("RETIRED"):
+                with m.If(room):
+                    m.d.comb += [sp.op.eq(PoolOp.CLEAR), sp.clear_wait.eq(1), sp.clear_fly.eq(0),
+                                 ep.op.eq(EagerOp.DROP), cur_mb.eq(ctl.rd_mb), ctl.op.eq(CtlOp.RETIRE)]
+                    emit(EventKind.RETIRED, request=c.request)
+                    with m.If(locked):
+                        m.next = "DONE"
+                    with m.Else():
+                        m.next = "DRAIN"
+
+            with m.State("DONE"):
+                with m.If(room):
+                    emit(EventKind.DONE)
+                    m.next = "IDLE"
+        return m
