@@ -62,7 +62,10 @@ def _export(args) -> int:
             status = "lint clean" if result.ok else "LINT FAILED"
             if not result.ok:
                 failed.append(name)
-                print(result.messages, file=sys.stderr)
+                log = Path(args.out) / f"{name}.lint.txt"
+                log.write_text(result.messages + "\n")
+                head = "\n".join(result.messages.splitlines()[:12])
+                print(f"{head}\n... all diagnostics in {log}", file=sys.stderr)
         print(f"{name:<16} {path}  {status}  ({time.monotonic() - started:.1f} s)")
     if failed:
         print(f"saddle: lint failed for {', '.join(failed)}", file=sys.stderr)

@@ -39,11 +39,12 @@ def test_export_is_stable_and_lints_clean(acc_verilog):
     assert result.ok, result.messages
 
 
-def test_lint_reports_a_width_mismatch(tmp_path):
+def test_lint_reports_a_combinational_loop(tmp_path):
     bad = tmp_path / "bad.v"
-    bad.write_text("module bad(input [7:0] a, output [3:0] y);\n  assign y = a;\nendmodule\n")
+    bad.write_text("module bad(input a, output y);\n  wire w;\n  assign w = ~w ^ a;\n"
+                   "  assign y = w;\nendmodule\n")
     result = lint(bad, "bad")
-    assert not result.ok and "WIDTH" in result.messages
+    assert not result.ok and "UNOPTFLAT" in result.messages
 
 
 def test_generic_flip_flop_weights_decompose_by_name():
