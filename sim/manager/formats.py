@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import cached_property
 
 
 @dataclass(frozen=True)
@@ -27,15 +28,15 @@ class FixedFormat:
         if self.bits < 1 or not 0 <= self.frac <= self.bits:
             raise ValueError(f"format {self.name}: invalid bits={self.bits} frac={self.frac}")
 
-    @property
+    @cached_property
     def scale(self) -> int:
         return 1 << self.frac
 
-    @property
+    @cached_property
     def min_raw(self) -> int:
         return -(1 << (self.bits - 1)) if self.signed else 0
 
-    @property
+    @cached_property
     def max_raw(self) -> int:
         return (1 << (self.bits - 1)) - 1 if self.signed else (1 << self.bits) - 1
 
@@ -45,7 +46,7 @@ class FixedFormat:
         return f"{'Q' if self.signed else 'UQ'}{self.bits - self.frac}.{self.frac}"
 
     def contains(self, raw: int) -> bool:
-        return isinstance(raw, int) and not isinstance(raw, bool) and self.min_raw <= raw <= self.max_raw
+        return type(raw) is int and self.min_raw <= raw <= self.max_raw     # bool is not an int here
 
     def check(self, raw: int, what: str) -> int:
         """``raw`` if representable, else ValueError naming ``what`` and the range."""
