@@ -12,11 +12,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
-import functools
-import json
 from itertools import chain
 
 import numpy as np
+import orjson
 
 from sim.errors import SaddleError
 
@@ -281,24 +280,16 @@ class RequestTrace:
         record.update(_plain(self.extra))
         return record
 
-    def to_json(self) -> str:
-        """``json.dumps(self.to_record(), separators=(",", ":"))``, byte for byte, but fast:
-        the floats are formatted all at once (see ``_float_strings``)."""
-        n = len(self.p)
-        text = _float_strings(np.concatenate([self.p, *self.offpath]))
-        off, start = [], n
-        for size in map(len, self.offpath):
-            off.append("[" + ",".join(text[start:start + size]) + "]")
-            start += size
-        parts = ['{"record":"request","id":', json.dumps(self.id), ',"category":',
-                 json.dumps(self.category), ',"prompt_len":', str(int(self.prompt_len)),
-                 ',"p":[', ",".join(text[:n]), '],"accepted":[', _bits(self.accepted),
-                 '],"offpath":[', ",".join(off), "]"]
-        for key, value in self.extra.items():
-            parts += [",", json.dumps(key), ":",
-                      json.dumps(_plain(value), separators=(",", ":"), allow_nan=False)]
-        parts.append("}")
-        return "".join(parts)
+    def to_json(self) -> bytes:
+        """The record as compact UTF-8 JSON, serialised by orjson straight from the arrays."""
+        record = {"record": "request", "id": self.id, "category": self.category,
+                  "prompt_len": int(self.prompt_len), "p": self.p,
+                  "accepted": self.accepted.view(np.uint8), "offpath": self.offpath}
+        record.update(self.extra)
+        try:
+            return orjson.dumps(record, option=orjson.OPT_SERIALIZE_NUMPY)
+        except orjson.JSONEncodeError:   # e.g. a non-contiguous or object array: go by lists
+            return orjson.dumps(self.to_record())
 
     @classmethod
     def from_record(cls, record: Any, header: TraceHeader, source: str = "<trace>",
@@ -323,9 +314,9 @@ class RequestTrace:
         raw_off = record.get("offpath")
         if not isinstance(raw_off, list):
             check.fail("offpath", _show(raw_off), "a list with one list of probabilities per mismatch")
-        for k, values in enumerate(raw_off):
-            if not isinstance(values, list):
-                check.fail(f"offpath[{k}]", _show(values), f"a list of {_PROB}s")
+        if not set(map(type, raw_off)) <= {list}:
+            k = next(k for k, v in enumerate(raw_off) if not isinstance(v, list))
+            check.fail(f"offpath[{k}]", _show(raw_off[k]), f"a list of {_PROB}s")
         # One vectorised check over all off-path values; then views, one per mismatch.
         sizes = np.fromiter(map(len, raw_off), dtype=np.int64, count=len(raw_off))
         flat = check.floats(list(chain.from_iterable(raw_off)), "offpath", _PROB, 0.0, 1.0,
@@ -376,7 +367,7 @@ class RequestTrace:
         for key, value in self.extra.items():
             if len(value) != n:
                 check.fail(key, f"length {len(value)}", f"length {n} (= len(p))")
-            if values and key in ("target_p", "entropy"):
+            if values and key in OPTIONAL_ARRAYS:
                 _optional_array(check, key, _plain(value), n)
 
 
@@ -405,38 +396,6 @@ def split_flat(flat: np.ndarray, sizes: np.ndarray) -> list[np.ndarray]:
     """``flat`` cut into consecutive views of the given sizes (an off-path list)."""
     ends = np.cumsum(sizes).tolist()
     return [flat[a:b] for a, b in zip([0] + ends[:-1], ends)]
-
-
-def _bits(flags: np.ndarray) -> str:
-    """Booleans as "1,0,1"."""
-    if not len(flags):
-        return ""
-    buf = np.full(2 * len(flags), ord(","), dtype=np.uint8)
-    buf[0::2] = flags.astype(np.uint8) + ord("0")
-    return buf[:-1].tobytes().decode()
-
-
-_MAX_TABLE_DECIMALS = 5
-
-
-@functools.lru_cache(maxsize=None)
-def _decimal_table(decimals: int) -> np.ndarray:
-    """repr(k / 10**decimals) for k = 0 .. 10**decimals."""
-    scale = 10 ** decimals
-    return np.array([repr(k / scale) for k in range(scale + 1)], dtype=object)
-
-
-def _float_strings(values: np.ndarray) -> list[str]:
-    """``repr`` of every value (what ``json`` writes). Values in [0, 1] that are exactly
-    k / 10**d for a small d (rounded synthetic probabilities) come from a lookup table, which
-    is much faster than formatting each float."""
-    if values.size and values.min() >= 0.0 and values.max() <= 1.0:
-        for decimals in range(1, _MAX_TABLE_DECIMALS + 1):
-            scale = 10 ** decimals
-            k = np.rint(values * scale)
-            if np.array_equal(k / scale, values):
-                return _decimal_table(decimals)[k.astype(np.int64)].tolist()
-    return list(map(float.__repr__, values.tolist()))
 
 
 def _plain(value: Any) -> Any:

@@ -18,6 +18,8 @@ import zlib
 from pathlib import Path
 from typing import Iterator
 
+import orjson
+
 from sim.errors import SaddleError
 from traces.format import RequestTrace, TraceError, TraceHeader, _Checker
 
@@ -88,8 +90,18 @@ def _records(path: Path) -> Iterator[tuple[int, bytes, object]]:
     source = str(path)
     for number, raw in _raw_lines(path):
         try:
-            record = json.loads(raw)
-        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+            record = orjson.loads(raw)
+        except orjson.JSONDecodeError:
+            record = _parse_slowly(raw, source, number)
+        yield number, raw, record
+
+
+def _parse_slowly(raw: bytes, source: str, number: int) -> object:
+    """What orjson refuses: the json module reads NaN and Infinity (so that the field check
+    can name them), and otherwise explains the syntax error."""
+    try:
+        return json.loads(raw)
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
             if not raw.endswith(b"\n"):
                 raise TruncatedTrace(source, number, None,
                                      "a truncated last line (no newline at the end of the file)",
@@ -98,7 +110,6 @@ def _records(path: Path) -> Iterator[tuple[int, bytes, object]]:
             col = f" at column {exc.colno}" if isinstance(exc, json.JSONDecodeError) else ""
             found = "an empty line" if not raw.strip() else f"invalid JSON ({reason}{col})"
             raise TraceError(source, number, None, found, "one JSON object per line") from None
-        yield number, raw, record
 
 
 def _header_of(records: Iterator, path: Path) -> TraceHeader:
@@ -189,7 +200,7 @@ class TraceWriter:
             self._file = _open_write(self.path, "ab", gz)
         else:
             self._file = _open_write(self.path, "wb", self.path.suffix == ".gz")
-            self._put(header.to_record())
+            self._put(orjson.dumps(header.to_record()))
 
     def _prepare_append(self, gz: bool) -> None:
         existing, lines, ids, cut = _complete_prefix(self.path)
@@ -214,8 +225,8 @@ class TraceWriter:
             out.writelines(lines)
         os.replace(tmp, self.path)
 
-    def _put(self, record: dict) -> None:
-        self._file.write(json.dumps(record, separators=(",", ":"), allow_nan=False).encode())
+    def _put(self, line: bytes) -> None:
+        self._file.write(line)
         self._file.write(b"\n")
         self._file.flush()
 
@@ -225,9 +236,7 @@ class TraceWriter:
             raise TraceError(str(self.path), None, "id", f"duplicate id {request.id!r}",
                              "a request id not yet in the file")
         self._ids.add(request.id)
-        self._file.write(request.to_json().encode())
-        self._file.write(b"\n")
-        self._file.flush()
+        self._put(request.to_json())
 
     def close(self) -> None:
         self._file.close()
