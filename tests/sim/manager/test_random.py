@@ -6,6 +6,7 @@ from sim.manager import Manager, ManagerConfig
 from sim.manager.controller import update_h
 from sim.manager.random_txns import coverage, generate, generate_with_events
 from sim.manager.transactions import (
+    ProtocolError,
     Admitted, Discarded, DiscardReason, Drafted, DraftToken, Issued, Locked, Moved, NotIssued,
     Pool, Refused, Resumed, Retired, RoundEnded, Unlocked, Verified, to_dict)
 from tests.sim.manager.helpers import config
@@ -147,3 +148,37 @@ def test_issue_without_eager_pool_only_back_pressures():
     check_events(cfg, pairs)
     assert not any(isinstance(e, Drafted) and e.pool is Pool.EAGER for _, ev in pairs for e in ev)
     assert coverage(pairs)["refused_eager"] > 0
+
+
+def illegal_twins(txn, m: Manager) -> list:
+    """Transactions that must be refused with ProtocolError just before ``txn`` is applied."""
+    from dataclasses import replace
+
+    from sim.manager.transactions import Admit, EndRound, Retire, Unlock, VerifyIssue, VerifyResult
+    bad = []
+    if isinstance(txn, DraftToken):
+        bad += [replace(txn, position=txn.position + 1), replace(txn, prob=65537),
+                replace(txn, microbatch=(txn.microbatch + 1) % SMALL.micro_batches)]
+    elif isinstance(txn, VerifyResult):
+        bad.append(replace(txn, accepted=len(m.shared_pool.in_flight(txn.request)) + 1))
+    elif isinstance(txn, VerifyIssue):
+        bad.append(replace(txn, capacity=0))
+    elif isinstance(txn, Unlock):
+        bad.append(Admit(min(m.requests_in_pass), 0))          # already admitted
+    elif isinstance(txn, (EndRound, Retire)):
+        bad.append(Admit(txn.request, 0))
+    return bad
+
+
+def test_protocol_errors_change_nothing():
+    pairs, _ = generate_with_events(SMALL, 6, 6000)
+    m = Manager(SMALL)
+    refused = 0
+    for txn, expected in pairs:
+        for bad in illegal_twins(txn, m):
+            with pytest.raises(ProtocolError):
+                m.apply(bad)
+            refused += 1
+        assert m.apply(txn) == expected
+    assert refused > 3000
+    m.conservation(final=True)
