@@ -16,6 +16,8 @@ from dataclasses import dataclass, replace
 from functools import lru_cache
 from typing import Iterator, Sequence
 
+import numpy as np
+
 from sim.config import config_path, get, load_yaml
 from sim.errors import ConfigError, SaddleError
 
@@ -71,7 +73,11 @@ class FC(_Op):
 
 @dataclass(frozen=True)
 class Attention(_Op):
-    """One phase (scores, softmax or context) of one request's attention over all its heads."""
+    """One phase (scores, softmax or context) of one request's attention over all its heads.
+
+    ``context`` and ``queries`` may also be equal-length integer numpy arrays (one entry per
+    request, ``request = -1``): every count then is an array, which is how steps are priced
+    without building one object per request (``ModelSpec.attention_batch``)."""
 
     name: str  # "scores" | "softmax" | "context"
     repeat: int
@@ -184,8 +190,14 @@ class StepOperators:
 
 def check_requests(requests: Sequence[tuple[int, int]]) -> tuple[tuple[int, int], ...]:
     """Requests as a tuple of ``(context_len, query_tokens)`` int pairs, validated."""
+    reqs = tuple(requests)
+    # Fast path for a well-formed batch; anything else is re-checked one by one below for an
+    # error naming the request.
+    if reqs and all(type(r) is tuple and len(r) == 2 and type(r[0]) is int and type(r[1]) is int
+                    and 1 <= r[1] <= r[0] for r in reqs):
+        return reqs
     out = []
-    for i, req in enumerate(requests):
+    for i, req in enumerate(reqs):
         try:
             context, queries = req
         except (TypeError, ValueError):
@@ -249,6 +261,7 @@ class ModelSpec:
     def kv_bytes_per_token(self) -> int:
         return 2 * self.layers * self.kv_heads * self.head_dim * self.bpe
 
+    @lru_cache(maxsize=256)
     def shard(self, devices: int) -> "ModelSpec":
         """One device's share under tensor parallelism over ``devices`` (DESIGN.md section 3):
         heads, FFN columns and vocabulary split; KV heads split, or replicated when there are
@@ -269,6 +282,13 @@ class ModelSpec:
     def attention_ops(self, context: int, queries: int, request: int = 0) -> tuple[Attention, Attention, Attention]:
         """Scores, softmax and context of one request (every layer: ``repeat = layers``)."""
         common = dict(repeat=self.layers, request=request, context=context, queries=queries,
+                      heads=self.heads, kv_heads=self.kv_heads, head_dim=self.head_dim,
+                      bpe=self.bpe, softmax_flops=self._fpe("softmax"))
+        return tuple(Attention(name=p, **common) for p in ("scores", "softmax", "context"))
+
+    def attention_batch(self, contexts: np.ndarray, queries: np.ndarray) -> tuple[Attention, Attention, Attention]:
+        """Scores, softmax and context of many requests at once (array-valued counts)."""
+        common = dict(repeat=self.layers, request=-1, context=contexts, queries=queries,
                       heads=self.heads, kv_heads=self.kv_heads, head_dim=self.head_dim,
                       bpe=self.bpe, softmax_flops=self._fpe("softmax"))
         return tuple(Attention(name=p, **common) for p in ("scores", "softmax", "context"))

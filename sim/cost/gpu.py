@@ -8,6 +8,8 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Iterable
 
+import numpy as np
+
 from sim.config import config_path, get, load_yaml
 from sim.errors import ConfigError
 from sim.model import FC, Attention
@@ -58,16 +60,17 @@ class GPU:
         return self.kernel_ps(op.flops, op.bytes_total, self.gemm_tiles(op.tokens, op.n, op.k))
 
     def attention_ps(self, ops: Iterable[Attention]) -> int:
-        """All the given attention phases as one fused (flash-decoding) kernel: DRAM traffic is
-        K, V, Q and the output; one tile per (request, KV head, block of query rows, block of
-        keys), query rows being query tokens x query heads sharing the KV head."""
+        """All the given attention phases (scalar or array-valued, see ``Attention``) as one
+        fused (flash-decoding) kernel: DRAM traffic is K, V, Q and the output; one tile per
+        (request, KV head, block of query rows, block of keys), query rows being query tokens x
+        query heads sharing the KV head."""
         flops = nbytes = tiles = 0
         for op in ops:
-            flops += op.flops
-            nbytes += op.streamed_bytes
+            flops += int(np.sum(op.flops))
+            nbytes += int(np.sum(op.streamed_bytes))
             if op.name == "scores":
-                tiles += (op.kv_heads * -(-op.queries * op.group // self.tile_m)
-                          * -(-op.context // self.tile_n))
+                tiles += int(np.sum(op.kv_heads * -(-op.queries * op.group // self.tile_m)
+                                    * -(-op.context // self.tile_n)))
         return self.kernel_ps(flops, nbytes, tiles) if tiles else 0
 
     def elementwise_ps(self, flops: int, nbytes: int) -> int:

@@ -16,7 +16,8 @@ Command model (see sim/cost/README.md for every assumption):
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+import weakref
+from dataclasses import dataclass, field
 from functools import lru_cache
 
 import numpy as np
@@ -26,6 +27,15 @@ from sim.errors import ConfigError, SaddleError
 
 TIMING_KEYS = ("CL", "RCD", "RP", "RAS", "RC", "WR", "RTP_L", "CCD_S", "CCD_L", "RRD_S", "RRD_L",
                "FAW", "REFI")
+
+
+_LIVE_STACKS: "weakref.WeakSet[PimStack]" = weakref.WeakSet()
+
+
+def clear_memos() -> None:
+    """Forget the memoized instance prices of every stack object alive."""
+    for stack in list(_LIVE_STACKS):
+        stack._memo.clear()
 
 
 @dataclass(frozen=True)
@@ -69,6 +79,10 @@ class PimStack:
     mac_spacing_power: int
     softmax_elements_per_cycle: int
     partial_sum_bytes: int
+    _memo: dict = field(default_factory=dict, init=False, repr=False, compare=False)
+
+    def __post_init__(self):
+        _LIVE_STACKS.add(self)
 
     @property
     def banks(self) -> int:
@@ -91,28 +105,25 @@ class PimStack:
 
     # --- primitives -----------------------------------------------------------------------
 
-    def row_cycles(self, macs: int, spacing: int) -> int:
+    # The timing formulas below take ints or integer numpy arrays (one entry per instance).
+
+    def row_cycles(self, macs, spacing: int):
         """ACT to the next possible ACT for one row that receives ``macs`` MAC commands."""
         t = self.t
-        pre = max(t.RAS, t.RCD + (macs - 1) * spacing + t.RTP_L)
-        return max(t.RC, pre + t.RP)
+        pre = np.maximum(t.RAS, t.RCD + (macs - 1) * spacing + t.RTP_L)
+        return np.maximum(t.RC, pre + t.RP)
 
-    @lru_cache(maxsize=65536)
-    def mac_stream(self, columns: int, macs_per_column: int, spacing: int) -> int:
+    def mac_stream(self, columns, macs_per_column, spacing: int):
         """Cycles to stream ``columns`` columns of every bank through the PEs, each column used
         by ``macs_per_column`` MAC commands while its row is open, ending with the rows closed
         and the PE pipeline drained."""
-        if columns == 0:
-            return 0
         cpr = self.columns_per_row
-        full, rest = divmod(columns, cpr)
+        full, rest = np.divmod(columns, cpr)
         cycles = full * self.row_cycles(cpr * macs_per_column, spacing)
-        if rest:
-            cycles += self.row_cycles(rest * macs_per_column, spacing)
-        last_cols = rest or cpr
-        last_mac = self.t.RCD + (last_cols * macs_per_column - 1) * spacing
-        closing = self.row_cycles(last_cols * macs_per_column, spacing) - last_mac
-        return cycles + max(0, self.pe_latency - closing)
+        cycles = cycles + np.where(rest > 0, self.row_cycles(rest * macs_per_column, spacing), 0)
+        last = np.where(rest > 0, rest, cpr) * macs_per_column
+        closing = self.row_cycles(last, spacing) - (self.t.RCD + (last - 1) * spacing)
+        return np.where(columns > 0, cycles + np.maximum(0, self.pe_latency - closing), 0)
 
     def broadcast(self, nbytes: int) -> int:
         """Write the same ``nbytes`` into every bank PE of a channel."""
@@ -134,11 +145,10 @@ class PimStack:
 
     # --- attention ------------------------------------------------------------------------
 
-    @lru_cache(maxsize=65536)
-    def attention_instance(self, context: int, head_dim: int, queries: int, bpe: int,
-                           power_constrained: bool) -> PimWork:
-        """One attention instance (one request x one KV head, ``queries`` = query tokens x
-        query heads per KV head) on all banks of one channel.
+    def attention_cycles(self, contexts, head_dim: int, queries, bpe: int,
+                         power_constrained: bool):
+        """Cycles and PE column reads of attention instances (one request x one KV head each;
+        ``queries`` = query tokens x query heads per KV head) on all banks of one channel.
 
         K is stored token-major (each bank holds whole key vectors of some tokens, so a bank
         computes complete scores); V is stored dimension-major (each bank holds some dimensions
@@ -147,13 +157,12 @@ class PimStack:
         split too and partial sums are read out."""
         s = self.spacing(power_constrained)
         B = self.banks_per_channel
-        tokens_per_bank = -(-context // B)
-        k_cols = -(-tokens_per_bank * head_dim * bpe // self.column_bytes)
+        cb = self.column_bytes
+        k_cols = -(-(-(-contexts // B)) * head_dim * bpe // cb)
         dim_slots = min(head_dim, B)
         token_groups = B // dim_slots
-        v_elems = -(-head_dim // dim_slots) * -(-context // token_groups)
-        v_cols = -(-v_elems * bpe // self.column_bytes)
-        scores = context * queries
+        v_cols = -(-(-(-head_dim // dim_slots) * -(-contexts // token_groups)) * bpe // cb)
+        scores = contexts * queries
         out_bytes = head_dim * queries * token_groups * (self.partial_sum_bytes if token_groups > 1 else bpe)
         cycles = (self.broadcast(queries * head_dim * bpe)
                   + self.mac_stream(k_cols, queries, s)
@@ -162,16 +171,45 @@ class PimStack:
                   + self.broadcast(scores * bpe)
                   + self.mac_stream(v_cols, queries, s)
                   + self.readout(out_bytes))
-        return PimWork(cycles, (k_cols + v_cols) * queries * B)
+        return cycles, (k_cols + v_cols) * queries * B
+
+    def attention_instance(self, context: int, head_dim: int, queries: int, bpe: int,
+                           power_constrained: bool) -> PimWork:
+        """One instance (see ``attention_cycles``)."""
+        cycles, reads = self.attention_many([context], head_dim, [queries], bpe, power_constrained)
+        return PimWork(int(cycles[0]), reads)
+
+    def attention_many(self, contexts: list[int], head_dim: int, queries: list[int], bpe: int,
+                       power_constrained: bool) -> tuple[np.ndarray, int]:
+        """Cycles of each instance and their total PE column reads, memoized per instance
+        shape; the shapes not seen before are priced together in one vectorized pass."""
+        memo = self._memo
+        keys = [(L, q, head_dim, bpe, power_constrained) for L, q in zip(contexts, queries)]
+        new = [k for k in dict.fromkeys(keys) if k not in memo]
+        if new:
+            ctx = np.array([k[0] for k in new], dtype=np.int64)
+            qs = np.array([k[1] for k in new], dtype=np.int64)
+            cycles, reads = self.attention_cycles(ctx, head_dim, qs, bpe, power_constrained)
+            memo.update(zip(new, zip(cycles.tolist(), reads.tolist())))
+        got = [memo[k] for k in keys]
+        return (np.fromiter((c for c, _ in got), dtype=np.int64, count=len(got)),
+                sum(r for _, r in got))
 
     def attention_channels(self, instances: list[tuple[int, int, int]], bpe: int,
                            power_constrained: bool, channels: int | None = None) -> "ChannelLoad":
         """``instances`` = ``[(context, head_dim, queries), ...]`` placed round-robin on
         ``channels`` channels (default: this stack's), in order."""
-        works = [self.attention_instance(L, d, q, bpe, power_constrained) for L, d, q in instances]
-        cycles = np.fromiter((w.cycles for w in works), dtype=np.int64, count=len(works))
-        return self.round_robin(cycles, channels or self.channels,
-                                sum(w.column_reads for w in works))
+        by_dim: dict[int, list[int]] = {}
+        for i, (_, d, _) in enumerate(instances):
+            by_dim.setdefault(d, []).append(i)
+        cycles = np.zeros(len(instances), dtype=np.int64)
+        reads = 0
+        for d, idx in by_dim.items():
+            c, r = self.attention_many([instances[i][0] for i in idx], d,
+                                       [instances[i][2] for i in idx], bpe, power_constrained)
+            cycles[idx] = c
+            reads += r
+        return self.round_robin(cycles, channels or self.channels, reads)
 
     def round_robin(self, cycles: np.ndarray, channels: int, column_reads: int) -> "ChannelLoad":
         """Job ``i`` (``cycles[i]``) runs on channel ``i mod channels``, jobs of one channel one
@@ -205,8 +243,8 @@ class PimStack:
         out_bytes = self.partial_sum_bytes if k_split > 1 else bpe
         # Each channel receives the input slices its banks need: all of x unless k is split.
         x_bytes = tokens * min(k, k_slice * self.banks_per_channel) * bpe
-        cycles = (self.broadcast(x_bytes) + self.mac_stream(cols, tokens, s)
-                  + self.readout(results_per_channel * out_bytes))
+        cycles = int(self.broadcast(x_bytes) + self.mac_stream(cols, tokens, s)
+                     + self.readout(results_per_channel * out_bytes))
         return GemvWork(cycles=self.with_refresh(cycles),
                         column_reads=cols * tokens * banks,
                         k_split=k_split,

@@ -62,7 +62,7 @@ def plot_roofline(pair_name: str, out: str | Path, *, system: str = "saddle",
     sysm = load_system(system)
     gpu, pim, stacks = sysm.gpu, sysm.pim, sysm.stacks_per_device
     x = np.logspace(-1, 3, 200)
-    fig, ax = plt.subplots(figsize=(8, 5.5))
+    fig, ax = plt.subplots(figsize=(11, 5.5))
     ax.loglog(x, np.minimum(gpu.sustained_flops, x * gpu.sustained_bandwidth), "C0-",
               label=f"GPU ({gpu.name}, sustained)")
     for power, style in ((False, "-"), (True, "--")):
@@ -71,15 +71,17 @@ def plot_roofline(pair_name: str, out: str | Path, *, system: str = "saddle",
         ax.loglog(x, np.minimum(peak, x * bw), "C3" + style,
                   label=f"PIM ({stacks} x {pim.name}{', power-constrained' if power else ''})")
     for i, p in enumerate(points):
-        colour = f"C{i % 8 + 1}" if i % 8 + 1 != 3 else "C9"
-        ax.plot(p["intensity"], p["gpu_flops_per_s"], "o", color=colour)
+        colour = f"C{(i + 4) % 10}"
+        ax.plot(p["intensity"], p["gpu_flops_per_s"], "o", color=colour,
+                label=f"{i + 1}: {p['label']} -> {p['faster'].upper()}")
         ax.plot(p["intensity"], p["pim_flops_per_s"], "s", color=colour, mfc="none")
-        ax.annotate(f"{p['label']} -> {p['faster'].upper()}", (p["intensity"], max(p["gpu_flops_per_s"], p["pim_flops_per_s"])),
-                    textcoords="offset points", xytext=(4, 4), fontsize=7, color=colour)
+        for y in (p["gpu_flops_per_s"], p["pim_flops_per_s"]):
+            ax.annotate(str(i + 1), (p["intensity"], y), textcoords="offset points",
+                        xytext=(4, -3), fontsize=7, color=colour)
     ax.set_xlabel("arithmetic intensity (FLOP / byte of memory traffic)")
     ax.set_ylabel("attained FLOP/s (one device)")
     ax.set_title(f"{pair_name} on {system}: o = GPU, \u25a1 = PIM")
-    ax.legend(fontsize=8, loc="lower right")
+    ax.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.01, 0.5))
     ax.grid(True, which="both", alpha=0.3)
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)

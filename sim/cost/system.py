@@ -29,7 +29,7 @@ from sim.config import config_path, get, load_yaml
 from sim.cost.energy import COMPONENTS, EnergyModel, load_energy
 from sim.cost.gpu import GPU, load_gpu
 from sim.cost.links import Link, load_link
-from sim.cost.pim import PimStack, check_power, load_pim
+from sim.cost.pim import PimStack, check_power, clear_memos, load_pim
 from sim.errors import ConfigError, SaddleError
 from sim.model import ModelSpec, check_requests, load_model
 
@@ -155,16 +155,20 @@ class System:
                mapping: tuple[tuple[str, str], ...], devices: int, power: bool) -> StepCost:
         where = dict(mapping)
         shard = spec.shard(devices)
-        tokens = sum(q for _, q in reqs)
+        arr = np.array(reqs, dtype=np.int64)
+        ctx, q = arr[:, 0], arr[:, 1]
+        tokens = int(q.sum())
+        fc, other = shard.dense_ops(tokens)
+        att_flops = sum(int(op.flops.sum()) for op in shard.attention_batch(ctx, q)) * shard.layers
         acc = _Acc()
         if where["fc"] == "gpu":
             self._fc_gpu(shard, tokens, acc)
         else:
             self._fc_pim(shard, tokens, power, acc)
         if where["attention"] == "gpu":
-            self._attention_gpu(shard, reqs, acc)
+            self._attention_gpu(shard, ctx, q, acc)
         else:
-            self._attention_pim(shard, reqs, power, acc)
+            self._attention_pim(shard, ctx, q, att_flops, power, acc)
         self._other(shard, tokens, acc)
         self._allreduce(shard, tokens, devices, acc)
 
@@ -172,7 +176,7 @@ class System:
         time_ps = t["attention"] + t["fc"] + t["comm"] + t["other"]
         energy = {k: v * devices for k, v in acc.e.items()}
         energy["static"] = self.energy.static(time_ps, devices, devices * self.stacks_per_device)
-        flops = shard.step_operators(reqs).flops
+        flops = sum(op.flops * op.repeat for op in fc + other) + att_flops
         return StepCost(time_ps=time_ps, attention_ps=t["attention"], fc_ps=t["fc"],
                         comm_ps=t["comm"], other_ps=t["other"], gpu_busy_ps=t["gpu"],
                         pim_busy_ps=t["pim"], energy_pj=sum(energy.values()),
@@ -199,27 +203,27 @@ class System:
             to_pim = op.tokens * op.k * op.bpe * self.stacks_per_device
             self._gpu_pim_transfer(to_pim, work.result_bytes, op.repeat, acc)
 
-    def _attention_gpu(self, shard: ModelSpec, reqs, acc: _Acc) -> None:
-        ops = [op for L, q in reqs for op in shard.attention_ops(L, q)]
+    def _attention_gpu(self, shard: ModelSpec, ctx: np.ndarray, q: np.ndarray, acc: _Acc) -> None:
+        ops = shard.attention_batch(ctx, q)
         ps = self.gpu.attention_ps(ops) * shard.layers
         acc.t["attention"] += ps
         acc.t["gpu"] += ps
-        flops = sum(op.flops for op in ops)
-        acc.add_energy(self.energy.gpu(flops, sum(op.streamed_bytes for op in ops)), shard.layers)
+        flops = sum(int(op.flops.sum()) for op in ops)
+        nbytes = sum(int(np.sum(op.streamed_bytes)) for op in ops)
+        acc.add_energy(self.energy.gpu(flops, nbytes), shard.layers)
 
-    def _attention_pim(self, shard: ModelSpec, reqs, power: bool, acc: _Acc) -> None:
-        pim, d, bpe = self.pim, shard.head_dim, shard.bpe
-        kvh, g = shard.kv_heads, shard.group
-        works = [pim.attention_instance(L, d, q * g, bpe, power) for L, q in reqs]
-        cycles = np.repeat(np.fromiter((w.cycles for w in works), np.int64, len(works)), kvh)
-        reads = sum(w.column_reads for w in works) * kvh
-        load = pim.round_robin(cycles, pim.channels * self.stacks_per_device, reads)
+    def _attention_pim(self, shard: ModelSpec, ctx: np.ndarray, q: np.ndarray, att_flops: int,
+                       power: bool, acc: _Acc) -> None:
+        pim, d, bpe, kvh = self.pim, shard.head_dim, shard.bpe, shard.kv_heads
+        cycles, reads = pim.attention_many(ctx.tolist(), d, (q * shard.group).tolist(), bpe, power)
+        reads *= kvh
+        load = pim.round_robin(np.repeat(cycles, kvh), pim.channels * self.stacks_per_device, reads)
         ps = load.cycles * pim.tck_ps * shard.layers
         acc.t["attention"] += ps
         acc.t["pim"] += ps
-        acc.pim_flops += sum(op.flops for L, q in reqs for op in shard.attention_ops(L, q)) * shard.layers
+        acc.pim_flops += att_flops
         acc.add_energy(self.energy.pim(reads, pim.column_bytes, pim.lanes), shard.layers)
-        tokens = sum(q for _, q in reqs)
+        tokens = int(q.sum())
         q_bytes = tokens * shard.heads * d * bpe
         new_kv = tokens * kvh * d * bpe * 2
         self._gpu_pim_transfer(q_bytes + new_kv, q_bytes, shard.layers, acc)
@@ -285,3 +289,11 @@ def load_system(name: str) -> System:
     except SaddleError as exc:
         raise ConfigError(f"{path}: default_mapping: {exc}") from None
     return replace(system, default_mapping=default)
+
+
+def clear_caches() -> None:
+    """Forget every cached price and operator (for cold-start measurements)."""
+    for fn in (ModelSpec.attention_ops, ModelSpec.dense_ops, ModelSpec.shard, GPU.fc_ps,
+               PimStack.gemv, Link.allreduce_ps, System._price, System._other_cost):
+        fn.cache_clear()
+    clear_memos()

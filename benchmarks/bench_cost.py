@@ -1,0 +1,55 @@
+"""How many decoding steps per second the cost model prices.
+
+    .venv/bin/python benchmarks/bench_cost.py
+
+cold:  every cache emptied before each step (operators, GPU/PIM prices, whole steps)
+new:   warm component caches, but every step is new: each request's context grows by one per
+       step, as in a decoding run (what the simulator sees)
+warm:  the same steps asked again (whole-step cache hits)
+Workload: OPT-66B (64 layers) TLM pass on SADDLE, 64 requests with seeded random contexts,
+and the OPT-1.3B draft step of one device with FC on PIM.
+"""
+from __future__ import annotations
+
+import random
+import time
+
+from sim.cost.system import clear_caches, load_system
+from sim.model import load_model
+
+
+def measure(label: str, fn, steps: list) -> None:
+    start = time.perf_counter()
+    for reqs in steps:
+        fn(reqs)
+    seconds = time.perf_counter() - start
+    print(f"  {label:5s} {len(steps) / seconds:12.0f} steps/s  {seconds / len(steps) * 1e6:9.1f} us/step")
+
+
+def main() -> int:
+    system = load_system("saddle")
+    tlm, dlm = load_model("opt-66b"), load_model("opt-1.3b")
+    rng = random.Random(1)
+    base = [rng.randint(64, 1024) for _ in range(64)]
+    steps = [[(L + i, 1) for L in base] for i in range(400)]
+    verify = [[(L + 8 * i, 9) for L in base] for i in range(400)]
+    cases = [("OPT-66B decoding step, 64 requests, saddle", lambda r: system.price_step(tlm, r), steps),
+             ("OPT-66B verification (q = 9), 64 requests", lambda r: system.price_verify(tlm, r), verify),
+             ("OPT-1.3B draft step, 16 requests, FC on PIM",
+              lambda r: system.price_draft(dlm, r[:16], fc="pim"), steps)]
+    for title, fn, work in cases:
+        print(title)
+
+        def cold(r, fn=fn):
+            clear_caches()
+            fn(r)
+        measure("cold", cold, work[:50])
+        clear_caches()
+        fn(work[0])
+        measure("new", fn, work[1:])
+        measure("warm", fn, work[1:])
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
