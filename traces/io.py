@@ -38,10 +38,9 @@ def _is_gzip(path: Path) -> bool:
         return f.read(2) == _GZIP_MAGIC
 
 
-def _open_read(path: Path):
+def _check_exists(path: Path) -> None:
     if not path.is_file():
         raise SaddleError(f"{path}: no such trace file")
-    return gzip.GzipFile(filename="", fileobj=path.open("rb")) if _is_gzip(path) else path.open("rb")
 
 
 def _open_write(path: Path, mode: str, gz: bool):
@@ -66,13 +65,57 @@ class _ClosingGzip(gzip.GzipFile):
             self._raw.close()
 
 
+_CHUNK = 1 << 16
+
+
+def _gunzip(f) -> Iterator[bytes]:
+    """Decompressed data of consecutive gzip members, as it comes. Unlike gzip.GzipFile it
+    hands out everything before a cut, then raises EOFError, so a resume keeps every complete
+    record; corrupt data or a bad checksum raise zlib.error."""
+    member = zlib.decompressobj(wbits=31)
+    fed = False
+    while chunk := f.read(_CHUNK):
+        while chunk:
+            fed = True
+            out = member.decompress(chunk)
+            if out:
+                yield out
+            if not member.eof:
+                break
+            chunk = member.unused_data
+            member = zlib.decompressobj(wbits=31)
+            fed = False
+    if fed and not member.eof:
+        raise EOFError
+
+
+def _split_lines(chunks: Iterator[bytes]) -> Iterator[bytes]:
+    """Lines (with their newline) of a stream of chunks; a last line may lack the newline."""
+    pending: list[bytes] = []
+    for chunk in chunks:
+        parts = chunk.split(b"\n")
+        if len(parts) > 1:
+            yield b"".join(pending) + parts[0] + b"\n"
+            for part in parts[1:-1]:
+                yield part + b"\n"
+            pending = []
+        if parts[-1]:
+            pending.append(parts[-1])
+    if pending:
+        yield b"".join(pending)
+
+
 def _raw_lines(path: Path) -> Iterator[tuple[int, bytes]]:
     """(line number, bytes) of every line; truncated or corrupt compression is a TraceError."""
+    _check_exists(path)
     source = str(path)
     number = 0
-    with _open_read(path) as f:
+    with path.open("rb") as f:
+        gz = f.read(2) == _GZIP_MAGIC
+        f.seek(0)
+        lines = _split_lines(_gunzip(f)) if gz else iter(f)
         try:
-            for raw in f:
+            for raw in lines:
                 number += 1
                 yield number, raw
         except EOFError:
@@ -80,8 +123,8 @@ def _raw_lines(path: Path) -> Iterator[tuple[int, bytes]]:
                                  f"a truncated gzip stream after line {number} (the compressed "
                                  "data ends before its end-of-stream marker: the file was cut off)",
                                  "a complete gzip file") from None
-        except (gzip.BadGzipFile, zlib.error, OSError) as exc:
-            raise TraceError(source, number + 1, None, f"corrupt gzip data ({exc})",
+        except zlib.error as exc:
+            raise TraceError(source, None, None, f"corrupt gzip data after line {number} ({exc})",
                              "a valid gzip stream") from None
 
 
