@@ -29,7 +29,7 @@ from __future__ import annotations
 
 from sim.manager.formats import TOKEN_ID, quantize_prob
 from sim.manager.manager import Manager
-from sim.manager.transactions import (Admit, Discarded, DraftToken, Drafted, Issued, Mapping,
+from sim.manager.transactions import (Admit, Discarded, DraftToken, Drafted, EndRound, Issued, Mapping,
                                       Op, Refused, Resumed, Retire, SchedulerQuery, Unlock,
                                       Verified, VerifyIssue, VerifyResult)
 from sim.systems.base import BaseRun, Live
@@ -119,6 +119,12 @@ class PooledRun(BaseRun):
             self.tokens.drafted += 1
             ex["pos"] = j
             ex["stopped"] = out.stop or j >= ex["cap"]
+            if ex["stopped"] and not out.stop:
+                # Output end or the oracle's plan: tell the Controller, so the Scheduler's
+                # count of drafting requests and the next round's start are right.
+                for event in self.apply(EndRound(live.slot)):
+                    if isinstance(event, Resumed):
+                        self.resume_now(live)
         (mapping,) = self.apply(SchedulerQuery(mb))
         self.dlm_fc[mb] = mapping.device.value
         delay = self.monitoring(mb, len(drafting))
@@ -196,6 +202,15 @@ class PooledRun(BaseRun):
             self.kick()
         elif not self.try_issue(tlm_idle=not any(self.can_draft(l) for l in self.live.values())):
             self.kick()
+
+    def resume_now(self, live: Live) -> None:
+        """The Manager started a new round at once (every token of the old one already
+        verified and accepted): the TLM token of the latest result is committed."""
+        if live.t < live.out_len:
+            live.t += 1
+            self.tokens.generated += 1
+            self.tokens.tlm_tokens += 1
+        self.new_round(live)
 
     def commit_pool(self, live: Live, accepted: int, resumed: bool) -> bool:
         self.tokens.generated += accepted

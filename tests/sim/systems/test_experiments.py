@@ -1,0 +1,85 @@
+"""`saddle run` end to end on a small experiment: JSON shape, resumption, timeline, golden."""
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from sim.cli import main
+from tests.sim.systems.conftest import make_trace, request
+
+GOLDEN = Path(__file__).with_name("golden_small.json")
+
+EXPERIMENT = """
+name: small
+description: "small golden experiment"
+pairs: [opt-66b+opt-1.3b]
+batches: [4]
+systems:
+  - {system: gpu-ad}
+  - {system: gpu-sd, draft_length: 3}
+  - {system: pim-ad}
+  - {system: pim-sd, draft_length: 3}
+  - {system: saddle, tau: 0.3}
+workload: {split: all, batching: continuous, seed: 0}
+plot: {x: system, metric: tokens_per_s, normalize: gpu-ad}
+"""
+
+
+@pytest.fixture
+def experiment(tmp_path, tiny_trace):
+    path = tmp_path / "small.yaml"
+    path.write_text(EXPERIMENT)
+    return path
+
+
+def _run(capsys, *argv) -> dict:
+    assert main(["run", *map(str, argv), "--json"]) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+def test_json_fields_resume_and_timeline(experiment, tiny_trace, tmp_path, capsys):
+    out = tmp_path / "out"
+    timeline = tmp_path / "tl.json"
+    first = _run(capsys, experiment, "--trace", tiny_trace, "--out", out, "--timeline", timeline)
+    assert first["experiment"] == "small" and len(first["runs"]) == 5
+    for r in first["runs"]:
+        for key in ("system", "pair", "batch", "draft_length", "tokens_per_s", "tokens_per_joule",
+                    "latency_breakdown", "utilization", "pim_op_fraction", "tokens",
+                    "request_latency_s"):
+            assert key in r
+        assert set(r["utilization"]) == {"gpu", "pim"}
+        assert set(r["request_latency_s"]) == {"p50", "p99"}
+        assert {"generated", "drafted", "accepted", "discarded"} <= set(r["tokens"])
+    assert [r["draft_length"] for r in first["runs"]] == [None, 3, None, 3, None]
+    for name in ("results.json", "results.csv", "config.yaml", "small.png"):
+        assert (out / name).is_file()
+    events = json.loads(timeline.read_text())["traceEvents"]
+    lanes = {e["args"]["name"] for e in events if e.get("name") == "thread_name"}
+    assert "TLM" in lanes
+    counters = {e["name"] for e in events if e["ph"] == "C"}
+    assert counters == {"GPU"}               # gpu-ad, the first run, has no PIM
+    stamps = {p: p.stat().st_mtime_ns for p in (out / "runs").glob("*.json")}
+    again = _run(capsys, experiment, "--trace", tiny_trace, "--out", out)
+    assert again == first
+    assert {p: p.stat().st_mtime_ns for p in (out / "runs").glob("*.json")} == stamps
+
+
+def test_golden_small_experiment(experiment, tiny_trace, tmp_path, capsys):
+    result = _run(capsys, experiment, "--trace", tiny_trace, "--out", tmp_path / "g", "--no-plot")
+    keep = ("system", "draft_length", "tokens", "time_s", "tokens_per_s", "tokens_per_joule")
+    got = [{k: r[k] for k in keep} for r in result["runs"]]
+    if os.environ.get("SADDLE_REGEN_GOLDEN"):   # deliberate regeneration after a model change
+        GOLDEN.write_text(json.dumps(got, indent=1, sort_keys=True))
+    want = json.loads(GOLDEN.read_text())
+    assert [g["tokens"] for g in got] == [w["tokens"] for w in want]
+    for g, w in zip(got, want):
+        assert g["time_s"] == pytest.approx(w["time_s"], rel=1e-9), g["system"]
+        assert g["tokens_per_joule"] == pytest.approx(w["tokens_per_joule"], rel=1e-9), g["system"]
+
+
+def test_bad_experiment_names_file_and_key(tmp_path, capsys):
+    path = tmp_path / "bad.yaml"
+    path.write_text(EXPERIMENT.replace("batches: [4]", "batches: [0]"))
+    assert main(["run", str(path)]) == 2
+    assert f"{path}: batches[0]" in capsys.readouterr().err
