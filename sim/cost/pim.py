@@ -6,7 +6,8 @@ Command model (see sim/cost/README.md for every assumption):
   MAC command then reads one column of the open row in every bank and feeds it to the bank's
   PE. MAC commands are at least ``mac_spacing`` tCK apart (more under the power constraint).
 - A row change is PRE (no earlier than RAS after the ACT and RTP_L after the last MAC) followed
-  by RP; ACT to ACT is at least RC; the first MAC follows its ACT by RCD.
+  by RP; ACT to ACT is at least RC; the first MAC follows its ACT by RCD. Row and column
+  commands use separate buses, so operand transfers after a stream overlap its last PRE/RP.
 - Operands move between the buffer die and the banks over the channel's data buses: a
   broadcast (same data to every bank) is one 32-B column write per CCD_S; a read-out is one
   32-B column per CCD_S on each pseudo-channel in parallel.
@@ -114,16 +115,28 @@ class PimStack:
         return np.maximum(t.RC, pre + t.RP)
 
     def mac_stream(self, columns, macs_per_column, spacing: int):
-        """Cycles to stream ``columns`` columns of every bank through the PEs, each column used
-        by ``macs_per_column`` MAC commands while its row is open, ending with the rows closed
-        and the PE pipeline drained."""
+        """``(drain, tail)`` of streaming ``columns`` columns of every bank through the PEs,
+        each column used by ``macs_per_column`` MAC commands while its row is open.
+
+        ``drain``: first ACT to the last result out of the PE pipeline. ``tail``: how much
+        longer until the next ACT may issue (the last row's PRE and RP, and RC). Row commands
+        and column commands have their own buses in HBM3, so operand transfers that follow
+        the stream overlap its tail; only the next ACT waits for it."""
+        t = self.t
         cpr = self.columns_per_row
         full, rest = np.divmod(columns, cpr)
-        cycles = full * self.row_cycles(cpr * macs_per_column, spacing)
-        cycles = cycles + np.where(rest > 0, self.row_cycles(rest * macs_per_column, spacing), 0)
         last = np.where(rest > 0, rest, cpr) * macs_per_column
-        closing = self.row_cycles(last, spacing) - (self.t.RCD + (last - 1) * spacing)
-        return np.where(columns > 0, cycles + np.maximum(0, self.pe_latency - closing), 0)
+        earlier = full - (rest == 0)
+        last_mac = t.RCD + (last - 1) * spacing
+        drain = earlier * self.row_cycles(cpr * macs_per_column, spacing) + last_mac + self.pe_latency
+        tail = np.maximum(0, self.row_cycles(last, spacing) - last_mac - self.pe_latency)
+        empty = columns <= 0
+        return np.where(empty, 0, drain), np.where(empty, 0, tail)
+
+    def stream_then(self, stream, transfer):
+        """A stream followed by operand transfers that overlap its tail."""
+        drain, tail = stream
+        return drain + np.maximum(transfer, tail)
 
     def broadcast(self, nbytes: int) -> int:
         """Write the same ``nbytes`` into every bank PE of a channel."""
@@ -164,13 +177,15 @@ class PimStack:
         v_cols = -(-(-(-head_dim // dim_slots) * -(-contexts // token_groups)) * bpe // cb)
         scores = contexts * queries
         out_bytes = head_dim * queries * token_groups * (self.partial_sum_bytes if token_groups > 1 else bpe)
-        cycles = (self.broadcast(queries * head_dim * bpe)
-                  + self.mac_stream(k_cols, queries, s)
-                  + self.readout(scores * bpe)
-                  + -(-scores // self.softmax_elements_per_cycle)
-                  + self.broadcast(scores * bpe)
-                  + self.mac_stream(v_cols, queries, s)
-                  + self.readout(out_bytes))
+        between = (self.readout(scores * bpe) + -(-scores // self.softmax_elements_per_cycle)
+                   + self.broadcast(scores * bpe))
+        query = self.broadcast(queries * head_dim * bpe)
+        v_drain, v_tail = self.mac_stream(v_cols, queries, s)
+        out = self.readout(out_bytes)
+        # The V rows close while the outputs are read and the next instance's query (assumed
+        # the same size) is written; what is left of the tail is charged to this instance.
+        cycles = (query + self.stream_then(self.mac_stream(k_cols, queries, s), between)
+                  + v_drain + out + np.maximum(0, v_tail - out - query))
         return cycles, (k_cols + v_cols) * queries * B
 
     def attention_instance(self, context: int, head_dim: int, queries: int, bpe: int,
@@ -243,8 +258,8 @@ class PimStack:
         out_bytes = self.partial_sum_bytes if k_split > 1 else bpe
         # Each channel receives the input slices its banks need: all of x unless k is split.
         x_bytes = tokens * min(k, k_slice * self.banks_per_channel) * bpe
-        cycles = int(self.broadcast(x_bytes) + self.mac_stream(cols, tokens, s)
-                     + self.readout(results_per_channel * out_bytes))
+        cycles = int(self.broadcast(x_bytes) + self.stream_then(
+            self.mac_stream(cols, tokens, s), self.readout(results_per_channel * out_bytes)))
         return GemvWork(cycles=self.with_refresh(cycles),
                         column_reads=cols * tokens * banks,
                         k_split=k_split,
@@ -301,7 +316,8 @@ def load_pim(name: str = "hbm3_pim") -> PimStack:
     return PimStack(
         name=name, tck_ps=tck_ps, channels=orgv["channels"], pseudo_channels=orgv["pseudo_channels"],
         banks_per_channel=bpc, row_bytes=row_bytes, column_bytes=column_bytes, lanes=lanes,
-        pe_latency=pe_get("pipeline_latency_cycles"),
+        # last MAC -> accumulator, then a DRAIN command -> result on the PE's output
+        pe_latency=pe_get("pipeline_latency_cycles") + pe_get("drain_latency_cycles"),
         capacity_bytes=int(g(data, "capacity_gb", float) * 2**30),
         external_bandwidth=io_bits * pin * 1e9 / 8,
         t=Timing(RCD=tv["RCD"], RP=tv["RP"], RAS=tv["RAS"], RC=tv["RC"], RTP_L=tv["RTP_L"],

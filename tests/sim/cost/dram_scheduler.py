@@ -19,6 +19,10 @@ class ChannelScheduler:
     stack: object                  # sim.cost.pim.PimStack
     spacing: int                   # MAC-to-MAC tCK
     refresh: bool = True
+    # HBM3 has separate row and column command buses: operand transfers to and from the PE
+    # registers (column bus) need not wait for the last PRE and RP (row bus), only for the PE
+    # pipeline; the next ACT still obeys RP and RC. False: every phase waits for closed rows.
+    overlap: bool = True
     log: list = field(default_factory=list)
 
     def __post_init__(self):
@@ -86,8 +90,9 @@ class ChannelScheduler:
         """Phase boundary: rows precharged, ACT-to-ACT satisfied, PE pipeline drained."""
         t = self.stack.t
         if self.last_act != NEVER:
-            self.now = max(self.now, self.last_pre + t.RP, self.last_act + t.RC,
-                           self.last_mac + self.stack.pe_latency)
+            drained = self.last_mac + self.stack.pe_latency
+            closed = drained if self.overlap else max(self.last_pre + t.RP, self.last_act + t.RC)
+            self.now = max(self.now, closed, drained)
         self._refresh_if_due()
 
     # --- jobs --------------------------------------------------------------------------
@@ -106,6 +111,8 @@ class ChannelScheduler:
                 self.mac()
         if self.row_open:
             self.pre()
+            if self.overlap:   # the column bus is free again right after the last MAC
+                self.now = self.last_mac + 1
         self.barrier()
 
     def attention_instance(self, context: int, head_dim: int, queries: int, bpe: int) -> None:

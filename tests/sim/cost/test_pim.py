@@ -23,30 +23,37 @@ def test_config_derived_values():
 def test_hand_worked_schedule_small_instance():
     """One instance, 64 keys, head dim 64, one query, on one channel (64 banks):
     each bank holds 1 key (128 B = 4 columns) and 1 dimension of V (64 x 2 B = 4 columns).
+    PE latency = pipeline 3 + drain 2 = 5 (bank_pe.yaml). Row commands (ACT, PRE) and column
+    commands (WR, MAC, RD) have separate buses.
 
-    cycle   command
-      0..6  WR x4          query (64 x 2 B = 4 columns, CCD_S = 2 apart)       -> 8
-      8     ACT            K row
-     27..39 MAC x4         RCD = 19 after ACT, 4 apart
-     53     PRE            max(ACT + RAS = 53, last MAC + RTP_L = 47)
-     72     phase end      max(PRE + RP = 72, ACT + RC = 71, MAC + latency = 43)
-     72..74 RD x4          64 scores x 2 B = 4 columns, 2 per pseudo-channel      -> 76
-     76     softmax        64 / 16 per cycle                                      -> 80
-     80..86 WR x4          probabilities                                          -> 88
-     88     ACT, MACs 107..119, PRE 133, end 152                                  (V)
-    152..154 RD x4         64 outputs x 2 B                                       -> 156
+    cycle    command
+      0..6   WR x4     query: 64 x 2 B = 4 columns, CCD_S = 2 apart                -> 8
+      8      ACT       K row
+     27..39  MAC x4    RCD = 19 after ACT, 4 apart; results out at 39 + 5 = 44
+     53      PRE       max(ACT + RAS = 53, last MAC + RTP_L = 47)
+     44..46  RD x4     64 scores x 2 B = 4 columns, 2 per pseudo-channel            -> 48
+     48      softmax   64 / 16 per cycle                                            -> 52
+     52..58  WR x4     probabilities                                                -> 60
+     72      ACT       V row: max(60, PRE + RP = 72, ACT + RC = 71)
+     91..103 MAC x4    results out at 108; PRE at 117
+    108..110 RD x4     64 outputs x 2 B                                             -> 112
+    The V row closes at 117 + 19 = 136: a following instance (query written 112..120) could
+    activate at 136, so the analytic model charges this instance 136 - 8 = 128.
     """
-    assert PIM.attention_instance(64, 64, 1, BPE, False).cycles == 156
     sched = ChannelScheduler(PIM, PIM.spacing(False), refresh=False)
     sched.attention_instance(64, 64, 1, BPE)
     rows = [(t, c) for t, c in sched.log if c in ("ACT", "MAC", "PRE")]
     assert rows == [(8, "ACT"), (27, "MAC"), (31, "MAC"), (35, "MAC"), (39, "MAC"), (53, "PRE"),
-                    (88, "ACT"), (107, "MAC"), (111, "MAC"), (115, "MAC"), (119, "MAC"), (133, "PRE")]
-    assert sched.now == 156
+                    (72, "ACT"), (91, "MAC"), (95, "MAC"), (99, "MAC"), (103, "MAC"), (117, "PRE")]
+    assert sched.now == 112
+    assert PIM.attention_instance(64, 64, 1, BPE, False).cycles == 128
+    sched.attention_instance(64, 64, 1, BPE)
+    assert [t for t, c in sched.log if c == "ACT"][2] == 136 == 128 + 8
     # Under the power constraint 4 MACs still fit inside RAS: same time. With 8 queries the
-    # 32 MACs per row set the row time: 19 + 31 x 6 + 8 + 19 = 232 per phase instead of 170.
-    assert PIM.attention_instance(64, 64, 1, BPE, True).cycles == 156
-    assert PIM.mac_stream(4, 8, 6) == 232 and PIM.mac_stream(4, 8, 4) == 170
+    # 32 MACs per row set the row time: drain 19 + 31 x 6 + 5 = 210, row slot
+    # 19 + 31 x 6 + 8 + 19 = 232, so 22 cycles of tail; at 4 tCK: 148 and 170.
+    assert PIM.attention_instance(64, 64, 1, BPE, True).cycles == 128
+    assert PIM.mac_stream(4, 8, 6) == (210, 22) and PIM.mac_stream(4, 8, 4) == (148, 22)
 
 
 def test_refresh_by_hand():
@@ -55,25 +62,39 @@ def test_refresh_by_hand():
     assert PIM.with_refresh(5_069) == 5_069
 
 
-def _scheduled(instances, L, d, q, power):
-    """Cycles of the busiest channel (round-robin: ceil(N / 16) instances) command by command."""
-    sched = ChannelScheduler(PIM, PIM.spacing(power))
-    for _ in range(-(-instances // PIM.channels)):
+def _scheduled(per_channel, L, d, q, power, overlap=True):
+    """Cycles of a channel running ``per_channel`` instances, command by command, after each."""
+    sched = ChannelScheduler(PIM, PIM.spacing(power), overlap=overlap)
+    done = []
+    for _ in range(per_channel):
         sched.attention_instance(L, d, q, BPE)
-    return sched.now
+        done.append(sched.now)
+    return done
 
 
 @pytest.mark.parametrize("power", [False, True])
 @pytest.mark.parametrize("d", [64, 128])
 def test_analytic_matches_command_schedule_over_the_issue_sweep(power, d):
-    worst = 0.0
-    for n in (1, 7, 16, 17, 64, 100, 256):
-        for L in (128, 512, 2048):
-            for q in (1, 4):
+    """Instances 1..256 (round-robin: the busiest channel runs ceil(N / 16)), contexts
+    128..2048, with and without the power constraint: within 10% of the command schedule."""
+    errors = []
+    for L in (128, 300, 512, 2048):
+        for q in (1, 4, 9):
+            done = _scheduled(16, L, d, q, power)
+            for n in (1, 7, 16, 17, 64, 100, 256):
                 analytic = PIM.attention_channels([(L, d, q)] * n, BPE, power).cycles
-                scheduled = _scheduled(n, L, d, q, power)
-                worst = max(worst, abs(analytic - scheduled) / scheduled)
-    assert worst <= 0.10
+                scheduled = done[-(-n // 16) - 1]
+                errors.append((analytic - scheduled) / scheduled)
+    assert max(map(abs, errors)) <= 0.10
+    assert abs(sum(errors) / len(errors)) <= 0.01
+
+
+def test_in_order_controller_is_slower_than_the_model():
+    """A controller that makes every transfer wait for closed rows is up to ~20% slower: the
+    model assumes HBM3's separate row and column command buses are used."""
+    analytic = PIM.attention_channels([(128, 128, 1)] * 256, BPE, True).cycles
+    in_order = _scheduled(16, 128, 128, 1, True, overlap=False)[-1]
+    assert 0.75 < analytic / in_order < 0.85
 
 
 def test_fewer_instances_than_channels_leave_channels_idle():
@@ -128,15 +149,20 @@ def test_gemv_by_hand_and_against_schedule():
     w = PIM.gemv(4, 2048, 6144, BPE, 5, False)
     assert w.k_split == 1
     row = max(63, max(45, 19 + (32 * 4 - 1) * 4 + 8) + 19)          # 554
+    last = 19 + (32 * 4 - 1) * 4 + 5                                 # 532: ACT to last result
     x_write = 4 * 2048 * 2 // 32 * 2                                 # 1024
-    read = 64 * 2 * 4 * 2 // 64 * 2                                  # 32
-    refresh = 456                         # 5488 cycles of work cross one REFI (5070)
-    assert w.cycles == x_write + 8 * row + read + refresh
-    sched = ChannelScheduler(PIM, 4)
-    sched.write_columns(4 * 2048 * 2 // 32)
-    sched.gemv_stream([2 * 2048 * 2] * 64, 4)
-    sched.read_columns(64 * 2 * 4 * 2 // 32)
-    assert sched.now == w.cycles
+    read = 64 * 2 * 4 * 2 // 64 * 2                                  # 32, overlaps the 22 of tail
+    refresh = 456                         # 5466 cycles of work cross one REFI (5070)
+    assert w.cycles == x_write + 7 * row + last + read + refresh
+    for refresh in (False, True):
+        sched = ChannelScheduler(PIM, 4, refresh=refresh)
+        sched.write_columns(4 * 2048 * 2 // 32)
+        sched.gemv_stream([2 * 2048 * 2] * 64, 4)
+        sched.read_columns(64 * 2 * 4 * 2 // 32)
+        if refresh:   # the controller refreshes once the stream's rows are closed: 22 later
+            assert sched.now == w.cycles + 22
+        else:
+            assert sched.now == w.cycles - 456
     # out_proj of OPT-1.3B: n = 2048 < 5120 banks -> k split in 2, partial sums leave
     w = PIM.gemv(4, 2048, 2048, BPE, 5, False)
     assert w.k_split == 2 and w.result_bytes == 2048 * 2 * 4 * 4
