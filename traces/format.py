@@ -81,12 +81,14 @@ class _Checker:
         the list is the concatenation of sub-lists of these sizes (named ``key[k][j]``)."""
         if not isinstance(values, list):
             self.fail(key, _show(values), f"a list of {expected}s")
-        arr = np.asarray(values) if values else np.zeros(0)
-        if arr.ndim != 1 or arr.dtype.kind not in "fiu":
-            for i, v in enumerate(values):
-                if isinstance(v, bool) or not isinstance(v, (int, float)):
-                    self.fail(_element(key, i, sizes), _show(v), expected)
-        arr = arr.astype(np.float64, copy=False)
+        if not set(map(type, values)) <= {float, int}:   # also refuses JSON true/false
+            i = next(i for i, v in enumerate(values) if type(v) not in (float, int))
+            self.fail(_element(key, i, sizes), _show(values[i]), expected)
+        try:
+            arr = np.asarray(values, dtype=np.float64) if values else np.zeros(0)
+        except OverflowError:   # an integer beyond float64
+            i = next(i for i, v in enumerate(values) if abs(v) > 1e308)
+            self.fail(_element(key, i, sizes), _show(values[i]), expected)
         self.bounds(arr, key, expected, low, high, low_open, sizes)
         return arr
 
@@ -306,11 +308,13 @@ class RequestTrace:
         raw_acc = record.get("accepted")
         if not isinstance(raw_acc, list):
             check.fail("accepted", _show(raw_acc), "a list of 0 or 1")
-        acc = np.asarray(raw_acc) if raw_acc else np.zeros(0, dtype=np.int64)
-        if acc.ndim != 1 or acc.dtype.kind not in "iu" or ((acc != 0) & (acc != 1)).any():
-            i = next(i for i, v in enumerate(raw_acc)
-                     if isinstance(v, bool) or v not in (0, 1) or not isinstance(v, int))
+        if not set(map(type, raw_acc)) <= {int}:
+            i = next(i for i, v in enumerate(raw_acc) if type(v) is not int)
             check.fail(f"accepted[{i}]", _show(raw_acc[i]), "0 or 1")
+        if not set(raw_acc) <= {0, 1}:
+            i = next(i for i, v in enumerate(raw_acc) if v not in (0, 1))
+            check.fail(f"accepted[{i}]", _show(raw_acc[i]), "0 or 1")
+        acc = np.asarray(raw_acc, dtype=np.int64) if raw_acc else np.zeros(0, dtype=np.int64)
         raw_off = record.get("offpath")
         if not isinstance(raw_off, list):
             check.fail("offpath", _show(raw_off), "a list with one list of probabilities per mismatch")
