@@ -77,12 +77,12 @@ class Manager:
         return [Admitted(txn.request, txn.microbatch)]
 
     def _draft(self, txn: DraftToken) -> list:
-        _field(REQUEST_ID, txn.request, "DraftToken.request")
-        self._microbatch(txn.microbatch, "DraftToken")
-        _field(POSITION, txn.position, "DraftToken.position")
-        _field(TOKEN_ID, txn.token, "DraftToken.token")
-        if isinstance(txn.prob, bool) or not isinstance(txn.prob, int) or not 0 <= txn.prob <= PROB_ONE:
-            raise ProtocolError(f"DraftToken.prob: expected raw UQ1.16 in [0, {PROB_ONE}], found {txn.prob!r}")
+        # The most frequent transaction: one combined range test, the detailed one on failure.
+        r, mb, pos, tok, p = txn.request, txn.microbatch, txn.position, txn.token, txn.prob
+        if not (type(r) is int and type(mb) is int and type(pos) is int and type(tok) is int
+                and type(p) is int and 0 <= r <= REQUEST_ID.max_raw and 0 <= mb < self.config.micro_batches
+                and 0 <= pos <= POSITION.max_raw and 0 <= tok <= TOKEN_ID.max_raw and 0 <= p <= PROB_ONE):
+            self._check_draft_fields(txn)
         slot = self.controller.expect_draft(txn.request, txn.microbatch, txn.position)
         shared, eager = self.shared_pool, self.eager_pools
         if not shared.locked and not eager.holds(txn.request, txn.microbatch):
@@ -95,6 +95,14 @@ class Manager:
         entry = PoolEntry(txn.request, txn.microbatch, txn.position, txn.token, slot.h, self.ledger.open())
         (shared if pool is Pool.SHARED else eager).insert(entry)
         return [Drafted(txn.request, txn.position, pool, slot.h, stop)]
+
+    def _check_draft_fields(self, txn: DraftToken) -> None:
+        _field(REQUEST_ID, txn.request, "DraftToken.request")
+        self._microbatch(txn.microbatch, "DraftToken")
+        _field(POSITION, txn.position, "DraftToken.position")
+        _field(TOKEN_ID, txn.token, "DraftToken.token")
+        if type(txn.prob) is not int or not 0 <= txn.prob <= PROB_ONE:
+            raise ProtocolError(f"DraftToken.prob: expected raw UQ1.16 in [0, {PROB_ONE}], found {txn.prob!r}")
 
     def _issue(self, txn: VerifyIssue) -> list:
         if not isinstance(txn.tlm_idle, bool):
