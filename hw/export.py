@@ -22,10 +22,11 @@ def to_verilog(component, name: str) -> str:
     Constant members (e.g. the `ready` of an always-ready stream) are not ports: Amaranth
     cannot make a port of a constant, and the signature already documents them."""
     from amaranth.back import verilog
-    from amaranth.hdl import Signal
+    from amaranth.hdl import Signal, Value
 
-    ports = [value for _path, _member, value in component.signature.flatten(component)
-             if isinstance(value, Signal)]
+    # Struct payloads flatten to Views; their underlying Signal is the port.
+    values = (Value.cast(value) for _path, _member, value in component.signature.flatten(component))
+    ports = [value for value in values if isinstance(value, Signal)]
     return verilog.convert(component, name=name, ports=ports, emit_src=False)
 
 

@@ -209,7 +209,9 @@ def synthesize(verilog: Path, top: str, *, liberty: Path | None, work_dir: Path,
     script = [f"read_verilog {_rel(verilog, work_dir)}",
               # Stop after the coarse stage to count memory bits before they become flip-flops.
               f"synth -top {top} -flatten -run begin:fine", "tee -q -o coarse.json stat -json",
-              f"synth -top {top} -flatten -run fine:", "tee -q -o generic.json stat -json"]
+              f"synth -top {top} -flatten -run fine:",
+              # Flattening leaves $scopeinfo cells (names of the flattened instances): no logic.
+              "delete t:$scopeinfo", "tee -q -o generic.json stat -json"]
     if liberty is not None:
         lib = parse_liberty(liberty)
         libpath = Path(liberty).resolve()

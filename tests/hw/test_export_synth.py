@@ -85,3 +85,17 @@ def test_osu018_synthesis_uses_library_areas(acc_verilog, tmp_path):
     assert r.cells_by_type["DFFPOSX1"] == 8
     assert r.area == sum(n * lib.areas[t] for t, n in r.cells_by_type.items())
     assert r.nand2_eq == pytest.approx(r.area / 24.0, abs=0.05)
+
+
+def test_struct_payload_ports_survive_export():
+    """Stream payloads with struct layouts flatten to Views; each must still become a port,
+    and the constant `ready` of an always-ready stream must not."""
+    from hw.export import to_verilog
+    from hw.pe import BankPE
+
+    text = to_verilog(BankPE(lanes=1), "pe1")
+    header = text[text.index("module pe1("):].split(";", 1)[0]
+    assert sorted(header[len("module pe1("):-1].replace(" ", "").split(",")) == \
+        ["clk", "cmd__payload", "cmd__valid", "out__payload", "out__valid", "rst"]
+    assert "input [34:0] cmd__payload;" in text   # op 2 + mode 1 + 2 x 16
+    assert "output [47:0] out__payload;" in text  # fp32 32 + fp16 16
