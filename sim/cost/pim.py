@@ -106,15 +106,13 @@ class PimStack:
 
     # --- primitives -----------------------------------------------------------------------
 
-    # The timing formulas below take ints or integer numpy arrays (one entry per instance).
-
-    def row_cycles(self, macs, spacing: int):
+    def row_cycles(self, macs: int, spacing: int) -> int:
         """ACT to the next possible ACT for one row that receives ``macs`` MAC commands."""
         t = self.t
-        pre = np.maximum(t.RAS, t.RCD + (macs - 1) * spacing + t.RTP_L)
-        return np.maximum(t.RC, pre + t.RP)
+        pre = max(t.RAS, t.RCD + (macs - 1) * spacing + t.RTP_L)
+        return max(t.RC, pre + t.RP)
 
-    def mac_stream(self, columns, macs_per_column, spacing: int):
+    def mac_stream(self, columns: int, macs_per_column: int, spacing: int) -> tuple[int, int]:
         """``(drain, tail)`` of streaming ``columns`` columns of every bank through the PEs,
         each column used by ``macs_per_column`` MAC commands while its row is open.
 
@@ -122,21 +120,22 @@ class PimStack:
         longer until the next ACT may issue (the last row's PRE and RP, and RC). Row commands
         and column commands have their own buses in HBM3, so operand transfers that follow
         the stream overlap its tail; only the next ACT waits for it."""
+        if columns <= 0:
+            return 0, 0
         t = self.t
         cpr = self.columns_per_row
-        full, rest = np.divmod(columns, cpr)
-        last = np.where(rest > 0, rest, cpr) * macs_per_column
-        earlier = full - (rest == 0)
+        earlier, rest = divmod(columns - 1, cpr)
+        last = (rest + 1) * macs_per_column
         last_mac = t.RCD + (last - 1) * spacing
         drain = earlier * self.row_cycles(cpr * macs_per_column, spacing) + last_mac + self.pe_latency
-        tail = np.maximum(0, self.row_cycles(last, spacing) - last_mac - self.pe_latency)
-        empty = columns <= 0
-        return np.where(empty, 0, drain), np.where(empty, 0, tail)
+        tail = max(0, self.row_cycles(last, spacing) - last_mac - self.pe_latency)
+        return drain, tail
 
-    def stream_then(self, stream, transfer):
+    @staticmethod
+    def stream_then(stream: tuple[int, int], transfer: int) -> int:
         """A stream followed by operand transfers that overlap its tail."""
         drain, tail = stream
-        return drain + np.maximum(transfer, tail)
+        return drain + max(transfer, tail)
 
     def broadcast(self, nbytes: int) -> int:
         """Write the same ``nbytes`` into every bank PE of a channel."""
@@ -158,9 +157,9 @@ class PimStack:
 
     # --- attention ------------------------------------------------------------------------
 
-    def attention_cycles(self, contexts, head_dim: int, queries, bpe: int,
-                         power_constrained: bool):
-        """Cycles and PE column reads of attention instances (one request x one KV head each;
+    def attention_cycles(self, context: int, head_dim: int, queries: int, bpe: int,
+                         power_constrained: bool) -> tuple[int, int]:
+        """Cycles and PE column reads of one attention instance (one request x one KV head;
         ``queries`` = query tokens x query heads per KV head) on all banks of one channel.
 
         K is stored token-major (each bank holds whole key vectors of some tokens, so a bank
@@ -171,11 +170,11 @@ class PimStack:
         s = self.spacing(power_constrained)
         B = self.banks_per_channel
         cb = self.column_bytes
-        k_cols = -(-(-(-contexts // B)) * head_dim * bpe // cb)
+        k_cols = -(-(-(-context // B)) * head_dim * bpe // cb)
         dim_slots = min(head_dim, B)
         token_groups = B // dim_slots
-        v_cols = -(-(-(-head_dim // dim_slots) * -(-contexts // token_groups)) * bpe // cb)
-        scores = contexts * queries
+        v_cols = -(-(-(-head_dim // dim_slots) * -(-context // token_groups)) * bpe // cb)
+        scores = context * queries
         out_bytes = head_dim * queries * token_groups * (self.partial_sum_bytes if token_groups > 1 else bpe)
         between = (self.readout(scores * bpe) + -(-scores // self.softmax_elements_per_cycle)
                    + self.broadcast(scores * bpe))
@@ -185,7 +184,7 @@ class PimStack:
         # The V rows close while the outputs are read and the next instance's query (assumed
         # the same size) is written; what is left of the tail is charged to this instance.
         cycles = (query + self.stream_then(self.mac_stream(k_cols, queries, s), between)
-                  + v_drain + out + np.maximum(0, v_tail - out - query))
+                  + v_drain + out + max(0, v_tail - out - query))
         return cycles, (k_cols + v_cols) * queries * B
 
     def attention_instance(self, context: int, head_dim: int, queries: int, bpe: int,
@@ -197,15 +196,12 @@ class PimStack:
     def attention_many(self, contexts: list[int], head_dim: int, queries: list[int], bpe: int,
                        power_constrained: bool) -> tuple[np.ndarray, int]:
         """Cycles of each instance and their total PE column reads, memoized per instance
-        shape; the shapes not seen before are priced together in one vectorized pass."""
+        shape."""
         memo = self._memo
         keys = [(L, q, head_dim, bpe, power_constrained) for L, q in zip(contexts, queries)]
-        new = [k for k in dict.fromkeys(keys) if k not in memo]
-        if new:
-            ctx = np.array([k[0] for k in new], dtype=np.int64)
-            qs = np.array([k[1] for k in new], dtype=np.int64)
-            cycles, reads = self.attention_cycles(ctx, head_dim, qs, bpe, power_constrained)
-            memo.update(zip(new, zip(cycles.tolist(), reads.tolist())))
+        for k in keys:
+            if k not in memo:
+                memo[k] = self.attention_cycles(k[0], head_dim, k[1], bpe, power_constrained)
         got = [memo[k] for k in keys]
         return (np.fromiter((c for c, _ in got), dtype=np.int64, count=len(got)),
                 sum(r for _, r in got))
@@ -258,8 +254,8 @@ class PimStack:
         out_bytes = self.partial_sum_bytes if k_split > 1 else bpe
         # Each channel receives the input slices its banks need: all of x unless k is split.
         x_bytes = tokens * min(k, k_slice * self.banks_per_channel) * bpe
-        cycles = int(self.broadcast(x_bytes) + self.stream_then(
-            self.mac_stream(cols, tokens, s), self.readout(results_per_channel * out_bytes)))
+        cycles = self.broadcast(x_bytes) + self.stream_then(
+            self.mac_stream(cols, tokens, s), self.readout(results_per_channel * out_bytes))
         return GemvWork(cycles=self.with_refresh(cycles),
                         column_reads=cols * tokens * banks,
                         k_split=k_split,
