@@ -11,19 +11,23 @@ from sim.manager.config import ManagerConfig
 from sim.manager.conservation import ACCEPTED, REJECTED, Conservation, Ledger
 from sim.manager.controller import Controller, RequestState
 from sim.manager.eager_pool import EagerPools
-from sim.manager.formats import POOL_COUNT, POSITION, PROB_ONE, REQUEST_ID, TOKEN_ID, VERIFY_ID
+from sim.manager.formats import LOGIT, POOL_COUNT, POSITION, PROB_ONE, REQUEST_ID, TOKEN_ID, VERIFY_ID
 from sim.manager.scheduler import Scheduler, dlm_fc_estimate, tlm_attention_estimate
 from sim.manager.shared_pool import PoolEntry, SharedPool
+from sim.manager.softmax import SoftmaxParams, softmax_greedy
 from sim.manager.transactions import (
-    Admit, Admitted, Discarded, DiscardReason, DraftToken, Drafted, EndRound, Issued, Locked,
+    Admit, Admitted, Discarded, DiscardReason, DraftLogits, DraftToken, Drafted, EndRound, Issued, Locked,
     Mapping, Moved, NotIssued, NotIssuedReason, Op, Pool, ProtocolError, Refused, Resumed, Retire,
     Retired, RoundEnded, SchedulerQuery, SelectedToken, Unlock, Unlocked, Verified, VerifyIssue,
     VerifyResult)
 
 
 class Manager:
-    def __init__(self, config: ManagerConfig | None = None):
+    """``softmax``: the Controller's softmax unit sizes, needed only for DraftLogits."""
+
+    def __init__(self, config: ManagerConfig | None = None, softmax: SoftmaxParams | None = None):
         self.config = config if config is not None else ManagerConfig.load()
+        self.softmax = softmax
         c = self.config
         self.controller = Controller(c.max_requests, c.max_draft_len, c.tau)
         self.shared_pool = SharedPool(c.shared_entries)
@@ -36,7 +40,8 @@ class Manager:
         self._resulted: set[int] = set()
         self._rejected: dict[int, int] = {}   # request -> micro-batch, rejected in this pass
         self._handlers = {
-            Admit: self._admit, DraftToken: self._draft, VerifyIssue: self._issue,
+            Admit: self._admit, DraftToken: self._draft, DraftLogits: self._draft_logits,
+            VerifyIssue: self._issue,
             VerifyResult: self._result, Unlock: self._unlock, SchedulerQuery: self._query,
             EndRound: self._end_round, Retire: self._retire,
         }
@@ -95,6 +100,18 @@ class Manager:
         entry = PoolEntry(txn.request, txn.microbatch, txn.position, txn.token, slot.h, self.ledger.open())
         (shared if pool is Pool.SHARED else eager).insert(entry)
         return [Drafted(txn.request, txn.position, pool, slot.h, stop)]
+
+    def _draft_logits(self, txn: DraftLogits) -> list:
+        if self.softmax is None:
+            raise ProtocolError("DraftLogits: this Manager has no softmax unit (Manager(config, softmax=...))")
+        logits = txn.logits
+        if not isinstance(logits, tuple) or not 1 <= len(logits) <= self.softmax.vocab:
+            raise ProtocolError(f"DraftLogits.logits: expected 1..{self.softmax.vocab} logits, "
+                                f"found {len(logits) if isinstance(logits, tuple) else logits!r}")
+        for i, x in enumerate(logits):
+            _field(LOGIT, x, f"DraftLogits.logits[{i}]")
+        token, prob = softmax_greedy(logits, self.softmax)
+        return self._draft(DraftToken(txn.request, txn.microbatch, txn.position, token, prob))
 
     def _check_draft_fields(self, txn: DraftToken) -> None:
         _field(REQUEST_ID, txn.request, "DraftToken.request")

@@ -23,8 +23,9 @@ from sim.manager.config import ManagerConfig
 from sim.manager.controller import RequestState
 from sim.manager.formats import PROB_ONE
 from sim.manager.manager import Manager
+from sim.manager.softmax import SoftmaxParams
 from sim.manager.transactions import (
-    Admit, Discarded, DraftToken, Drafted, EndRound, Issued, Moved, NotIssued, Refused, Resumed,
+    Admit, Discarded, DraftLogits, DraftToken, Drafted, EndRound, Issued, Moved, NotIssued, Refused, Resumed,
     Retire, Retired, RoundEnded, SchedulerQuery, Unlock, Verified, VerifyIssue, VerifyResult)
 
 PHASES = ("steady", "flood", "long_lock", "reject_first", "accept_all", "ties")
@@ -43,12 +44,14 @@ _WEIGHTS = {
 
 
 class _Environment:
-    def __init__(self, config: ManagerConfig, seed: int, requests: int | None):
+    def __init__(self, config: ManagerConfig, seed: int, requests: int | None,
+                 softmax: SoftmaxParams | None):
         self.rng = random.Random(seed)
         self.config = config
-        self.manager = Manager(config)
+        self.softmax = softmax
+        self.manager = Manager(config, softmax)
         self.requests = min(requests or config.max_requests, config.max_requests)
-        self.retry: dict[int, tuple[int, int]] = {}     # request -> refused (token, prob)
+        self.retry: dict[int, tuple] = {}     # request -> refused (token, prob) or (logits,)
         self.output_len: dict[int, int] = {}           # request -> accepted tokens still to emit
         self.phase = "steady"
         self.phase_left = 0
@@ -80,6 +83,18 @@ class _Environment:
             return rng.randint(0, 2000)               # stops at once
         return rng.randint(0, PROB_ONE)
 
+    def logits(self) -> tuple[int, ...]:
+        """Raw LOGIT vectors: flat (low probability), peaked (near 1.0), tied maxima."""
+        rng, n = self.rng, self.softmax.vocab
+        shape = rng.random()
+        if shape < 0.3:
+            return tuple(rng.randint(-256, 256) for _ in range(n))
+        xs = [rng.randint(-4096, 1024) for _ in range(n)]
+        top = rng.randint(2048, 8192) if shape < 0.8 else max(xs)
+        for i in rng.sample(range(n), 2 if shape >= 0.8 else 1):
+            xs[i] = top
+        return tuple(xs)
+
     def step(self) -> None:
         rng = self.rng
         if self.phase_left == 0:
@@ -105,10 +120,16 @@ class _Environment:
         if action == "draft":
             r = rng.choice(sorted(drafting))
             slot = m.controller.slots[r]
-            token, prob = self.retry.get(r) or (rng.randrange(VOCAB), self.prob())
-            events = self.apply(DraftToken(r, slot.microbatch, slot.t + 1, token, prob))
-            if isinstance(events[0], Refused):
-                self.retry[r] = (token, prob)
+            payload = self.retry.get(r)
+            if payload is None:
+                use_logits = self.softmax is not None and rng.random() < 0.3
+                payload = (self.logits(),) if use_logits else (rng.randrange(VOCAB), self.prob())
+            if len(payload) == 1:
+                txn = DraftLogits(r, slot.microbatch, slot.t + 1, payload[0])
+            else:
+                txn = DraftToken(r, slot.microbatch, slot.t + 1, *payload)
+            if isinstance(self.apply(txn)[0], Refused):
+                self.retry[r] = payload
         elif action == "end":
             self.apply(EndRound(rng.choice(sorted(endable))))
         elif action == "issue":
@@ -150,16 +171,18 @@ class _Environment:
 
 
 def generate_with_events(config: ManagerConfig, seed: int, length: int, *,
-                         requests: int | None = None, finish: bool = True
+                         requests: int | None = None, finish: bool = True,
+                         softmax: SoftmaxParams | None = None
                          ) -> tuple[list[tuple[object, list]], Manager]:
     """``length`` random transactions (plus the closing ones with ``finish``) and the model's
     events for each; also the model, for its final state and conservation check.
 
-    ``requests`` bounds the request ids used (default: every Controller slot).
+    ``requests`` bounds the request ids used (default: every Controller slot). With ``softmax``
+    about 30 % of the draft tokens arrive as DraftLogits of ``softmax.vocab`` logits.
     """
     if length < 0:
         raise ValueError(f"length must be >= 0, found {length}")
-    env = _Environment(config, seed, requests)
+    env = _Environment(config, seed, requests, softmax)
     for _ in range(length):
         env.step()
     if finish:

@@ -81,6 +81,17 @@ class DraftToken:
 
 
 @dataclass(frozen=True, slots=True)
+class DraftLogits:
+    """A draft token given as the DLM's logits (raw formats.LOGIT, vocabulary order): the
+    Controller's softmax unit picks the greedy token and its UQ1.16 probability
+    (sim/manager/softmax.py), then it is a DraftToken."""
+    request: int
+    microbatch: int
+    position: int
+    logits: tuple[int, ...]
+
+
+@dataclass(frozen=True, slots=True)
 class VerifyIssue:
     """May a verification start now? ``capacity`` = tokens one TLM pass verifies."""
     tlm_idle: bool
@@ -121,7 +132,7 @@ class Retire:
     request: int
 
 
-INPUTS = (Admit, DraftToken, VerifyIssue, VerifyResult, Unlock, SchedulerQuery, EndRound, Retire)
+INPUTS = (Admit, DraftToken, DraftLogits, VerifyIssue, VerifyResult, Unlock, SchedulerQuery, EndRound, Retire)
 
 # ----------------------------------------------------------------------------- outputs
 

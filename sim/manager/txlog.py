@@ -20,6 +20,7 @@ from pathlib import Path
 from sim.errors import SaddleError
 from sim.manager.config import ManagerConfig
 from sim.manager.manager import Manager
+from sim.manager.softmax import SoftmaxParams
 from sim.manager.transactions import INPUTS, from_dict, to_dict
 
 FORMAT = "saddle-manager-txlog"
@@ -33,11 +34,15 @@ def _line(obj) -> str:
 class TxLogWriter:
     """Streams a log: ``with TxLogWriter(path, config) as log: log.record(txn, events)``."""
 
-    def __init__(self, path: str | Path, config: ManagerConfig):
+    def __init__(self, path: str | Path, config: ManagerConfig, softmax: SoftmaxParams | None = None):
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._file = self.path.open("w")
-        self._file.write(_line({"format": FORMAT, "version": VERSION, "config": config.to_dict()}))
+        header = {"format": FORMAT, "version": VERSION, "config": config.to_dict()}
+        if softmax is not None:
+            header["softmax"] = {"lanes": softmax.lanes, "vocab": softmax.vocab,
+                                 "exp_frac_bits": softmax.exp_frac_bits}
+        self._file.write(_line(header))
 
     def record(self, txn, events: list | None = None) -> None:
         entry = {"in": to_dict(txn)}
@@ -55,8 +60,9 @@ class TxLogWriter:
         self.close()
 
 
-def write_txlog(path: str | Path, config: ManagerConfig, pairs: Iterable[tuple[object, list | None]]) -> None:
-    with TxLogWriter(path, config) as log:
+def write_txlog(path: str | Path, config: ManagerConfig, pairs: Iterable[tuple[object, list | None]],
+                softmax: SoftmaxParams | None = None) -> None:
+    with TxLogWriter(path, config, softmax) as log:
         for txn, events in pairs:
             log.record(txn, events)
 
@@ -66,6 +72,7 @@ class TxLog:
     config: ManagerConfig
     entries: list[tuple[object, list | None]]     # (input, outputs or None)
     path: str
+    softmax: SoftmaxParams | None = None          # needed to replay DraftLogits
 
 
 def read_txlog(path: str | Path) -> TxLog:
@@ -74,7 +81,7 @@ def read_txlog(path: str | Path) -> TxLog:
     if not path.is_file():
         raise SaddleError(f"{path}: no such transaction log")
     entries = []
-    config = None
+    config = softmax = None
     with path.open() as f:
         for number, text in enumerate(f, start=1):
             where = f"{path}:{number}"
@@ -88,6 +95,8 @@ def read_txlog(path: str | Path) -> TxLog:
                 if not isinstance(data.get("config"), dict):
                     raise SaddleError(f"{where}: header: missing object 'config'")
                 config = ManagerConfig.from_dict(data["config"], source=f"{where}: config")
+                if "softmax" in data:
+                    softmax = _softmax(data["softmax"], f"{where}: softmax")
                 continue
             if not isinstance(data, dict) or "in" not in data or set(data) - {"in", "out"}:
                 raise SaddleError(f"{where}: expected an object with 'in' and optionally 'out'")
@@ -104,7 +113,17 @@ def read_txlog(path: str | Path) -> TxLog:
             entries.append((txn, events))
     if config is None:
         raise SaddleError(f"{path}: empty transaction log (no header)")
-    return TxLog(config, entries, str(path))
+    return TxLog(config, entries, str(path), softmax)
+
+
+def _softmax(data, where: str) -> SoftmaxParams:
+    keys = ("lanes", "vocab", "exp_frac_bits")
+    if not isinstance(data, dict) or set(data) != set(keys):
+        raise SaddleError(f"{where}: expected an object with keys {', '.join(keys)}")
+    try:
+        return SoftmaxParams(**data)
+    except ValueError as exc:
+        raise SaddleError(f"{where}: {exc}") from None
 
 
 @dataclass
@@ -124,7 +143,7 @@ def replay(log: TxLog, apply: Callable[[object], list] | None = None) -> Mismatc
     compare with the recorded outputs; the first difference, or None if all match. Entries
     without outputs are applied and not compared."""
     if apply is None:
-        apply = Manager(log.config).apply
+        apply = Manager(log.config, log.softmax).apply
     for index, (txn, expected) in enumerate(log.entries):
         actual = apply(txn)
         if expected is not None and actual != expected:

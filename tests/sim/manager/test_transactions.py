@@ -6,11 +6,13 @@ from sim.manager.transactions import (
     INPUTS, OUTPUTS, Admit, Device, Discarded, DiscardReason, DraftToken, Issued, Mapping, Op,
     Pool, ProtocolError, Refused, SelectedToken, Unlock, VerifyIssue, from_dict, to_dict)
 from sim.manager.random_txns import generate_with_events
+from sim.manager.softmax import SoftmaxParams
 from tests.sim.manager.helpers import config
 
 
 def test_every_type_round_trips_through_json():
-    pairs, _ = generate_with_events(config(shared_entries=6, eager_entries=4), seed=3, length=3000)
+    pairs, _ = generate_with_events(config(shared_entries=6, eager_entries=4), seed=3, length=3000,
+                                    softmax=SoftmaxParams(lanes=2, vocab=6, exp_frac_bits=12))
     seen = set()
     for txn, events in pairs:
         for obj in [txn, *events]:
