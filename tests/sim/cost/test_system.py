@@ -116,3 +116,15 @@ def test_crossovers_are_where_the_cheaper_side_flips():
     assert tlm_attention_crossover(SADDLE, "llama-3.1-70b", batch=32, context=512) < q
     with pytest.raises(SaddleError, match="no PIM"):
         dlm_fc_crossover(DGX, "opt-1.3b", context=512)
+
+
+def test_energy_is_at_least_the_weight_and_kv_streams():
+    m = load_model("opt-66b")
+    reqs = [(1024, 1)] * 32
+    dgx = DGX.price_step(m, reqs).energy_by_component_pj
+    kv = sum(L for L, _ in reqs) * m.kv_bytes_per_token
+    assert dgx["gpu_dram"] >= (m.weight_bytes + kv) * 28.72
+    pim = ATTACC.price_step(m, reqs).energy_by_component_pj
+    # on AttAcc the KV stream is read in the banks (4.4 pJ/B) instead of through the GPU
+    assert pim["pim_bank"] >= kv * 4.4
+    assert pim["gpu_dram"] < dgx["gpu_dram"]
