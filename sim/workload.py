@@ -10,6 +10,10 @@ Batch formation. ``continuous`` (default, as serving systems do): a slot freed b
 request is refilled at once with the next request in split order. ``fixed``: the next batch
 starts only when every request of the current one has finished. A request's output length is
 its trace length, cut so that prompt plus output fit ``max_seq_len``.
+
+Sequence-length sweeps (fig15). With ``sequence_length`` L, every request's prompt is
+lengthened to L - (its output length) when shorter, so each request ends at context L: the
+acceptance still comes from the trace's output positions, the cost from the longer context.
 """
 from __future__ import annotations
 
@@ -29,9 +33,17 @@ class Workload:
     header: TraceHeader
     requests: tuple[RequestTrace, ...]
     max_seq_len: int
+    sequence_length: int | None = None
 
     def output_len(self, request: RequestTrace) -> int:
+        if self.sequence_length:
+            return max(1, min(request.output_len, self.sequence_length - 1))
         return max(1, min(request.output_len, self.max_seq_len - request.prompt_len))
+
+    def prompt_len(self, request: RequestTrace) -> int:
+        if self.sequence_length:
+            return max(request.prompt_len, self.sequence_length - self.output_len(request))
+        return request.prompt_len
 
     @property
     def total_output(self) -> int:
@@ -62,7 +74,8 @@ def split_requests(header: TraceHeader, requests: list[RequestTrace], split: str
 
 
 def load_workload(trace_path: str | Path, *, split: str, n_requests: int | None, seed: int,
-                  validation_fraction: float, max_seq_len: int | None, source: str) -> Workload:
+                  validation_fraction: float, max_seq_len: int | None, source: str,
+                  sequence_length: int | None = None) -> Workload:
     """Requests of ``split`` (first ``n_requests`` of it, if given) from a trace file."""
     from traces.io import read_trace   # the trace reader validates every record
 
@@ -76,7 +89,9 @@ def load_workload(trace_path: str | Path, *, split: str, n_requests: int | None,
         chosen = chosen[:n_requests]
     if not chosen:
         raise ConfigError(f"{source}: the {split} split of {trace_path} is empty")
-    return Workload(header, tuple(chosen), max_seq_len or header.max_seq_len)
+    if sequence_length is not None and sequence_length < 2:
+        raise ConfigError(f"{source}: sequence_length: expected an integer >= 2, found {sequence_length}")
+    return Workload(header, tuple(chosen), max_seq_len or header.max_seq_len, sequence_length)
 
 
 class BatchFormer:

@@ -11,11 +11,13 @@ An experiment (``configs/experiments/NAME.yaml``)::
       - {system: gpu-ad}
       - {system: gpu-sd, draft_length: search}
     workload: {split: test, requests: 256, batching: continuous, seed: 0}
-    max_seq_len: [1024]              # optional sweep (default: the pair's)
+    sequence_length: [1024, 2048]    # optional sweep: every request ends at this context
+                                     # (prompts lengthened; see sim/workload.py)
+    select: [{pair: P, batch: [1, 2]}]  # optional: keep only runs matching one rule
     plot: {x: batch, metric: tokens_per_s, normalize: gpu-ad}   # or a list of such, each with
                                      # optional name and where: {batch: 64}
 
-The grid is pairs x batches x max_seq_len x systems (x draft lengths). Each run is written to
+The grid is pairs x sequence_length x batches x systems (x draft lengths). Each run is written to
 ``runs/<key>.json`` as soon as it ends, so an interrupted grid resumes where it stopped: a run
 whose file exists with the same parameters is not run again.
 """
@@ -30,7 +32,7 @@ from sim.config import config_path, get, load_yaml
 from sim.errors import ConfigError
 from sim.systems.run import RunParams
 
-PLOT_X = ("batch", "draft_length", "max_seq_len", "system")
+PLOT_X = ("batch", "draft_length", "sequence_length", "system")
 
 
 def resolve_path(name_or_path: str | None) -> Path:
@@ -56,7 +58,8 @@ def load_experiment(path: Path, trace: str | None = None) -> tuple[dict, list[Ru
     batches = get(data, "batches", list, source=src)
     systems = get(data, "systems", list, source=src)
     work = get(data, "workload", dict, source=src, default={})
-    seqs = _list(get(data, "max_seq_len", (int, list), source=src, default=[None]), "max_seq_len", src)
+    seqs = _list(get(data, "sequence_length", (int, list), source=src, default=[None]),
+                 "sequence_length", src)
     tau = get(data, "tau", float, source=src, default=None)
     if trace is not None and len(pairs) != 1:
         raise ConfigError(f"{src}: --trace replaces the trace of one pair; this experiment has {len(pairs)}")
@@ -90,7 +93,11 @@ def load_experiment(path: Path, trace: str | None = None) -> tuple[dict, list[Ru
                             validation_fraction=get(work, "validation_fraction", float, source=src,
                                                     default=0.5),
                             batching=get(work, "batching", str, source=src, default="continuous"),
-                            max_seq_len=seq, source=src))
+                            sequence_length=seq, source=src))
+    select = get(data, "select", list, source=src, default=None)
+    if select is not None:
+        runs = [p for p in runs if any(_matches(p, rule, f"{src}: select[{i}]")
+                                       for i, rule in enumerate(select))]
     plot = get(data, "plot", (dict, list), source=src, default={"x": "batch", "metric": "tokens_per_s"})
     for spec in plot if isinstance(plot, list) else [plot]:
         if spec.get("x", "batch") not in PLOT_X:
@@ -99,9 +106,24 @@ def load_experiment(path: Path, trace: str | None = None) -> tuple[dict, list[Ru
     return data, runs
 
 
+def _matches(p: RunParams, rule: dict, where: str) -> bool:
+    """A run matches a ``select`` rule when each named field equals the value (or is in the
+    list of values)."""
+    if not isinstance(rule, dict):
+        raise ConfigError(f"{where}: expected a mapping of run field -> value or list of values")
+    for key, want in rule.items():
+        if key not in ("pair", "batch", "system", "sequence_length", "draft_length"):
+            raise ConfigError(f"{where}: unknown field {key!r}; expected pair, batch, system, "
+                              "sequence_length or draft_length")
+        have = getattr(p, key)
+        if have not in (want if isinstance(want, list) else [want]):
+            return False
+    return True
+
+
 def run_key(p: RunParams) -> str:
     text = json.dumps(asdict(p) | {"source": None}, sort_keys=True)
     digest = hashlib.sha256(text.encode()).hexdigest()[:10]
     d = "" if p.draft_length is None else f"_d{p.draft_length}"
-    s = "" if p.max_seq_len is None else f"_L{p.max_seq_len}"
+    s = "" if p.sequence_length is None else f"_L{p.sequence_length}"
     return f"{p.pair}_{p.system}_b{p.batch}{d}{s}_{digest}"

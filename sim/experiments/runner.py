@@ -19,7 +19,7 @@ from sim.experiments.grid import run_key
 from sim.systems.run import RunParams, default_trace, load_tau, simulate
 from sim.systems.spec import load_system
 
-CSV_FIELDS = ("system", "pair", "batch", "draft_length", "max_seq_len", "tokens_per_s",
+CSV_FIELDS = ("system", "pair", "batch", "draft_length", "sequence_length", "tokens_per_s",
               "tokens_per_joule", "time_s", "energy_j", "acceptance_rate", "pim_op_fraction",
               "utilization.gpu", "utilization.pim", "verification_comm_share",
               "tokens.generated", "tokens.drafted", "tokens.accepted", "tokens.rejected",
@@ -63,7 +63,7 @@ def execute(name: str, runs: list[RunParams], out: Path, *, progress: bool = Tru
                 record = saved["result"]
         if record is None:
             metrics, run = simulate(p)
-            record = metrics.to_dict() | {"max_seq_len": p.max_seq_len or run.setup.workload.max_seq_len}
+            record = metrics.to_dict() | {"sequence_length": p.sequence_length}
             tmp = path.with_suffix(".tmp")
             tmp.write_text(json.dumps({"params": params, "result": record}, sort_keys=True))
             tmp.replace(path)

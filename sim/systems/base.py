@@ -43,6 +43,7 @@ class Live:
     trace: RequestTrace
     out_len: int
     admitted_ps: int
+    prompt: int
     t: int = 0
     extra: dict = field(default_factory=dict)
 
@@ -53,7 +54,7 @@ class Live:
     def context(self, ahead: int) -> int:
         """KV entries a step attends to when it processes the token ``ahead`` positions past
         the committed prefix (0 = the last committed token)."""
-        return self.trace.prompt_len + self.t + ahead
+        return self.prompt + self.t + ahead
 
 
 class BaseRun:
@@ -75,6 +76,7 @@ class BaseRun:
         self.latencies: list[int] = []
         self.batcher = BatchFormer(setup.workload, setup.batch, setup.batching)
         self.live: dict[int, Live] = {}
+        self.by_mb: list[dict[int, Live]] = [{} for _ in range(self.n_devices)]
         self._free_slots = list(range(setup.batch))
 
     # -- requests ------------------------------------------------------------------------
@@ -82,9 +84,11 @@ class BaseRun:
         out = []
         for trace in traces:
             slot = self._free_slots.pop(0)
-            live = Live(slot, slot % self.n_devices, trace, self.setup.workload.output_len(trace),
-                        self.queue.now)
+            work = self.setup.workload
+            live = Live(slot, slot % self.n_devices, trace, work.output_len(trace), self.queue.now,
+                        work.prompt_len(trace))
             self.live[slot] = live
+            self.by_mb[live.mb][slot] = live
             out.append(live)
         self._free_slots.sort()
         return out
@@ -103,12 +107,22 @@ class BaseRun:
         else:
             self.tokens.generated += accepted
         if live.t >= live.out_len:
-            self.latencies.append(self.queue.now - live.admitted_ps)
-            del self.live[live.slot]
-            self._free_slots.append(live.slot)
-            self._free_slots.sort()
+            self.release(live)
             return True
         return False
+
+    def release(self, live: Live) -> None:
+        """The request finished: record its latency and free its slot."""
+        self.latencies.append(self.queue.now - live.admitted_ps)
+        del self.live[live.slot]
+        del self.by_mb[live.mb][live.slot]
+        self._free_slots.append(live.slot)
+        self._free_slots.sort()
+
+    def members(self, mb: int) -> list[Live]:
+        """Requests of micro-batch ``mb`` in slot order."""
+        group = self.by_mb[mb]
+        return [group[s] for s in sorted(group)]
 
     def book(self, priced: Priced) -> None:
         self.energy_pj += priced.energy_pj

@@ -57,9 +57,6 @@ class LockstepRun(BaseRun):
         for mb in range(self.n_devices):
             self.mb_step(mb)
 
-    def members(self, mb: int) -> list[Live]:
-        return [l for slot, l in sorted(self.live.items()) if l.mb == mb]
-
     def mb_step(self, mb: int) -> None:
         drafting = [l for l in self.members(mb) if l.extra.get("drafting")]
         if not drafting:

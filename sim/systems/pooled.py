@@ -96,7 +96,7 @@ class PooledRun(BaseRun):
                 self.mb_step(mb)
 
     def mb_step(self, mb: int) -> None:
-        drafting = [l for _, l in sorted(self.live.items()) if l.mb == mb and self.can_draft(l)]
+        drafting = [l for l in self.members(mb) if self.can_draft(l)]
         if not drafting:
             return
         priced = self.price_dlm([(l.context(l.extra["base"] - l.t + l.extra["pos"]), 1)
@@ -221,10 +221,7 @@ class PooledRun(BaseRun):
             self.tokens.tlm_tokens += 1
         if live.t >= live.out_len:
             self.apply(Retire(live.slot))
-            self.latencies.append(self.queue.now - live.admitted_ps)
-            del self.live[live.slot]
-            self._free_slots.append(live.slot)
-            self._free_slots.sort()
+            self.release(live)
             return True
         if resumed:
             self.new_round(live)

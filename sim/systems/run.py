@@ -44,6 +44,7 @@ class RunParams:
     validation_fraction: float = 0.5
     batching: str = "continuous"
     max_seq_len: int | None = None
+    sequence_length: int | None = None
     capacity_slack: float = 0.1
     search_d_max: int = 12
     source: str = "<run>"
@@ -68,9 +69,10 @@ def adapter(hardware: str, tlm: str, dlm: str) -> CostAdapter:
 
 @lru_cache(maxsize=32)
 def _workload(trace: str, split: str, requests: int | None, seed: int, fraction: float,
-              max_seq_len: int | None, source: str) -> Workload:
+              max_seq_len: int | None, source: str, sequence_length: int | None = None) -> Workload:
     return load_workload(trace, split=split, n_requests=requests, seed=seed,
-                         validation_fraction=fraction, max_seq_len=max_seq_len, source=source)
+                         validation_fraction=fraction, max_seq_len=max_seq_len, source=source,
+                         sequence_length=sequence_length)
 
 
 def simulate(p: RunParams, timeline: bool = False) -> tuple[RunMetrics, object]:
@@ -79,8 +81,9 @@ def simulate(p: RunParams, timeline: bool = False) -> tuple[RunMetrics, object]:
     pair = load_pair(p.pair)
     costs = adapter(spec.hardware, pair.tlm.name, pair.dlm.name)
     trace = str(p.trace or default_trace(p.pair))
-    max_seq = p.max_seq_len or pair.max_sequence_length
-    work = _workload(trace, p.split, p.requests, p.seed, p.validation_fraction, max_seq, p.source)
+    max_seq = max(p.max_seq_len or pair.max_sequence_length, p.sequence_length or 0)
+    work = _workload(trace, p.split, p.requests, p.seed, p.validation_fraction, max_seq, p.source,
+                     p.sequence_length)
     base_cfg = ManagerConfig.load()
     max_len = p.max_draft_len or base_cfg.max_draft_len
     tau = p.tau if p.tau is not None else (load_tau(p.pair) if spec.stop == "threshold" else 0.0)
