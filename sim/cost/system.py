@@ -109,8 +109,15 @@ class System:
         devices = self.devices if devices is None else devices
         if isinstance(devices, bool) or not isinstance(devices, int) or not 1 <= devices <= self.devices:
             raise SaddleError(f"{self.name}: devices must be 1..{self.devices}, found {devices!r}")
-        return self._price(spec, check_requests(requests), self._mapping(mapping), devices,
-                           check_power(power_constrained))
+        args = (self._mapping(mapping), devices, check_power(power_constrained))
+        # The cache is asked first: only validated requests ever enter it, so a hit needs no
+        # check; a miss validates inside _price; unhashable input is checked (and rejected or
+        # normalized) here.
+        reqs = tuple(requests)
+        try:
+            return self._price(spec, reqs, *args)
+        except TypeError:
+            return self._price(spec, check_requests(reqs), *args)
 
     def price_draft(self, dlm: ModelSpec | str, requests: Sequence[tuple[int, int]], *,
                     fc: str = "gpu", power_constrained: bool = False) -> StepCost:
@@ -153,22 +160,23 @@ class System:
     @lru_cache(maxsize=4096)
     def _price(self, spec: ModelSpec, reqs: tuple[tuple[int, int], ...],
                mapping: tuple[tuple[str, str], ...], devices: int, power: bool) -> StepCost:
+        reqs = check_requests(reqs)
         where = dict(mapping)
         shard = spec.shard(devices)
-        arr = np.array(reqs, dtype=np.int64)
-        ctx, q = arr[:, 0], arr[:, 1]
-        tokens = int(q.sum())
+        tokens = sum(q for _, q in reqs)
         fc, other = shard.dense_ops(tokens)
-        att_flops = sum(int(op.flops.sum()) for op in shard.attention_batch(ctx, q)) * shard.layers
+        # Every attention FLOP count is proportional to query tokens x keys.
+        unit = sum(op.flops for op in shard.attention_ops(1, 1))
+        att_flops = unit * sum(L * q for L, q in reqs) * shard.layers
         acc = _Acc()
         if where["fc"] == "gpu":
             self._fc_gpu(shard, tokens, acc)
         else:
             self._fc_pim(shard, tokens, power, acc)
         if where["attention"] == "gpu":
-            self._attention_gpu(shard, ctx, q, acc)
+            self._attention_gpu(shard, reqs, acc)
         else:
-            self._attention_pim(shard, ctx, q, att_flops, power, acc)
+            self._attention_pim(shard, reqs, att_flops, power, acc)
         self._other(shard, tokens, acc)
         self._allreduce(shard, tokens, devices, acc)
 
@@ -203,8 +211,9 @@ class System:
             to_pim = op.tokens * op.k * op.bpe * self.stacks_per_device
             self._gpu_pim_transfer(to_pim, work.result_bytes, op.repeat, acc)
 
-    def _attention_gpu(self, shard: ModelSpec, ctx: np.ndarray, q: np.ndarray, acc: _Acc) -> None:
-        ops = shard.attention_batch(ctx, q)
+    def _attention_gpu(self, shard: ModelSpec, reqs, acc: _Acc) -> None:
+        arr = np.array(reqs, dtype=np.int64)
+        ops = shard.attention_batch(arr[:, 0], arr[:, 1])
         ps = self.gpu.attention_ps(ops) * shard.layers
         acc.t["attention"] += ps
         acc.t["gpu"] += ps
@@ -212,10 +221,9 @@ class System:
         nbytes = sum(int(np.sum(op.streamed_bytes)) for op in ops)
         acc.add_energy(self.energy.gpu(flops, nbytes), shard.layers)
 
-    def _attention_pim(self, shard: ModelSpec, ctx: np.ndarray, q: np.ndarray, att_flops: int,
-                       power: bool, acc: _Acc) -> None:
-        pim, d, bpe, kvh = self.pim, shard.head_dim, shard.bpe, shard.kv_heads
-        cycles, reads = pim.attention_many(ctx.tolist(), d, (q * shard.group).tolist(), bpe, power)
+    def _attention_pim(self, shard: ModelSpec, reqs, att_flops: int, power: bool, acc: _Acc) -> None:
+        pim, d, bpe, kvh, g = self.pim, shard.head_dim, shard.bpe, shard.kv_heads, shard.group
+        cycles, reads = pim.attention_many([L for L, _ in reqs], d, [q * g for _, q in reqs], bpe, power)
         reads *= kvh
         load = pim.round_robin(np.repeat(cycles, kvh), pim.channels * self.stacks_per_device, reads)
         ps = load.cycles * pim.tck_ps * shard.layers
@@ -223,7 +231,7 @@ class System:
         acc.t["pim"] += ps
         acc.pim_flops += att_flops
         acc.add_energy(self.energy.pim(reads, pim.column_bytes, pim.lanes), shard.layers)
-        tokens = int(q.sum())
+        tokens = sum(q for _, q in reqs)
         q_bytes = tokens * shard.heads * d * bpe
         new_kv = tokens * kvh * d * bpe * 2
         self._gpu_pim_transfer(q_bytes + new_kv, q_bytes, shard.layers, acc)
