@@ -26,7 +26,18 @@ def measure(label: str, fn, steps: list) -> None:
     print(f"  {label:5s} {len(steps) / seconds:12.0f} steps/s  {seconds / len(steps) * 1e6:9.1f} us/step")
 
 
+def machine_reference() -> None:
+    """A fixed pure-Python loop, so figures from a loaded (shared) machine can be scaled."""
+    start = time.perf_counter()
+    total = 0
+    for i in range(200_000):
+        total += max(i % 7, 3) * 2
+    print(f"reference: 200k-iteration Python loop {1e3 * (time.perf_counter() - start):.1f} ms "
+          "(compare between machines to scale the figures below)")
+
+
 def main() -> int:
+    machine_reference()
     system = load_system("saddle")
     tlm, dlm = load_model("opt-66b"), load_model("opt-1.3b")
     rng = random.Random(1)
