@@ -12,9 +12,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from traces.io import read_trace
+from traces.io import read_trace, write_trace
 from traces.stats import trace_stats
-from traces.synth import load_params, synthesize, write_trace
+from traces.synth import load_params, synthesize
 
 BUDGET_S = 5.0
 PAIR = "opt-66b+opt-1.3b"

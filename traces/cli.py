@@ -107,7 +107,8 @@ def _check(args) -> int:
 
 
 def _synth(args) -> int:
-    from traces.synth import load_params, synthesize, write_trace
+    from traces.io import write_trace
+    from traces.synth import load_params, synthesize
 
     params = load_params(args.pair, args.config)
     splits = {"all": args.requests} if args.requests else {}

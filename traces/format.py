@@ -10,9 +10,8 @@ always agree.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple
-
 from itertools import chain
+from typing import Any, NamedTuple
 
 import numpy as np
 import orjson

@@ -32,7 +32,7 @@ from sim.config import config_path, get, load_yaml
 from sim.errors import ConfigError
 from sim.paths import CONFIGS, TRACE_DATA
 from traces.format import CATEGORIES, RequestTrace, TraceHeader, split_flat
-from traces.io import TraceWriter
+from traces.io import write_trace
 
 GENERATOR = "saddle.traces.synth"
 
@@ -291,12 +291,6 @@ def _offpath(params: SynthParams, logit_p: np.ndarray, accepted: np.ndarray, out
 def _round_prob(p: np.ndarray, decimals: int) -> np.ndarray:
     """Rounded for compact files, and kept inside (0, 1]."""
     return np.clip(np.round(p, decimals), 10.0 ** -decimals, 1.0)
-
-
-def write_trace(path: str | Path, header: TraceHeader, requests: list[RequestTrace]) -> None:
-    with TraceWriter(path, header) as writer:
-        for request in requests:
-            writer.write(request)
 
 
 def default_trace(pair: str) -> Path:
