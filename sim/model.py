@@ -12,6 +12,7 @@ what a fused (flash) attention kernel moves, without the score and probability i
 """
 from __future__ import annotations
 
+import numbers
 from dataclasses import dataclass, replace
 from functools import lru_cache
 from typing import Iterator, Sequence
@@ -203,8 +204,9 @@ def check_requests(requests: Sequence[tuple[int, int]]) -> tuple[tuple[int, int]
         except (TypeError, ValueError):
             raise SaddleError(f"request {i}: expected (context_len, query_tokens), found {req!r}") from None
         for label, v in (("context_len", context), ("query_tokens", queries)):
-            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+            if isinstance(v, bool) or not isinstance(v, numbers.Integral) or v < 1:
                 raise SaddleError(f"request {i}: {label} must be a positive integer, found {v!r}")
+        context, queries = int(context), int(queries)
         if queries > context:
             raise SaddleError(f"request {i}: query_tokens {queries} exceeds context_len {context} "
                               "(context_len includes the step's own tokens)")

@@ -128,3 +128,19 @@ def test_energy_is_at_least_the_weight_and_kv_streams():
     # on AttAcc the KV stream is read in the banks (4.4 pJ/B) instead of through the GPU
     assert pim["pim_bank"] >= kv * 4.4
     assert pim["gpu_dram"] < dgx["gpu_dram"]
+
+
+def test_numpy_integers_and_lists_are_accepted_as_requests():
+    import numpy as np
+    ref = SADDLE.price_step("opt-66b", [(300, 2), (40, 1)])
+    assert SADDLE.price_step("opt-66b", [[300, 2], [40, 1]]) == ref
+    assert SADDLE.price_step("opt-66b", [(np.int64(300), np.int32(2)), (40, 1)]) == ref
+
+
+def test_cli_output_is_byte_identical_across_processes():
+    import subprocess
+    import sys
+    cmd = [sys.executable, "-m", "sim.cli", "cost", "step", "--system", "saddle", "--model",
+           "llama-3.1-70b", "--batch", "8", "--context", "333", "--query-tokens", "3", "--json"]
+    outs = {subprocess.run(cmd, capture_output=True, check=True).stdout for _ in range(2)}
+    assert len(outs) == 1
