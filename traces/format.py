@@ -243,6 +243,25 @@ class RequestTrace:
         run, _ = self._index()
         return int(min(run[t], m))
 
+    def fixed_d_rounds(self, d: int) -> tuple[np.ndarray, np.ndarray]:
+        """Greedy speculative decoding with draft length ``d`` over the whole output: the
+        accepted (k) and drafted (m) tokens of every round. A round at t drafts
+        m = min(d, output_len - t), accepts k = ``leading_accepted(t, d)`` and emits k + 1
+        tokens (the target's correction or bonus token last), so the next starts at t + k + 1."""
+        if d < 1:
+            raise ValueError(f"request {self.id}: draft length {d} must be >= 1")
+        run = self._index()[0].tolist()
+        n = len(run)
+        accepted, drafted = [], []
+        t = 0
+        while t < n:
+            m = min(d, n - t)
+            k = min(run[t], m)
+            accepted.append(k)
+            drafted.append(m)
+            t += k + 1
+        return np.array(accepted, dtype=np.int64), np.array(drafted, dtype=np.int64)
+
     def draft_probs(self, t: int, n: int) -> DraftWindow:
         """The DLM drafts ``n`` tokens at positions t..t+n-1 after the target produced 0..t-1.
 

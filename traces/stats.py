@@ -2,10 +2,10 @@
 reliability of the DLM's probabilities; and plots of them.
 
 Fixed-d acceptance simulates greedy speculative decoding with a fixed draft length d on each
-request: a round at output position t drafts m = min(d, output_len - t) tokens, k of them are
-accepted (leading matches, read through ``RequestTrace.leading_accepted``, the same accessor
-the simulator uses), the round emits k + 1 tokens (k accepted plus the target's correction or
-bonus token) and the next round starts at t + k + 1. The rate is
+request (``RequestTrace.fixed_d_rounds``, built on the same leading-accepted index as the
+simulator's ``draft_probs``): a round at output position t drafts m = min(d, output_len - t)
+tokens, k of them are accepted, the round emits k + 1 tokens (k accepted plus the target's
+correction or bonus token) and the next round starts at t + k + 1. The rate is
 sum(k) / sum(m) over all rounds of all requests of a category.
 """
 from __future__ import annotations
@@ -20,18 +20,6 @@ from traces.format import CATEGORIES, RequestTrace, TraceHeader
 FIXED_D = (2, 4, 8, 12)  # the draft lengths of the paper's d sweep
 ROUND_D = 8              # d of the accepted-tokens-per-round statistic (the paper's figure)
 PLOT_ROUNDS = 24         # rounds shown in its plot (the paper's figure shows the first 12)
-
-
-def fixed_d_rounds(request: RequestTrace, d: int) -> tuple[np.ndarray, np.ndarray]:
-    """Accepted (k) and drafted (m) tokens of every round of fixed-d speculation."""
-    accepted, drafted = [], []
-    t, n = 0, request.output_len
-    while t < n:
-        k = request.leading_accepted(t, d)
-        accepted.append(k)
-        drafted.append(min(d, n - t))
-        t += k + 1
-    return np.array(accepted, dtype=np.int64), np.array(drafted, dtype=np.int64)
 
 
 def reliability_table(requests: Iterable[RequestTrace], bins: int) -> dict:
@@ -76,7 +64,7 @@ def trace_stats(header: TraceHeader, requests: list[RequestTrace], bins: int = 1
     for c, rs in by_cat.items():
         rates[c] = {}
         for d in FIXED_D:
-            runs = [fixed_d_rounds(r, d) for r in rs]
+            runs = [r.fixed_d_rounds(d) for r in rs]
             k = sum(int(a.sum()) for a, _ in runs)
             m = sum(int(b.sum()) for _, b in runs)
             totals[d][0] += k

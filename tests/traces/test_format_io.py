@@ -201,3 +201,26 @@ def test_split_requests():
     assert [r.id for r in parts["validation"]] == ["a", "b"] and [r.id for r in parts["test"]] == ["c"]
     with pytest.raises(SaddleError, match="do not add up to the 2 requests"):
         split_requests(h, reqs[:2])
+
+
+def test_draft_probs_invariants_on_synthetic_requests():
+    from traces.synth import load_params, synthesize
+
+    _, reqs = synthesize(load_params("opt-66b+opt-1.3b"), {"x": 30}, seed=9)
+    rng = np.random.default_rng(0)
+    for r in reqs:
+        misses = np.flatnonzero(~r.accepted)
+        for _ in range(20):
+            t = int(rng.integers(0, r.output_len))
+            n = int(rng.integers(1, 16))
+            w = r.draft_probs(t, n)
+            m, k = min(n, r.output_len - t), w.n_accepted
+            assert len(w.p) == len(w.accepted) == m
+            assert r.accepted[t:t + k].all() and (k == m or not r.accepted[t + k])
+            assert w.accepted.tolist() == [True] * k + [False] * (m - k)
+            assert np.array_equal(w.p[:k + 1], r.p[t:t + min(k + 1, m)])
+            if k + 1 < m:   # past the first mismatch: that mismatch's off-path values
+                off = r.offpath[int(np.searchsorted(misses, t + k))]
+                take = min(m - k - 1, len(off))
+                assert np.array_equal(w.p[k + 1:k + 1 + take], off[:take])
+            assert ((w.p > 0) & (w.p <= 1)).all()

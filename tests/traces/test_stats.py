@@ -15,7 +15,7 @@ import pytest
 from sim.cli import main as saddle
 from tests.traces.helpers import TINY
 from traces.io import read_trace
-from traces.stats import fixed_d_rounds, reliability_table, summary_text, trace_stats
+from traces.stats import reliability_table, summary_text, trace_stats
 
 
 @pytest.fixture(scope="module")
@@ -25,10 +25,18 @@ def stats():
 
 def test_rounds_of_one_request():
     _, reqs = read_trace(TINY)
-    k, m = fixed_d_rounds(reqs[0], 4)
+    k, m = reqs[0].fixed_d_rounds(4)
     assert k.tolist() == [2, 3, 1] and m.tolist() == [4, 4, 1]
-    k, m = fixed_d_rounds(reqs[1], 2)
+    k, m = reqs[1].fixed_d_rounds(2)
     assert k.tolist() == [0, 0, 1] and m.tolist() == [2, 2, 1]
+    # The same rounds, walked with leading_accepted (the simulator's accessor).
+    for r in reqs:
+        for d in (1, 2, 3, 5, 8, 12):
+            t, ks = 0, []
+            while t < r.output_len:
+                ks.append(r.leading_accepted(t, d))
+                t += ks[-1] + 1
+            assert r.fixed_d_rounds(d)[0].tolist() == ks
 
 
 def test_sizes(stats):
