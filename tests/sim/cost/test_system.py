@@ -1,5 +1,4 @@
 """Whole-step pricing: consistency, partitioning, bounds, determinism, crossovers."""
-import math
 
 import pytest
 
