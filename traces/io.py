@@ -192,20 +192,6 @@ def read_trace(path: str | Path) -> tuple[TraceHeader, list[RequestTrace]]:
     return header, list(requests)
 
 
-def split_requests(header: TraceHeader, requests: list[RequestTrace]) -> dict[str, list[RequestTrace]]:
-    """The header's splits as lists of requests (``{"all": requests}`` if it has none)."""
-    if header.splits is None:
-        return {"all": list(requests)}
-    if sum(header.splits.values()) != len(requests):
-        raise SaddleError(f"trace of {header.pair}: splits {header.splits} do not add up to "
-                          f"the {len(requests)} requests given")
-    out, start = {}, 0
-    for name, count in header.splits.items():
-        out[name] = requests[start:start + count]
-        start += count
-    return out
-
-
 def _complete_prefix(path: Path) -> tuple[TraceHeader | None, list[bytes], list[str], bool]:
     """Header, raw complete lines, request ids, and whether a cut last record was dropped."""
     lines: list[bytes] = []

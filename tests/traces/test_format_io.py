@@ -8,10 +8,9 @@ import shutil
 import numpy as np
 import pytest
 
-from sim.errors import SaddleError
 from tests.traces.helpers import TINY
 from traces.format import CATEGORIES, SCHEMA_VERSION, RequestTrace, TraceError, TraceHeader
-from traces.io import TraceWriter, ids_in, iter_trace, read_trace, split_requests
+from traces.io import TraceWriter, ids_in, iter_trace, read_trace
 
 
 def header(**changes) -> TraceHeader:
@@ -191,16 +190,6 @@ def test_draft_probs(rid, t, n, probs, flags, k):
 def test_draft_probs_outside_the_output(t, n):
     with pytest.raises(ValueError, match="cannot draft"):
         windows()["a"].draft_probs(t, n)
-
-
-def test_split_requests():
-    h, reqs = read_trace(TINY)
-    assert split_requests(h, reqs) == {"all": reqs}
-    h.splits = {"validation": 2, "test": 1}
-    parts = split_requests(h, reqs)
-    assert [r.id for r in parts["validation"]] == ["a", "b"] and [r.id for r in parts["test"]] == ["c"]
-    with pytest.raises(SaddleError, match="do not add up to the 2 requests"):
-        split_requests(h, reqs[:2])
 
 
 def test_draft_probs_invariants_on_synthetic_requests():
