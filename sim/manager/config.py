@@ -27,15 +27,17 @@ _KEYS = {
 
 @dataclass(frozen=True)
 class ManagerConfig:
-    max_requests: int = 128
-    max_draft_len: int = 16
-    tau: int = 19661                  # raw UQ1.16 (0.3)
-    shared_entries: int = 512
-    eager_entries: int = 512          # total over all micro-batches
-    micro_batches: int = 8
-    dynamic_mapping: bool = True
-    dlm_fc_threshold: int = 10
-    tlm_attention_threshold: int = 10
+    """Sizes, tau (raw UQ1.16) and thresholds have no defaults here: they come from
+    ``configs/manager.yaml`` (``load``) or are given explicitly (tests, testbenches)."""
+    max_requests: int
+    max_draft_len: int
+    tau: int
+    shared_entries: int
+    eager_entries: int               # total over all micro-batches
+    micro_batches: int
+    dlm_fc_threshold: int
+    tlm_attention_threshold: int
+    dynamic_mapping: bool = True     # the design; False is the SADDLE-s ablation
     static_dlm_fc: Device = Device.GPU
     static_tlm_attention: Device = Device.PIM
 

@@ -6,7 +6,7 @@ from sim.manager.transactions import Admit, DraftToken
 def config(**changes) -> ManagerConfig:
     """A small Manager (4 micro-batches, tau 0) unless overridden."""
     base = dict(max_requests=16, max_draft_len=8, tau=0, shared_entries=8, eager_entries=8,
-                micro_batches=4)
+                micro_batches=4, dlm_fc_threshold=10, tlm_attention_threshold=10)
     base.update(changes)
     return ManagerConfig(**base)
 
