@@ -23,6 +23,12 @@ def register(subparsers) -> None:
     tune.add_argument("--dry-run", action="store_true", help="print the choice, do not write configs/tau/")
     tune.set_defaults(func=tune_handler)
 
+    cal = subparsers.add_parser("calibrate", help="fit a pair's synthetic acceptance to the fig3 shape")
+    cal.add_argument("--pair", required=True)
+    cal.add_argument("--write", action="store_true",
+                     help="store the fit in configs/traces/PAIR.yaml and regenerate the shipped trace")
+    cal.set_defaults(func=calibrate_handler)
+
 
 def run_handler(args) -> int:
     from sim.experiments.grid import load_experiment, resolve_path
@@ -51,4 +57,10 @@ def run_handler(args) -> int:
 def tune_handler(args) -> int:
     from sim.experiments.tune import tune_tau
     tune_tau(args.pair, args.config, write=not args.dry_run)
+    return 0
+
+
+def calibrate_handler(args) -> int:
+    from sim.experiments.calibrate import calibrate
+    calibrate(args.pair, write=args.write)
     return 0

@@ -1,0 +1,118 @@
+"""``saddle calibrate --pair PAIR``: fit a pair's synthetic acceptance level to the published
+shape of the motivation experiment (DESIGN.md section 3), the one result we may fit to.
+
+Knob. One number, delta: every category's ``accept_start`` and ``accept_end`` in
+``configs/traces/PAIR.yaml`` move by delta in log-odds (the relative shape across categories,
+over a request's life, bursts, calibration and off-path behaviour stay as the traces engineer
+set them). Each candidate delta writes a variant config under ``build/calibration/`` and a
+trace from it (``traces.synth``, the generator of the shipped traces, same seed and splits).
+
+Criteria, on the 4-GPU SpecPIM system with the VALIDATION split (``configs/experiments/
+calibrate.yaml``): speedup s_d(b) = tokens/s of specpim-sd with fixed d over specpim-ad at batch
+b. Constraints: s_8(b) > 1 for b in 8, 16, 32; s_8(b) < 1 for b in 64, 128; s_12(64) < 1;
+s_4(64) > s_8(64) and s_4(64) > s_12(64). Score = (violated constraints, |ln(s_4(64) / 1.41)|),
+lexicographically; the lowest wins. ``--write`` stores the winner's values in
+``configs/traces/PAIR.yaml``, regenerates the shipped trace, and records every candidate in
+``configs/calibration/PAIR.yaml``.
+"""
+from __future__ import annotations
+
+import math
+import re
+from pathlib import Path
+
+import yaml
+
+from sim.config import config_path, get, load_yaml
+from sim.paths import BUILD, CONFIGS
+from sim.systems.run import RunParams, simulate
+
+_ACCEPT = re.compile(r"^(\s+accept_(?:start|end):\s*)([0-9.]+)(.*)$")
+
+
+def shifted_config(text: str, delta: float) -> str:
+    """The trace config with every accept_start / accept_end moved by ``delta`` in log-odds."""
+    out = []
+    for line in text.splitlines(keepends=True):
+        m = _ACCEPT.match(line.rstrip("\n"))
+        if m:
+            p = float(m.group(2))
+            q = 1 / (1 + math.exp(-(math.log(p / (1 - p)) + delta)))
+            line = f"{m.group(1)}{min(max(q, 0.001), 0.999):.3f}{m.group(3)}\n"
+        out.append(line)
+    return "".join(out)
+
+
+def _trace_for(pair: str, config_text: str, tag: str) -> Path:
+    from traces.io import write_trace
+    from traces.synth import load_params, synthesize
+
+    folder = BUILD / "calibration" / pair
+    folder.mkdir(parents=True, exist_ok=True)
+    cfg = folder / f"{tag}.yaml"
+    cfg.write_text(config_text)
+    params = load_params(pair, cfg)
+    trace = folder / f"{tag}.jsonl.gz"
+    write_trace(trace, *synthesize(params, params.default_splits, params.default_seed))
+    return trace
+
+
+def evaluate(pair: str, trace: Path, settings: dict, src: str) -> dict:
+    requests = get(settings, "requests", int, source=src, default=None)
+    batches = get(settings, "batches", list, source=src)
+    speed = {}
+
+    def tps(system, batch, d=None):
+        m, _ = simulate(RunParams(system=system, pair=pair, batch=batch, draft_length=d,
+                                  trace=str(trace), split="validation", requests=requests,
+                                  source=src))
+        return m.to_dict()["tokens_per_s"]
+
+    ad = {b: tps("specpim-ad", b) for b in batches}
+    for b in batches:
+        speed[f"s8@{b}"] = tps("specpim-sd", b, 8) / ad[b]
+    for d in (4, 12):
+        speed[f"s{d}@64"] = tps("specpim-sd", 64, d) / ad[64]
+    return speed
+
+
+def score(s: dict) -> tuple[int, float]:
+    bad = sum(s[f"s8@{b}"] <= 1 for b in (8, 16, 32)) + sum(s[f"s8@{b}"] >= 1 for b in (64, 128))
+    bad += (s["s12@64"] >= 1) + (s["s4@64"] <= s["s8@64"]) + (s["s4@64"] <= s["s12@64"])
+    return int(bad), abs(math.log(s["s4@64"] / 1.41))
+
+
+def calibrate(pair: str, write: bool) -> float:
+    settings_path = config_path("experiments", "calibrate")
+    settings = load_yaml(settings_path)
+    src = str(settings_path)
+    deltas = get(settings, "deltas", list, source=src)
+    base_path = config_path("traces", pair)
+    base = base_path.read_text()
+    results = {}
+    for delta in deltas:
+        trace = _trace_for(pair, shifted_config(base, float(delta)), f"delta{delta:+.2f}")
+        speed = evaluate(pair, trace, settings, src)
+        results[float(delta)] = (score(speed), speed)
+        shown = " ".join(f"{k}={v:.2f}" for k, v in speed.items())
+        print(f"delta {delta:+.2f}: violations {results[float(delta)][0][0]}, {shown}")
+    best = min(results, key=lambda d: (results[d][0], abs(d)))
+    print(f"chosen delta for {pair}: {best:+.2f}")
+    if write:
+        from traces.synth import write_default_trace
+        base_path.write_text(shifted_config(base, best))
+        write_default_trace(pair)
+        record = {
+            "pair": pair, "chosen_delta_logodds": best,
+            "method": "saddle calibrate (sim/experiments/calibrate.py): shift of every category's "
+            "accept_start/accept_end in log-odds; fig3 criteria on the validation split",
+            "settings": {k: settings[k] for k in settings},
+            "candidates": {d: {"violations": r[0][0], "log_gap_s4_64": round(r[0][1], 4),
+                               "speedups": {k: round(v, 4) for k, v in r[1].items()}}
+                           for d, r in results.items()},
+        }
+        out = CONFIGS / "calibration" / f"{pair}.yaml"
+        out.parent.mkdir(exist_ok=True)
+        out.write_text(f"# Written by `saddle calibrate --pair {pair} --write`.\n"
+                       + yaml.safe_dump(record, sort_keys=False))
+    return best
