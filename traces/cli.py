@@ -13,8 +13,6 @@ from sim.errors import SaddleError
 
 
 def register(subparsers) -> None:
-    from traces.synth import pair_names  # a directory listing; no numpy work at import
-
     trace = subparsers.add_parser("trace", help="decoding traces: check, synthesize, statistics",
                                   description="Decoding traces (format: traces/README.md).")
     sub = trace.add_subparsers(dest="trace_command", metavar="TRACE_COMMAND", required=True)
@@ -27,8 +25,9 @@ def register(subparsers) -> None:
     synth = sub.add_parser("synth", help="generate a synthetic trace for a model pair",
                            description="Synthetic Dolly-shaped trace; parameters in "
                                        "configs/traces/PAIR.yaml. Same seed, same bytes.")
-    synth.add_argument("--pair", required=True, choices=pair_names(), metavar="PAIR",
-                       help=f"one of: {', '.join(pair_names())}")
+    synth.add_argument("--pair", required=True, metavar="PAIR",
+                       help="model pair: the name of a configs/traces/PAIR.yaml, e.g. "
+                            "opt-66b+opt-1.3b, opt-175b+opt-6.7b, llama-3.1-70b+llama-3.2-1b")
     count = synth.add_mutually_exclusive_group(required=True)
     count.add_argument("--requests", type=_positive, metavar="N",
                        help="number of requests (one block named 'all')")
