@@ -237,19 +237,18 @@ class TraceWriter:
         self.path = Path(path)
         self.header = header
         self._ids: set[str] = set()
-        if append and self.path.exists() and self.path.stat().st_size:
-            gz = _is_gzip(self.path)
-            self._prepare_append(gz)
-            self._file = _open_write(self.path, "ab", gz)
+        if append and self.path.exists() and self.path.stat().st_size and self._prepare_append():
+            self._file = _open_write(self.path, "ab", _is_gzip(self.path))
         else:
             self._file = _open_write(self.path, "wb", self.path.suffix == ".gz")
             self._put(orjson.dumps(header.to_record()))
 
-    def _prepare_append(self, gz: bool) -> None:
+    def _prepare_append(self) -> bool:
+        """Check the existing header and drop a cut last record; False if not even the header
+        is complete (the file is then written anew)."""
         existing, lines, ids, cut = _complete_prefix(self.path)
         if existing is None:
-            raise TraceError(str(self.path), 1, None, "no complete header record",
-                             "an existing trace to append to")
+            return False
         mine, theirs = self.header.to_record(), existing.to_record()
         differ = sorted(k for k in set(mine) | set(theirs) if mine.get(k) != theirs.get(k))
         if differ:
@@ -259,7 +258,8 @@ class TraceWriter:
                              f"differing fields: {', '.join(differ)})")
         self._ids.update(ids)
         if cut:
-            self._rewrite(lines, gz)
+            self._rewrite(lines, _is_gzip(self.path))
+        return True
 
     def _rewrite(self, lines: list[bytes], gz: bool) -> None:
         """Replace the file by its complete records, atomically."""

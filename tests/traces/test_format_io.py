@@ -213,3 +213,12 @@ def test_draft_probs_invariants_on_synthetic_requests():
                 take = min(m - k - 1, len(off))
                 assert np.array_equal(w.p[k + 1:k + 1 + take], off[:take])
             assert ((w.p > 0) & (w.p <= 1)).all()
+
+
+def test_append_after_a_cut_header_starts_anew(tmp_path):
+    path = tmp_path / "t.jsonl"
+    path.write_bytes(b'{"record": "header", "sch')
+    with pytest.warns(UserWarning, match="truncated last line"):
+        with TraceWriter(path, header(), append=True) as w:
+            w.write(request("r0"))
+    assert read_trace(path) == (header(), [request("r0")])
