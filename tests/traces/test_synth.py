@@ -233,5 +233,8 @@ def test_opt66_creative_writing_falls_from_about_five_to_about_one():
 def test_llama_pair_differs_from_opt_pair():
     opt = shipped_stats(OPT66)["accepted_per_round"]["by_category"]["creative_writing"]["mean"]
     llama = shipped_stats(LLAMA)["accepted_per_round"]["by_category"]["creative_writing"]["mean"]
-    assert opt[0] > llama[0] + 1.0          # OPT starts higher on creative_writing ...
-    assert np.mean(llama[9:12]) > np.mean(opt[9:12]) + 1.0   # ... and ends far lower
+    # On creative_writing OPT's accepted tokens per round collapse over a request's life,
+    # Llama's barely move.
+    opt_drop = opt[0] - np.mean(opt[9:12])
+    llama_drop = llama[0] - np.mean(llama[9:12])
+    assert opt_drop > llama_drop + 2.0, (opt_drop, llama_drop)
