@@ -84,7 +84,7 @@ def _split(text: str) -> tuple[str, int]:
 
 
 def _check(args) -> int:
-    import numpy as np
+    from traces.format import SCHEMA_VERSION
     from traces.io import iter_trace
 
     header, requests = iter_trace(args.file)
@@ -99,9 +99,9 @@ def _check(args) -> int:
         raise SaddleError(f"{args.file}: found no request records, expected at least one")
     cats = ", ".join(f"{c} {k}" for c, k in per_cat.items())
     splits = f", splits {header.splits}" if header.splits else ""
-    print(f"{args.file}: valid {header.to_record()['schema']}: pair {header.pair}, dataset "
-          f"{header.dataset}, {n} requests, {tokens} output tokens, on-path acceptance "
-          f"{np.round(1 - mismatches / tokens, 4)}{splits}; {cats}")
+    print(f"{args.file}: valid {SCHEMA_VERSION}: pair {header.pair}, dataset {header.dataset}, "
+          f"{n} requests, {tokens} output tokens, on-path acceptance "
+          f"{1 - mismatches / tokens:.4f}{splits}; {cats}")
     return 0
 
 
