@@ -6,6 +6,14 @@ add up to the run time. ``overlap`` = a TLM pass and at least one DLM step at on
 ``verification`` = TLM only; ``prediction`` = DLM only; ``monitoring`` = only the Controller
 (softmax, multiply, compare after a prediction step); ``decision_making`` = only the Shared
 Pool's selection before a pass; ``idle`` = nothing (e.g. waiting on a link-bound step tail).
+
+Throughput is measured over the full-batch window: from the start until the first time a
+request finishes and no request is left to take its slot (continuous batching), so the tail
+in which the batch empties, which would make every batch size look like a small one, is
+simulated (tokens, latency, conservation) but not averaged in. ``tokens_per_s`` and
+``tokens_per_joule`` use the window (energy: dynamic energy of the steps started in it plus
+static power over it); ``run_tokens_per_s`` / ``run_tokens_per_joule`` the whole run. With
+no more requests than the batch size the window ends at the first completion.
 """
 from __future__ import annotations
 
@@ -96,6 +104,9 @@ class RunMetrics:
     pim_ops: int
     total_ops: int
     request_latency_ps: list[int]
+    window_ps: int
+    window_tokens: int
+    window_energy_pj: float
     extra: dict = field(default_factory=dict)
 
     def to_dict(self) -> dict:
@@ -108,8 +119,12 @@ class RunMetrics:
             "batch": self.batch,
             "draft_length": self.draft_length,
             "time_s": seconds,
-            "tokens_per_s": self.tokens.generated / seconds if seconds else 0.0,
-            "tokens_per_joule": self.tokens.generated / (self.energy_pj * 1e-12) if self.energy_pj else 0.0,
+            "tokens_per_s": self.window_tokens / (self.window_ps / PS_PER_S) if self.window_ps else 0.0,
+            "tokens_per_joule": self.window_tokens / (self.window_energy_pj * 1e-12)
+            if self.window_energy_pj else 0.0,
+            "window_s": self.window_ps / PS_PER_S,
+            "run_tokens_per_s": self.tokens.generated / seconds if seconds else 0.0,
+            "run_tokens_per_joule": self.tokens.generated / (self.energy_pj * 1e-12) if self.energy_pj else 0.0,
             "energy_j": self.energy_pj * 1e-12,
             "latency_breakdown": {k: v / PS_PER_S for k, v in self.breakdown_ps.items()},
             "utilization": {

@@ -125,5 +125,10 @@ class BatchFormer:
         return taken
 
     @property
+    def exhausted(self) -> bool:
+        """Every request has entered the batch."""
+        return self._next >= len(self._queue)
+
+    @property
     def done(self) -> bool:
         return self._next >= len(self._queue) and self._running == 0

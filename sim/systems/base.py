@@ -75,6 +75,8 @@ class BaseRun:
         self.passes = 0
         self.latencies: list[int] = []
         self.batcher = BatchFormer(setup.workload, setup.batch, setup.batching)
+        self.window: tuple[int, int, float] | None = None   # (time, generated, energy) at its end
+        self._window_due = False
         self.live: dict[int, Live] = {}
         self.by_mb: list[dict[int, Live]] = [{} for _ in range(self.n_devices)]
         self._free_slots = list(range(setup.batch))
@@ -110,6 +112,19 @@ class BaseRun:
             self.release(live)
             return True
         return False
+
+    def refill(self) -> list[RequestTrace]:
+        """A request finished: the requests entering the batch now. The first time none is
+        left to enter, the full-batch measurement window closes (see sim/metrics.py)."""
+        entering = self.batcher.on_finish()
+        if not entering and self.window is None and self.batcher.exhausted:
+            self._window_due = True
+        return entering
+
+    def settle_window(self) -> None:
+        """Close the window after every commit of the current pass is booked."""
+        if self._window_due and self.window is None:
+            self.window = (self.queue.now, self.tokens.generated, self.energy_pj)
 
     def release(self, live: Live) -> None:
         """The request finished: record its latency and free its slot."""
@@ -172,6 +187,7 @@ class BaseRun:
                                f"{len(self.live)} requests unfinished")
         self.finish_checks()
         self.tokens.check(self.setup.workload.total_output)
+        window = self.window or (end, self.tokens.generated, self.energy_pj)
         return RunMetrics(
             system=self.spec.name, pair=self.setup.pair, batch=self.setup.batch,
             draft_length=self.setup.draft_length, time_ps=end,
@@ -180,6 +196,8 @@ class BaseRun:
             gpu_busy_ps=self.devices.gpu_busy_ps, pim_busy_ps=self.devices.pim_busy_ps,
             n_devices=self.n_devices, pim_ops=self.pim_flops, total_ops=self.flops,
             request_latency_ps=self.latencies,
+            window_ps=window[0], window_tokens=window[1],
+            window_energy_pj=window[2] + self.static_energy_pj(window[0]),
             extra={"verification_comm_share": self.verify_comm_ps / self.verify_ps
                    if self.verify_ps else 0.0,
                    "verification_passes": self.passes,

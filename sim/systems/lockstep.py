@@ -102,7 +102,8 @@ class LockstepRun(BaseRun):
             if self.commit(live, drafted, accepted):
                 if self.controller is not None:
                     self.controller.retire(live.slot)
-                entering += self.batcher.on_finish()
+                entering += self.refill()
+        self.settle_window()
         self.enter(self.admit(entering))
         if self.live:
             self.round()

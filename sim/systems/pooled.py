@@ -191,7 +191,8 @@ class PooledRun(BaseRun):
         for slot in sorted(groups):
             live = self.live[slot]
             if self.commit_pool(live, accepted_now[slot], slot in resumed):
-                entering += self.batcher.on_finish()
+                entering += self.refill()
+        self.settle_window()
         for live in self.live.values():
             live.extra["blocked"] = False
         self.enter(self.admit(entering))

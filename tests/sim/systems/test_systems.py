@@ -82,3 +82,18 @@ def test_shared_pool_systems_report_manager_conservation(tiny_trace):
     _, run = simulate(params("saddle", None, tiny_trace))
     totals = run.manager_totals
     assert totals["accepted"] == run.tokens.accepted
+
+
+def test_throughput_window_ends_when_the_batch_can_no_longer_be_refilled(tmp_path):
+    # Batch 2, outputs of 3 and 5 tokens, autoregressive: the first request ends after 3
+    # steps with nobody left to enter; by then 6 tokens are out.
+    trace = str(make_trace(tmp_path / "two.jsonl", [request("a", 30, [1, 1, 1]),
+                                                    request("b", 40, [1, 0, 1, 1, 1])]))
+    m, _ = simulate(params("gpu-ad", None, trace, batch=2))
+    hw, tlm = load_hw("dgx-a100"), load_model("opt-66b")
+    g = {"fc": "gpu", "attention": "gpu"}
+    steps = [hw.price_step(tlm, [(30 + t, 1), (40 + t, 1)], mapping=g).time_ps for t in range(3)]
+    assert (m.window_ps, m.window_tokens) == (sum(steps), 6)
+    r = m.to_dict()
+    assert r["tokens_per_s"] == pytest.approx(6 / (sum(steps) * 1e-12))
+    assert r["run_tokens_per_s"] == pytest.approx(8 / r["time_s"])
