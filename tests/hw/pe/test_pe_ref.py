@@ -116,7 +116,10 @@ def test_error_against_exact_arithmetic_within_bound(mode):
     bound = error_bound(mode, rows, ops)
     err32 = np.abs(got32 - exact)
     assert np.all(err32 <= bound)
-    assert np.max(err32 / bound) < 0.05  # measured ~1e-3..1e-2: the bound is far from tight
+    # Measured (hw/README.md): at most ~10 u sum|p| for 256 commands, against the a priori
+    # (log2(lanes) + commands) u sum|p| = 260 u sum|p|; 16 u sum|p| is the stated envelope.
+    magnitude = np.abs(products).sum(axis=(1, 2) if mode == Mode.DOT else 1)
+    assert np.all(err32 <= 16 * 2.0 ** -24 * magnitude)
     got16 = got16.view(np.float16).astype(np.float64)
     assert np.all(np.abs(got16 - exact) <= bound + np.abs(exact) * 2.0 ** -11 + 2.0 ** -25)
 
