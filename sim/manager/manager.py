@@ -16,10 +16,10 @@ from sim.manager.scheduler import Scheduler, dlm_fc_estimate, tlm_attention_esti
 from sim.manager.shared_pool import PoolEntry, SharedPool
 from sim.manager.softmax import SoftmaxParams, softmax_greedy
 from sim.manager.transactions import (
-    Admit, Admitted, Discarded, DiscardReason, DraftLogits, DraftToken, Drafted, EndRound, Issued, Locked,
-    Mapping, Moved, NotIssued, NotIssuedReason, Op, Pool, ProtocolError, Refused, Resumed, Retire,
-    Retired, RoundEnded, SchedulerQuery, SelectedToken, Unlock, Unlocked, Verified, VerifyIssue,
-    VerifyResult)
+    Admit, Admitted, Discarded, DiscardReason, DraftLogits, DraftToken, Drafted, EndRound, Issued,
+    Locked, Mapping, Moved, NotIssued, NotIssuedReason, Op, Pool, ProtocolError, Refused, Resumed,
+    Retire, Retired, RoundEnded, SchedulerQuery, SelectedToken, Unlock, Unlocked, Verified,
+    VerifyIssue, VerifyResult)
 
 
 class Manager:
@@ -41,9 +41,8 @@ class Manager:
         self._rejected: dict[int, int] = {}   # request -> micro-batch, rejected in this pass
         self._handlers = {
             Admit: self._admit, DraftToken: self._draft, DraftLogits: self._draft_logits,
-            VerifyIssue: self._issue,
-            VerifyResult: self._result, Unlock: self._unlock, SchedulerQuery: self._query,
-            EndRound: self._end_round, Retire: self._retire,
+            VerifyIssue: self._issue, VerifyResult: self._result, Unlock: self._unlock,
+            SchedulerQuery: self._query, EndRound: self._end_round, Retire: self._retire,
         }
 
     def apply(self, txn) -> list:
