@@ -192,6 +192,7 @@ class RequestTrace:
     ``offpath[k]``: for the k-th position i with ``accepted[i] == False``, the DLM's
     probabilities of its greedy tokens at i+1, i+2, ... continuing from its own wrong token.
     ``extra``: optional per-position arrays (``target_p``, ``entropy``, ``topk``, ...).
+    Treat the arrays as read-only: the acceptance accessors index them once and cache that.
     """
 
     id: str
