@@ -91,7 +91,7 @@ class _Environment:
             return tuple(rng.randint(-256, 256) for _ in range(n))
         xs = [rng.randint(-4096, 1024) for _ in range(n)]
         top = rng.randint(2048, 8192) if shape < 0.8 else max(xs)
-        for i in rng.sample(range(n), 2 if shape >= 0.8 else 1):
+        for i in rng.sample(range(n), min(n, 2 if shape >= 0.8 else 1)):
             xs[i] = top
         return tuple(xs)
 
