@@ -82,7 +82,22 @@ def score(s: dict) -> tuple[int, float]:
     return int(bad), abs(math.log(s["s4@64"] / 1.41))
 
 
-def calibrate(pair: str, write: bool) -> float:
+_LOG_LINE = re.compile(r"^delta ([+-][0-9.]+): violations \d+, (.*)$")
+
+
+def read_log(path: str | Path) -> dict[float, dict]:
+    """Candidates printed by an earlier ``saddle calibrate`` run (its standard output), so
+    ``--write --from-log`` stores a finished evaluation without simulating it again."""
+    found = {}
+    for line in Path(path).read_text().splitlines():
+        m = _LOG_LINE.match(line)
+        if m:
+            found[float(m.group(1))] = {k: float(v) for k, v in
+                                        (item.split("=") for item in m.group(2).split())}
+    return found
+
+
+def calibrate(pair: str, write: bool, from_log: str | None = None) -> float:
     settings_path = config_path("experiments", "calibrate")
     settings = load_yaml(settings_path)
     src = str(settings_path)
@@ -90,9 +105,13 @@ def calibrate(pair: str, write: bool) -> float:
     base_path = config_path("traces", pair)
     base = base_path.read_text()
     results = {}
+    logged = read_log(from_log) if from_log else {}
     for delta in deltas:
-        trace = _trace_for(pair, shifted_config(base, float(delta)), f"delta{delta:+.2f}")
-        speed = evaluate(pair, trace, settings, src)
+        if float(delta) in logged:
+            speed = logged[float(delta)]
+        else:
+            trace = _trace_for(pair, shifted_config(base, float(delta)), f"delta{delta:+.2f}")
+            speed = evaluate(pair, trace, settings, src)
         results[float(delta)] = (score(speed), speed)
         shown = " ".join(f"{k}={v:.2f}" for k, v in speed.items())
         print(f"delta {delta:+.2f}: violations {results[float(delta)][0][0]}, {shown}")

@@ -27,6 +27,8 @@ def register(subparsers) -> None:
     cal.add_argument("--pair", required=True)
     cal.add_argument("--write", action="store_true",
                      help="store the fit in configs/traces/PAIR.yaml and regenerate the shipped trace")
+    cal.add_argument("--from-log", metavar="FILE",
+                     help="take candidates already evaluated from an earlier run's output")
     cal.set_defaults(func=calibrate_handler)
 
 
@@ -62,5 +64,5 @@ def tune_handler(args) -> int:
 
 def calibrate_handler(args) -> int:
     from sim.experiments.calibrate import calibrate
-    calibrate(args.pair, write=args.write)
+    calibrate(args.pair, write=args.write, from_log=args.from_log)
     return 0

@@ -22,3 +22,10 @@ def test_score_counts_violations_then_distance_to_published_speedup():
     assert score(good) == (0, 0.0)
     bad = dict(good, **{"s8@32": 0.95, "s12@64": 1.5})
     assert score(bad)[0] == 3       # s8@32 <= 1, s12@64 >= 1, s4@64 <= s12@64
+
+
+def test_read_log_parses_printed_candidates(tmp_path):
+    log = tmp_path / "cal.out"
+    log.write_text("delta +0.50: violations 0, s8@8=3.21 s4@64=1.07\nchosen delta for x: +0.50\n")
+    from sim.experiments.calibrate import read_log
+    assert read_log(log) == {0.5: {"s8@8": 3.21, "s4@64": 1.07}}
