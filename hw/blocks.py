@@ -28,8 +28,22 @@ def _fp32_add():
     return FP32Add()
 
 
+def _manager(block: str) -> Callable[[], object]:
+    def factory():
+        from hw.manager_params import full_size
+
+        return full_size(block)
+    return factory
+
+
 BLOCKS: dict[str, Callable[[], object]] = {
     "bank_pe": _bank_pe,
     "fp16_mul": _fp16_mul,
     "fp32_add": _fp32_add,
+    "softmax": _manager("softmax"),
+    "controller": _manager("controller"),
+    "shared_pool": _manager("shared_pool"),
+    "eager_pool": _manager("eager_pool"),
+    "scheduler": _manager("scheduler"),
+    "manager": _manager("manager"),
 }

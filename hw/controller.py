@@ -28,10 +28,11 @@ cycle, back-to-back on the same request included; the state is in registers.
 """
 from __future__ import annotations
 
-from amaranth.hdl import Array, Cat, Module, Mux, Signal
+from amaranth.hdl import Cat, Module, Mux, Signal
 from amaranth.lib import enum, stream, wiring
 from amaranth.lib.wiring import In, Out
 
+from hw.muxes import read
 from hw.softmax import Softmax, logits_layout
 from sim.manager.formats import MICROBATCH_ID, POSITION, PROB, PROB_ONE, REQUEST_ID, TOKEN_ID
 from sim.manager.softmax import SoftmaxParams
@@ -90,11 +91,11 @@ class Controller(wiring.Component):
 
         h_prev = self.rd_h
         m.d.comb += [
-            h_prev.eq(Array(hs)[self.req]),
-            self.rd_mb.eq(Array(mbs)[self.req]),
-            self.rd_state.eq(Array(states)[self.req]),
-            self.rd_t.eq(Array(ts)[self.req]),
-            self.rd_next_token.eq(Array(nexts)[self.req]),
+            h_prev.eq(read(hs, self.req)),
+            self.rd_mb.eq(read(mbs, self.req)),
+            self.rd_state.eq(read(states, self.req)),
+            self.rd_t.eq(read(ts, self.req)),
+            self.rd_next_token.eq(read(nexts, self.req)),
             self.drafting.eq(Cat(admitted[i] & (states[i] == SlotState.DRAFTING) & (mbs[i] == self.q_mb)
                                  for i in range(n))),
         ]

@@ -19,10 +19,11 @@ Cycle cost: 1 cycle per insert, per moved token and per dropped request.
 """
 from __future__ import annotations
 
-from amaranth.hdl import Array, Cat, Module, Mux, Signal
+from amaranth.hdl import Cat, Module, Mux, Signal
 from amaranth.lib import enum, wiring
 from amaranth.lib.wiring import In, Out
 
+from hw.muxes import read
 from hw.priority import first_one_hot, one_hot_index
 from sim.manager.formats import CUM_PROB, MICROBATCH_ID, POSITION, REQUEST_ID, TOKEN_ID
 
@@ -64,8 +65,8 @@ class EagerPools(wiring.Component):
         occupancy = [Signal(range(c + 1), name=f"pool{k}_count") for k in range(self.pools)]
 
         m.d.comb += [
-            self.room.eq(Array(occupancy)[self.mb] < c),
-            self.q_n.eq(Array(eager_n)[self.q_req]),
+            self.room.eq(read(occupancy, self.mb) < c),
+            self.q_n.eq(read(eager_n, self.q_req)),
             self.holding.eq(Cat(e != 0 for e in eager_n)),
         ]
         req_match = Signal(n)
@@ -75,8 +76,8 @@ class EagerPools(wiring.Component):
             hit.eq(req_match & Cat(poss[i] == self.pos for i in range(n))),
         ]
         hit_index = one_hot_index(m, hit, "hit")
-        m.d.comb += [self.look_hit.eq(hit.any()), self.look_token.eq(Array(tokens)[hit_index]),
-                     self.look_h.eq(Array(hs)[hit_index])]
+        m.d.comb += [self.look_hit.eq(hit.any()), self.look_token.eq(read(tokens, hit_index)),
+                     self.look_h.eq(read(hs, hit_index))]
 
         free = []
         for k in range(self.pools):
@@ -85,7 +86,7 @@ class EagerPools(wiring.Component):
         write = Signal(n)
         m.d.comb += write.eq(Cat(*(Mux(self.mb == k, free[k], 0) for k in range(self.pools))))
         req_n = Signal(per_req)
-        m.d.comb += req_n.eq(Array(eager_n)[self.req])
+        m.d.comb += req_n.eq(read(eager_n, self.req))
 
         with m.Switch(self.op):
             with m.Case(EagerOp.INSERT):

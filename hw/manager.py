@@ -76,6 +76,31 @@ class EventKind(enum.Enum, shape=4):
     DONE = 15
 
 
+class _State(enum.Enum, shape=5):
+    """States of the Manager's sequencer (one per transaction kind, then the walks)."""
+    IDLE = 0
+    ADMIT = 1
+    DRAFT = 2
+    ISSUE = 3
+    SELECT = 4
+    ISSUED = 5
+    LOCKED = 6
+    MAP_TLM = 7
+    RESULT = 8
+    DISCARD = 9
+    UNLOCK = 10
+    UNLOCK_REJECTED = 11
+    DRAIN = 12
+    MOVE = 13
+    RESUME = 14
+    QUERY = 15
+    END_ROUND = 16
+    END_RESUME = 17
+    RETIRE = 18
+    RETIRED = 19
+    DONE = 20
+
+
 # ``code`` of NOT_ISSUED beats and of DISCARDED beats (the model's enums, in this order).
 NOT_ISSUED_CODES = ("locked", "empty", "below_capacity")
 DISCARD_CODES = ("rejected_prefix", "shared_after_reject", "eager_after_reject", "request_retired")
@@ -188,23 +213,24 @@ class Manager(wiring.Component):
         shared_full = Signal()
         m.d.comb += shared_full.eq(sp.count == self.shared_entries)
 
-        with m.FSM():
-            with m.State("IDLE"):
+        state = Signal(_State)
+        with m.Switch(state):
+            with m.Case(_State.IDLE):
                 m.d.comb += self.cmd.ready.eq(1)
                 with m.If(self.cmd.valid):
                     m.d.sync += c.eq(self.cmd.payload)
                     with m.Switch(self.cmd.payload.kind):
                         for kind in TxnKind:
                             with m.Case(kind):
-                                m.next = kind.name
+                                m.d.sync += state.eq(_State[kind.name])
 
-            with m.State("ADMIT"):
+            with m.Case(_State.ADMIT):
                 with m.If(room):
                     m.d.comb += ctl.op.eq(CtlOp.ADMIT)
                     emit(EventKind.ADMITTED, request=c.request, microbatch=c.microbatch)
-                    m.next = "DONE"
+                    m.d.sync += state.eq(_State.DONE)
 
-            with m.State("DRAFT"):
+            with m.Case(_State.DRAFT):
                 to_shared = Signal()
                 pool_room = Signal()
                 m.d.comb += [to_shared.eq(~locked & (eager == 0)),
@@ -212,7 +238,7 @@ class Manager(wiring.Component):
                              ctl.prob.eq(c.prob), ctl.use_logits.eq(c.use_logits)]
                 with m.If(room & ~pool_room):
                     emit(EventKind.REFUSED, request=c.request, position=c.position, pool=~to_shared)
-                    m.next = "DONE"
+                    m.d.sync += state.eq(_State.DONE)
                 with m.Elif(room):
                     m.d.comb += ctl.op.eq(CtlOp.DRAFT)
                     with m.If(ctl.op_ready):
@@ -226,27 +252,27 @@ class Manager(wiring.Component):
                             m.d.comb += ep.op.eq(EagerOp.INSERT)
                         emit(EventKind.DRAFTED, request=c.request, position=c.position,
                              pool=~to_shared, h=ctl.h_new, flag=ctl.stop)
-                        m.next = "DONE"
+                        m.d.sync += state.eq(_State.DONE)
 
-            with m.State("ISSUE"):
+            with m.Case(_State.ISSUE):
                 with m.If(room):
                     with m.If(locked):
                         emit(EventKind.NOT_ISSUED, code=0, numerator=sp.count - sp.fly_count)
-                        m.next = "DONE"
+                        m.d.sync += state.eq(_State.DONE)
                     with m.Elif(sp.count == 0):
                         emit(EventKind.NOT_ISSUED, code=1, numerator=0)
-                        m.next = "DONE"
+                        m.d.sync += state.eq(_State.DONE)
                     with m.Elif((sp.count < c.capacity) & ~c.tlm_idle):
                         emit(EventKind.NOT_ISSUED, code=2, numerator=sp.count)
-                        m.next = "DONE"
+                        m.d.sync += state.eq(_State.DONE)
                     with m.Else():
                         m.d.sync += [left.eq(c.capacity), queries.eq(0), distinct.eq(0)]
-                        m.next = "SELECT"
+                        m.d.sync += state.eq(_State.SELECT)
 
-            with m.State("SELECT"):
+            with m.Case(_State.SELECT):
                 m.d.comb += [cur.eq(sp.best_req)]
                 with m.If(~sp.best_valid | (left == 0)):
-                    m.next = "ISSUED"
+                    m.d.sync += state.eq(_State.ISSUED)
                 with m.Elif(room):
                     m.d.comb += sp.op.eq(PoolOp.SELECT)
                     emit(EventKind.ISSUED_TOKEN, request=sp.best_req, position=sp.best_pos,
@@ -255,25 +281,25 @@ class Manager(wiring.Component):
                                  distinct.eq(distinct + (fly == 0)),
                                  in_pass.eq(in_pass | one_hot(sp.best_req, "best"))]
 
-            with m.State("ISSUED"):
+            with m.Case(_State.ISSUED):
                 with m.If(room):
                     emit(EventKind.ISSUED, verification=vid)
                     m.d.sync += locked.eq(1)
-                    m.next = "LOCKED"
+                    m.d.sync += state.eq(_State.LOCKED)
 
-            with m.State("LOCKED"):
+            with m.Case(_State.LOCKED):
                 with m.If(room):
                     emit(EventKind.LOCKED, verification=vid)
-                    m.next = "MAP_TLM"
+                    m.d.sync += state.eq(_State.MAP_TLM)
 
-            with m.State("MAP_TLM"):
+            with m.Case(_State.MAP_TLM):
                 m.d.comb += [sched.queries.eq(queries), sched.query_requests.eq(distinct)]
                 with m.If(room):
                     emit(EventKind.MAPPING, tlm=1, gpu=sched.tlm_attention_gpu, numerator=queries,
                          denominator=distinct)
-                    m.next = "DONE"
+                    m.d.sync += state.eq(_State.DONE)
 
-            with m.State("RESULT"):
+            with m.Case(_State.RESULT):
                 with m.If(room):
                     first = Signal(POSITION.bits)
                     reject = Signal()
@@ -289,18 +315,18 @@ class Manager(wiring.Component):
                     with m.If(reject):
                         m.d.sync += rejected.eq(rejected | one_hot(c.request, "result"))
                         with m.If(c.accepted + 1 < fly):
-                            m.next = "DISCARD"
+                            m.d.sync += state.eq(_State.DISCARD)
                         with m.Elif(wait != 0):
                             m.d.sync += [pos.eq(first + fly), pos_end.eq(first + fly + wait - 1),
                                          code.eq(1)]
-                            m.next = "DISCARD"
+                            m.d.sync += state.eq(_State.DISCARD)
                         with m.Else():
-                            m.next = "DONE"
+                            m.d.sync += state.eq(_State.DONE)
                     with m.Else():
-                        m.next = "DONE"
+                        m.d.sync += state.eq(_State.DONE)
                     m.d.sync += wait_left.eq(wait)
 
-            with m.State("DISCARD"):
+            with m.Case(_State.DISCARD):
                 # One DISCARDED beat per position pos..pos_end of walk_req with reason `code`.
                 m.d.comb += cur.eq(walk_req)
                 with m.If(room):
@@ -312,47 +338,47 @@ class Manager(wiring.Component):
                                 with m.If(wait_left != 0):
                                     m.d.sync += [pos.eq(pos + 1), pos_end.eq(pos + wait_left), code.eq(1)]
                                 with m.Else():
-                                    m.next = "DONE"
+                                    m.d.sync += state.eq(_State.DONE)
                             with m.Case(1):
-                                m.next = "DONE"
+                                m.d.sync += state.eq(_State.DONE)
                             with m.Case(2):         # eager tokens of a rejected request
                                 m.d.comb += [cur_mb.eq(ctl.rd_mb), ep.op.eq(EagerOp.DROP)]
                                 m.d.sync += rejected.eq(rejected & ~one_hot(walk_req, "drop"))
-                                m.next = "UNLOCK_REJECTED"
+                                m.d.sync += state.eq(_State.UNLOCK_REJECTED)
                             with m.Case(3):
-                                m.next = "RETIRED"
+                                m.d.sync += state.eq(_State.RETIRED)
 
-            with m.State("UNLOCK"):
+            with m.Case(_State.UNLOCK):
                 with m.If(room):
                     emit(EventKind.UNLOCKED, verification=vid)
                     m.d.sync += locked.eq(0)
-                    m.next = "UNLOCK_REJECTED"
+                    m.d.sync += state.eq(_State.UNLOCK_REJECTED)
 
-            with m.State("UNLOCK_REJECTED"):
+            with m.Case(_State.UNLOCK_REJECTED):
                 # Discard the eager tokens of each rejected request, ascending request id.
                 m.d.comb += cur.eq(rej_idx)
                 with m.If(~rej_any):
-                    m.next = "DRAIN"
+                    m.d.sync += state.eq(_State.DRAIN)
                 with m.Elif(eager == 0):
                     m.d.sync += rejected.eq(rejected & ~rej_bit)
                 with m.Else():
                     m.d.sync += [walk_req.eq(rej_idx), pos.eq(t - eager + 1), pos_end.eq(t), code.eq(2)]
-                    m.next = "DISCARD"
+                    m.d.sync += state.eq(_State.DISCARD)
 
-            with m.State("DRAIN"):
+            with m.Case(_State.DRAIN):
                 # Eager tokens to the Shared Pool while it has room: ascending request, position.
                 m.d.comb += cur.eq(hold_idx)
                 with m.If(~hold_any | shared_full):
                     with m.If(c.kind == TxnKind.UNLOCK):
-                        m.next = "RESUME"
+                        m.d.sync += state.eq(_State.RESUME)
                     with m.Else():
-                        m.next = "DONE"
+                        m.d.sync += state.eq(_State.DONE)
                 with m.Else():
                     m.d.sync += [walk_req.eq(hold_idx), walk_mb.eq(ctl.rd_mb), pos.eq(t - eager + 1),
                                  pos_end.eq(t)]
-                    m.next = "MOVE"
+                    m.d.sync += state.eq(_State.MOVE)
 
-            with m.State("MOVE"):
+            with m.Case(_State.MOVE):
                 m.d.comb += [cur.eq(walk_req), cur_mb.eq(walk_mb), ep.pos.eq(pos),
                              sp.pos.eq(pos), sp.mb.eq(walk_mb), sp.token.eq(ep.look_token),
                              sp.h.eq(ep.look_h)]
@@ -361,68 +387,68 @@ class Manager(wiring.Component):
                     emit(EventKind.MOVED, request=walk_req, microbatch=walk_mb, position=pos)
                     m.d.sync += pos.eq(pos + 1)
                     with m.If((pos == pos_end) | (sp.count + 1 == self.shared_entries)):
-                        m.next = "DRAIN"
+                        m.d.sync += state.eq(_State.DRAIN)
 
-            with m.State("RESUME"):
+            with m.Case(_State.RESUME):
                 # New rounds for the verification's requests that are rejected or done.
                 m.d.comb += cur.eq(pass_idx)
-                state = ctl.rd_state
+                slot_state = ctl.rd_state
                 restart = Signal()
-                m.d.comb += restart.eq((state == SlotState.REJECTED) |
-                                       ((state == SlotState.STOPPED) & (tail == 0)))
+                m.d.comb += restart.eq((slot_state == SlotState.REJECTED) |
+                                       ((slot_state == SlotState.STOPPED) & (tail == 0)))
                 with m.If(~pass_any):
                     m.d.sync += [vid.eq(vid + 1), rejected.eq(0)]
-                    m.next = "DONE"
+                    m.d.sync += state.eq(_State.DONE)
                 with m.Elif(~restart):
                     m.d.sync += in_pass.eq(in_pass & ~pass_bit)
                 with m.Elif(room):
                     m.d.comb += ctl.op.eq(CtlOp.NEW_ROUND)
                     emit(EventKind.RESUMED, request=pass_idx, token=ctl.rd_next_token,
-                         flag=state == SlotState.REJECTED)
+                         flag=slot_state == SlotState.REJECTED)
                     m.d.sync += in_pass.eq(in_pass & ~pass_bit)
 
-            with m.State("QUERY"):
+            with m.Case(_State.QUERY):
                 m.d.comb += [ctl.q_mb.eq(c.microbatch), sched.drafting.eq(ctl.drafting)]
                 with m.If(room):
                     emit(EventKind.MAPPING, tlm=0, gpu=sched.dlm_fc_gpu, numerator=sched.drafting_count,
                          denominator=1, microbatch=c.microbatch)
-                    m.next = "DONE"
+                    m.d.sync += state.eq(_State.DONE)
 
-            with m.State("END_ROUND"):
+            with m.Case(_State.END_ROUND):
                 with m.If(room):
                     m.d.comb += ctl.op.eq(CtlOp.END_ROUND)
                     emit(EventKind.ROUND_ENDED, request=c.request, position=t, h=ctl.rd_h)
                     with m.If(tail == 0):
-                        m.next = "END_RESUME"
+                        m.d.sync += state.eq(_State.END_RESUME)
                     with m.Else():
-                        m.next = "DONE"
+                        m.d.sync += state.eq(_State.DONE)
 
-            with m.State("END_RESUME"):
+            with m.Case(_State.END_RESUME):
                 with m.If(room):
                     m.d.comb += ctl.op.eq(CtlOp.NEW_ROUND)
                     emit(EventKind.RESUMED, request=c.request, token=ctl.rd_next_token, flag=0)
-                    m.next = "DONE"
+                    m.d.sync += state.eq(_State.DONE)
 
-            with m.State("RETIRE"):
+            with m.Case(_State.RETIRE):
                 # The waiting and eager tokens (the last wait + eager of the round) are discarded.
                 m.d.sync += [walk_req.eq(c.request), pos.eq(t - tail + 1), pos_end.eq(t), code.eq(3)]
                 with m.If(tail != 0):
-                    m.next = "DISCARD"
+                    m.d.sync += state.eq(_State.DISCARD)
                 with m.Else():
-                    m.next = "RETIRED"
+                    m.d.sync += state.eq(_State.RETIRED)
 
-            with m.State("RETIRED"):
+            with m.Case(_State.RETIRED):
                 with m.If(room):
                     m.d.comb += [sp.op.eq(PoolOp.CLEAR), sp.clear_wait.eq(1), sp.clear_fly.eq(0),
                                  ep.op.eq(EagerOp.DROP), cur_mb.eq(ctl.rd_mb), ctl.op.eq(CtlOp.RETIRE)]
                     emit(EventKind.RETIRED, request=c.request)
                     with m.If(locked):
-                        m.next = "DONE"
+                        m.d.sync += state.eq(_State.DONE)
                     with m.Else():
-                        m.next = "DRAIN"
+                        m.d.sync += state.eq(_State.DRAIN)
 
-            with m.State("DONE"):
+            with m.Default():   # DONE
                 with m.If(room):
                     emit(EventKind.DONE)
-                    m.next = "IDLE"
+                    m.d.sync += state.eq(_State.IDLE)
         return m

@@ -1,25 +1,42 @@
-"""Shipped sizes of the Manager RTL blocks, read from ``configs/hardware/manager_rtl.yaml``."""
+"""Shipped sizes of the Manager RTL blocks: ``configs/manager.yaml`` (shared with the model) and
+``configs/hardware/manager_rtl.yaml`` (softmax unit only)."""
 from __future__ import annotations
 
 from sim.config import config_path, get, load_yaml
 from sim.manager.softmax import SoftmaxParams
 
 
-def manager_rtl_config() -> tuple[dict, str]:
-    path = config_path("hardware", "manager_rtl")
-    return load_yaml(path), str(path)
-
-
-def section(name: str) -> tuple[dict, str]:
-    data, source = manager_rtl_config()
-    return get(data, name, dict, source=source), source
-
-
-def size(name: str, key: str) -> int:
-    sec, source = section(name)
-    return get(sec, key, int, source=source, prefix=name, positive=True)
-
-
 def softmax_params() -> SoftmaxParams:
-    return SoftmaxParams(lanes=size("softmax", "lanes"), vocab=size("softmax", "vocab"),
-                         exp_frac_bits=size("softmax", "exp_frac_bits"))
+    path = config_path("hardware", "manager_rtl")
+    sec = get(load_yaml(path), "softmax", dict, source=path)
+    size = {k: get(sec, k, int, source=path, prefix="softmax", positive=True)
+            for k in ("lanes", "vocab", "exp_frac_bits")}
+    return SoftmaxParams(**size)
+
+
+def full_size(block: str):
+    """The named Manager block (``softmax``, ``controller``, ``shared_pool``, ``eager_pool``,
+    ``scheduler``, ``manager``) at its shipped size."""
+    from sim.manager.config import ManagerConfig
+    from sim.manager.formats import POOL_COUNT
+
+    cfg = ManagerConfig.load()
+    if block == "softmax":
+        from hw.softmax import Softmax
+        return Softmax(softmax_params())
+    if block == "controller":
+        from hw.controller import Controller
+        return Controller(cfg.max_requests, softmax_params())
+    if block == "shared_pool":
+        from hw.shared_pool import SharedPool
+        return SharedPool(cfg.shared_entries, cfg.max_requests)
+    if block == "eager_pool":
+        from hw.eager_pool import EagerPools
+        return EagerPools(cfg.micro_batches, cfg.eager_entries, cfg.max_requests)
+    if block == "scheduler":
+        from hw.scheduler import Scheduler
+        return Scheduler(cfg.max_requests, POOL_COUNT.max_raw)
+    if block == "manager":
+        from hw.manager import Manager
+        return Manager.from_config(cfg, softmax_params())
+    raise ValueError(f"unknown Manager block {block!r}")

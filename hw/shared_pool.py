@@ -26,10 +26,11 @@ cycles, the first token is visible combinationally), invalidate/release of a who
 """
 from __future__ import annotations
 
-from amaranth.hdl import Array, Cat, Const, Module, Mux, Signal
+from amaranth.hdl import Cat, Const, Module, Mux, Signal
 from amaranth.lib import enum, wiring
 from amaranth.lib.wiring import In, Out
 
+from hw.muxes import read
 from hw.priority import first_one_hot
 from sim.manager.formats import CUM_PROB, MICROBATCH_ID, POSITION, REQUEST_ID, TOKEN_ID
 
@@ -98,8 +99,8 @@ class SharedPool(wiring.Component):
             self.best_h.eq(best_key[POSITION.bits + REQUEST_ID.bits:-1]),
             self.best_req.eq(~best_key[POSITION.bits:POSITION.bits + REQUEST_ID.bits]),
             self.best_pos.eq(~best_key[:POSITION.bits]),
-            self.best_token.eq(Array(tokens)[best_idx]),
-            self.best_mb.eq(Array(mbs)[best_idx]),
+            self.best_token.eq(read(tokens, best_idx)),
+            self.best_mb.eq(read(mbs, best_idx)),
         ]
 
         best_one_hot = Signal(n)
@@ -111,10 +112,10 @@ class SharedPool(wiring.Component):
         count = Signal(range(n + 1))
         fly_count = Signal(range(n + 1))
         m.d.comb += [self.count.eq(count), self.fly_count.eq(fly_count)]
-        m.d.comb += [self.q_wait.eq(Array(wait_n)[self.q_req]), self.q_fly.eq(Array(fly_n)[self.q_req])]
+        m.d.comb += [self.q_wait.eq(read(wait_n, self.q_req)), self.q_fly.eq(read(fly_n, self.q_req))]
         r_wait = Signal(per_req)
         r_fly = Signal(per_req)
-        m.d.comb += [r_wait.eq(Array(wait_n)[self.req]), r_fly.eq(Array(fly_n)[self.req])]
+        m.d.comb += [r_wait.eq(read(wait_n, self.req)), r_fly.eq(read(fly_n, self.req))]
 
         with m.Switch(self.op):
             with m.Case(PoolOp.INSERT):

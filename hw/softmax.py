@@ -21,11 +21,17 @@ exponent, the running sum and the argmax.
 from __future__ import annotations
 
 from amaranth.hdl import Array, Cat, Const, Module, Mux, Signal, signed, unsigned
-from amaranth.lib import data, stream, wiring
+from amaranth.lib import data, enum, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from sim.manager.formats import LOGIT, PROB
 from sim.manager.softmax import LOG2E, LOG2E_FRAC, SoftmaxParams, exp2_table
+
+
+class _State(enum.Enum, shape=2):
+    ACCUM = 0
+    DIVIDE = 1
+    OUTPUT = 2
 
 
 def logits_layout(params: SoftmaxParams) -> data.StructLayout:
@@ -152,8 +158,9 @@ class Softmax(wiring.Component):
         m.d.comb += fits.eq(rem >= div)
 
         out = self.result.payload
-        with m.FSM():
-            with m.State("ACCUM"):
+        state = Signal(_State)
+        with m.Switch(state):
+            with m.Case(_State.ACCUM):
                 m.d.comb += self.logits.ready.eq(1)
                 with m.If(self.logits.valid):
                     m.d.sync += [
@@ -166,8 +173,8 @@ class Softmax(wiring.Component):
                             div.eq(new_acc << (PROB.bits - 1)),
                             quo.eq(0), steps.eq(PROB.bits),
                         ]
-                        m.next = "DIVIDE"
-            with m.State("DIVIDE"):
+                        m.d.sync += state.eq(_State.DIVIDE)
+            with m.Case(_State.DIVIDE):
                 m.d.sync += [
                     rem.eq(Mux(fits, rem - div, rem)),
                     quo.eq(Cat(fits, quo[:-1])),
@@ -175,11 +182,11 @@ class Softmax(wiring.Component):
                     steps.eq(steps - 1),
                 ]
                 with m.If(steps == 1):
-                    m.next = "OUTPUT"
-            with m.State("OUTPUT"):
+                    m.d.sync += state.eq(_State.OUTPUT)
+            with m.Default():   # OUTPUT
                 m.d.comb += [self.result.valid.eq(1), out.token.eq(argmax), out.prob.eq(quo)]
                 with m.If(self.result.ready):
                     m.d.sync += count.eq(0)
-                    m.next = "ACCUM"
+                    m.d.sync += state.eq(_State.ACCUM)
         return m
 

@@ -1,0 +1,41 @@
+"""The exported Manager Verilog on Verilator (cocotb) against the Python model: more than
+10,000 seeded random transactions, random and long back-pressure on the event stream.
+
+CI builds a reduced Manager (its Verilator build at -O0 takes ~30 s); the shipped size runs
+with SADDLE_MGR_FULL=1 (see hw/README.md, Manager section).
+"""
+import dataclasses
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from hw.manager import Manager
+from sim.manager.config import ManagerConfig
+from sim.manager.softmax import SoftmaxParams
+
+BENCH = Path(__file__).with_name("cocotb_manager.py")
+REDUCED = ManagerConfig(max_requests=16, max_draft_len=12, tau=26000, shared_entries=32,
+                        eager_entries=24, micro_batches=4, dlm_fc_threshold=3, tlm_attention_threshold=3)
+SOFTMAX = SoftmaxParams(lanes=2, vocab=16, exp_frac_bits=12)
+
+
+def _sizes(config: ManagerConfig) -> dict:
+    return {f.name: getattr(config, f.name) for f in dataclasses.fields(config)
+            if isinstance(getattr(config, f.name), (int, bool)) and not isinstance(getattr(config, f.name), str)}
+
+
+@pytest.mark.slow
+def test_manager_on_verilator_matches_model(verilator_design):
+    full = os.environ.get("SADDLE_MGR_FULL", "") not in ("", "0")
+    if full:
+        from hw.manager_params import softmax_params
+        config, softmax, name = ManagerConfig.load(), softmax_params(), "manager_full"
+    else:
+        config, softmax, name = REDUCED, SOFTMAX, "manager_reduced"
+    design = verilator_design(name, lambda: Manager.from_config(config, softmax))
+    for seed in (21, 22):
+        design.run(BENCH, env={"SADDLE_MGR_CONFIG": json.dumps(_sizes(config)), "SADDLE_SEED": str(seed),
+                               "SADDLE_MGR_TXNS": os.environ.get("SADDLE_MGR_TXNS", "5500"),
+                               "SADDLE_MGR_STALL": "0.2"})
