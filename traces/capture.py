@@ -381,7 +381,7 @@ def trace_request(target, draft, prompt: Prompt, prompt_ids: list[int], output: 
             offpath[i] = values
     flips = int((t_logp.argmax(-1) != out).sum())
     d_p = d_logp.gather(-1, d_token[:, None])[:, 0].exp()
-    entropy = -(d_logp.exp() * d_logp).sum(-1).clamp(min=0.0)
+    entropy = -(d_logp.exp() * d_logp).sum(-1).clamp(min=0.0) + 0.0   # no -0.0
     trace = RequestTrace(
         id=prompt.id, category=prompt.category, prompt_len=P,
         p=d_p.numpy(), accepted=accepted.astype(bool),
@@ -450,7 +450,9 @@ def dequantized_copy(source: ModelSource) -> ModelSource:
         tmp = folder.with_name(folder.name + f".tmp{os.getpid()}")
         load_tokenizer(source).save_pretrained(tmp)
         model = _from_pretrained(_auto_model(), source, dtype=torch.float32)
-        model.config.quantization_config = None
+        # The weights are plain float32 tensors now; only the GGUF marker blocks saving.
+        model.hf_quantizer = None
+        del model.config.quantization_config
         model.save_pretrained(tmp)
         os.replace(tmp, folder)
     return ModelSource(source.spec, "dir", str(folder))
