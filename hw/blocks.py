@@ -28,6 +28,12 @@ def _fp32_add():
     return FP32Add()
 
 
+def _fp16_round():
+    from hw.fp16_round import FP32ToFP16
+
+    return FP32ToFP16()
+
+
 def _manager(block: str) -> Callable[[], object]:
     def factory():
         from hw.manager_params import full_size
@@ -40,6 +46,7 @@ BLOCKS: dict[str, Callable[[], object]] = {
     "bank_pe": _bank_pe,
     "fp16_mul": _fp16_mul,
     "fp32_add": _fp32_add,
+    "fp16_round": _fp16_round,
     "softmax": _manager("softmax"),
     "controller": _manager("controller"),
     "shared_pool": _manager("shared_pool"),

@@ -206,10 +206,13 @@ def synthesize(verilog: Path, top: str, *, liberty: Path | None, work_dir: Path,
     """Synthesize `top` of `verilog`; with `liberty` the osu018 method, else yosys-generic."""
     work_dir = Path(work_dir)
     work_dir.mkdir(parents=True, exist_ok=True)
+    # -noshare: SAT-based resource sharing ran for over 20 minutes on the flattened PE without
+    # finishing, and gains little where every unit works in every cycle.
+    synth = f"synth -top {top} -flatten -noshare"
     script = [f"read_verilog {_rel(verilog, work_dir)}",
               # Stop after the coarse stage to count memory bits before they become flip-flops.
-              f"synth -top {top} -flatten -run begin:fine", "tee -q -o coarse.json stat -json",
-              f"synth -top {top} -flatten -run fine:",
+              f"{synth} -run begin:fine", "tee -q -o coarse.json stat -json",
+              f"{synth} -run fine:",
               # Flattening leaves $scopeinfo cells (names of the flattened instances): no logic.
               "delete t:$scopeinfo", "tee -q -o generic.json stat -json"]
     if liberty is not None:
@@ -229,7 +232,7 @@ def synthesize(verilog: Path, top: str, *, liberty: Path | None, work_dir: Path,
         area = float(stat["area"])
         return SynthResult(
             block=block or top, library=f"{lib.name} ({_shown(libpath)})",
-            method=f"yosys synth -flatten; dfflibmap + abc -liberty {lib.name}; "
+            method=f"yosys synth -flatten -noshare; dfflibmap + abc -liberty {lib.name}; "
                    f"NAND2-eq = area / {NAND2_CELL} area ({lib.nand2_area:g})",
             cells=sum(by_type.values()),
             flip_flops=sum(n for t, n in by_type.items() if t in lib.flip_flops),
@@ -241,7 +244,7 @@ def synthesize(verilog: Path, top: str, *, liberty: Path | None, work_dir: Path,
     by_type = {k: int(v) for k, v in stat["num_cells_by_type"].items()}
     return SynthResult(
         block=block or top, library="yosys-generic",
-        method=f"yosys synth -flatten (internal gates); NAND2-eq per gate from {Path(weights.source).name}",
+        method=f"yosys synth -flatten -noshare (internal gates); NAND2-eq per gate from {Path(weights.source).name}",
         cells=sum(by_type.values()),
         flip_flops=sum(n for t, n in by_type.items() if generic_cell_kind(t) == "ff"),
         latches=sum(n for t, n in by_type.items() if generic_cell_kind(t) == "latch"),
