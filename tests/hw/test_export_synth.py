@@ -99,3 +99,33 @@ def test_struct_payload_ports_survive_export():
         ["clk", "cmd__payload", "cmd__valid", "out__payload", "out__valid", "rst"]
     assert "input [34:0] cmd__payload;" in text   # op 2 + mode 1 + 2 x 16
     assert "output [47:0] out__payload;" in text  # fp32 32 + fp16 16
+
+
+def test_auto_library_falls_back_to_generic_with_a_note(monkeypatch, capsys):
+    import hw.synth
+
+    def unavailable():
+        raise SaddleError("cannot fetch qflow-tech-osu018: offline")
+
+    monkeypatch.setattr(hw.synth, "fetch_celllib", unavailable)
+    assert hw.synth.resolve_library("auto") is None
+    assert "falling back to yosys-generic" in capsys.readouterr().err
+    assert hw.synth.resolve_library("generic") is None
+    with pytest.raises(SaddleError, match="offline"):
+        hw.synth.resolve_library("osu018")
+
+
+def test_liberty_override_must_exist(monkeypatch, tmp_path):
+    from hw.synth import cached_celllib
+
+    monkeypatch.setenv("SADDLE_LIBERTY", str(tmp_path / "missing.lib"))
+    with pytest.raises(SaddleError, match="SADDLE_LIBERTY=.*missing.lib: no such file"):
+        cached_celllib()
+
+
+def test_cli_names_unknown_blocks(capsys):
+    from sim.cli import main
+
+    assert main(["hw", "synth", "--block", "no_such_block"]) == 2
+    err = capsys.readouterr().err
+    assert "unknown block no_such_block; known:" in err and "bank_pe" in err
