@@ -76,6 +76,20 @@ def evaluate(pair: str, trace: Path, settings: dict, src: str) -> dict:
     return speed
 
 
+def shape_violations(trace: Path, shape: dict) -> tuple[int, dict]:
+    """Broken bounds of the published acceptance shape, and the measured values."""
+    import numpy as np
+    from traces.io import read_trace
+    from traces.stats import trace_stats
+
+    header, requests = read_trace(trace)
+    rows = trace_stats(header, requests)["accepted_per_round"]["by_category"][shape["category"]]["mean"]
+    first, late = float(rows[0]), float(np.mean(rows[10:13]))
+    low, high = shape["first_round"]
+    broken = int(not low <= first <= high) + int(late > shape["rounds_10_12_max"])
+    return broken, {"shape_first": first, "shape_late": late}
+
+
 def score(s: dict) -> tuple[int, float]:
     bad = sum(s[f"s8@{b}"] <= 1 for b in (8, 16, 32)) + sum(s[f"s8@{b}"] >= 1 for b in (64, 128))
     bad += (s["s12@64"] >= 1) + (s["s4@64"] <= s["s8@64"]) + (s["s4@64"] <= s["s12@64"])
@@ -104,17 +118,18 @@ def calibrate(pair: str, write: bool, from_log: str | None = None) -> float:
     deltas = get(settings, "deltas", list, source=src)
     base_path = config_path("traces", pair)
     base = base_path.read_text()
+    shape = get(settings, "acceptance_shape", dict, source=src, default={}).get(pair)
     results = {}
     logged = read_log(from_log) if from_log else {}
     for delta in deltas:
-        if float(delta) in logged:
-            speed = logged[float(delta)]
-        else:
-            trace = _trace_for(pair, shifted_config(base, float(delta)), f"delta{delta:+.2f}")
-            speed = evaluate(pair, trace, settings, src)
-        results[float(delta)] = (score(speed), speed)
+        trace = _trace_for(pair, shifted_config(base, float(delta)), f"delta{delta:+.2f}")
+        speed = logged[float(delta)] if float(delta) in logged else evaluate(pair, trace, settings, src)
+        broken, measured = shape_violations(trace, shape) if shape else (0, {})
+        bad, gap = score(speed)
+        results[float(delta)] = ((bad + broken, gap), speed | measured)
         shown = " ".join(f"{k}={v:.2f}" for k, v in speed.items())
-        print(f"delta {delta:+.2f}: violations {results[float(delta)][0][0]}, {shown}")
+        extra = "".join(f" {k}={v:.2f}" for k, v in measured.items())
+        print(f"delta {delta:+.2f}: violations {bad + broken}, {shown}{extra}")
     best = min(results, key=lambda d: (results[d][0], abs(d)))
     print(f"chosen delta for {pair}: {best:+.2f}")
     if write:
