@@ -16,7 +16,8 @@ Interface (``lib.wiring`` Component):
   probability ``prob``, or the softmax's greedy token with ``use_logits``), ``RESULT`` (the
   verification's TLM ``token`` is the next round's start; ``reject`` marks the round rejected),
   ``NEW_ROUND`` (H = 1.0, t = 0, drafting), ``END_ROUND`` (drafting of the round stops, as
-  the model's EndRound), ``RETIRE``.
+  the model's EndRound), ``RETIRE``, ``SKIP`` (with ``use_logits``: drop the softmax result of a
+  token the pools refused; the DLM sends its logits again).
 - decision (combinational, for the ``DRAFT`` in this cycle): ``h_new``, ``t_new``, ``stop``,
   ``sampled_token``/``sampled_prob`` (softmax result or ``prob``).
 - read port: ``req`` -> ``rd_mb``, ``rd_state``, ``rd_h``, ``rd_t``, ``rd_next_token``.
@@ -46,6 +47,7 @@ class CtlOp(enum.Enum, shape=3):
     NEW_ROUND = 4
     RETIRE = 5
     END_ROUND = 6
+    SKIP = 7
 
 
 class SlotState(enum.Enum, shape=2):
@@ -111,11 +113,11 @@ class Controller(wiring.Component):
             self.t_new.eq(self.rd_t + 1),
             self.stop.eq((self.h_new < self.tau) | (self.t_new >= self.max_draft_len)),
         ]
-        is_draft = Signal()
+        takes_result = Signal()
         m.d.comb += [
-            is_draft.eq(self.op == CtlOp.DRAFT),
-            self.op_ready.eq(~(is_draft & self.use_logits) | softmax.result.valid),
-            softmax.result.ready.eq(is_draft & self.use_logits),
+            takes_result.eq(((self.op == CtlOp.DRAFT) | (self.op == CtlOp.SKIP)) & self.use_logits),
+            self.op_ready.eq(~takes_result | softmax.result.valid),
+            softmax.result.ready.eq(takes_result),
         ]
 
         for i in range(n):

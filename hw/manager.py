@@ -12,8 +12,9 @@ Interface (``lib.wiring`` Component):
   one ``ISSUED_TOKEN`` beat per token then an ``ISSUED`` beat; ``Discarded`` and ``Moved`` as one
   beat per position (consecutive beats of one request and reason form one model event).
   ``tests/hw/manager/txn_codec.py`` converts both ways.
-- ``logits`` (in stream): the Controller's softmax unit; a ``DRAFT`` with ``use_logits`` takes
-  its token and probability from there instead of ``token`` and ``prob``.
+- ``logits`` (in stream): the Controller's softmax unit; a ``DRAFT`` with ``use_logits`` (the
+  model's DraftLogits) takes its token and probability from there instead of ``token`` and
+  ``prob``, waiting for the softmax result; a refused one drops the result.
 
 Behaviour: the model's, on legal transaction sequences (illegal ones are the model's
 ProtocolError; the RTL does not check them). A full pool answers ``REFUSED`` (back-pressure at
@@ -236,23 +237,24 @@ class Manager(wiring.Component):
                 m.d.comb += [to_shared.eq(~locked & (eager == 0)),
                              pool_room.eq(Mux(to_shared, ~shared_full, ep.room)),
                              ctl.prob.eq(c.prob), ctl.use_logits.eq(c.use_logits)]
-                with m.If(room & ~pool_room):
+                with m.If(room):
+                    # A refused token's softmax result is dropped (SKIP): the DLM retries.
+                    m.d.comb += ctl.op.eq(Mux(pool_room, CtlOp.DRAFT, CtlOp.SKIP))
+                with m.If(room & ctl.op_ready & ~pool_room):
                     emit(EventKind.REFUSED, request=c.request, position=c.position, pool=~to_shared)
                     m.d.sync += state.eq(_State.DONE)
-                with m.Elif(room):
-                    m.d.comb += ctl.op.eq(CtlOp.DRAFT)
-                    with m.If(ctl.op_ready):
-                        token = Mux(c.use_logits, ctl.sampled_token, c.token)
-                        m.d.comb += [sp.pos.eq(c.position), sp.token.eq(token), sp.h.eq(ctl.h_new),
-                                     sp.mb.eq(c.microbatch), ep.pos.eq(c.position),
-                                     ep.token.eq(token), ep.h.eq(ctl.h_new)]
-                        with m.If(to_shared):
-                            m.d.comb += sp.op.eq(PoolOp.INSERT)
-                        with m.Else():
-                            m.d.comb += ep.op.eq(EagerOp.INSERT)
-                        emit(EventKind.DRAFTED, request=c.request, position=c.position,
-                             pool=~to_shared, h=ctl.h_new, flag=ctl.stop)
-                        m.d.sync += state.eq(_State.DONE)
+                with m.Elif(room & ctl.op_ready):
+                    token = Mux(c.use_logits, ctl.sampled_token, c.token)
+                    m.d.comb += [sp.pos.eq(c.position), sp.token.eq(token), sp.h.eq(ctl.h_new),
+                                 sp.mb.eq(c.microbatch), ep.pos.eq(c.position),
+                                 ep.token.eq(token), ep.h.eq(ctl.h_new)]
+                    with m.If(to_shared):
+                        m.d.comb += sp.op.eq(PoolOp.INSERT)
+                    with m.Else():
+                        m.d.comb += ep.op.eq(EagerOp.INSERT)
+                    emit(EventKind.DRAFTED, request=c.request, position=c.position,
+                         pool=~to_shared, h=ctl.h_new, flag=ctl.stop)
+                    m.d.sync += state.eq(_State.DONE)
 
             with m.Case(_State.ISSUE):
                 with m.If(room):

@@ -2,7 +2,8 @@
 (Verilator), every event compared with the Python model (sim/manager/manager.py).
 
 Environment: SADDLE_MGR_CONFIG (JSON of the ManagerConfig fields the design was built with),
-SADDLE_SEED, SADDLE_MGR_TXNS (random transactions per sequence), SADDLE_MGR_STALL (probability
+SADDLE_MGR_SOFTMAX (JSON of its SoftmaxParams), SADDLE_MGR_LOGITS (1: about 30 % of the drafts
+come as logits; 0: none, for a full-vocabulary softmax), SADDLE_SEED, SADDLE_MGR_TXNS (random transactions per sequence), SADDLE_MGR_STALL (probability
 that event.ready is low in a cycle; 5 % of those stalls last 40 cycles).
 """
 import json
@@ -14,11 +15,16 @@ from cocotb.clock import Clock
 from cocotb.triggers import FallingEdge, RisingEdge
 
 from hw.manager import EventKind
+from hw.softmax import logits_layout
 from sim.manager.config import ManagerConfig
 from sim.manager.random_txns import coverage, generate_with_events
-from tests.hw.manager.txn_codec import config_ports, decode, pack, unpack
+from sim.manager.softmax import SoftmaxParams
+from sim.manager.transactions import DraftLogits
+from tests.hw.manager.txn_codec import config_ports, decode, logits_beats, pack, pack_logits_beat, unpack
 
 CONFIG = ManagerConfig(**json.loads(os.environ.get("SADDLE_MGR_CONFIG", "{}")))
+SOFTMAX = SoftmaxParams(**json.loads(os.environ["SADDLE_MGR_SOFTMAX"]))
+LOGITS = os.environ.get("SADDLE_MGR_LOGITS", "1") != "0"
 SEED = int(os.environ.get("SADDLE_SEED", "1"))
 TXNS = int(os.environ.get("SADDLE_MGR_TXNS", "1000"))
 STALL = float(os.environ.get("SADDLE_MGR_STALL", "0.2"))
@@ -73,12 +79,30 @@ async def replay(dut, pairs, rng):
     return mismatches, cycles
 
 
+async def feed_logits(dut, pairs):
+    """The logits of every DraftLogits in order, one beat per cycle when the unit is ready."""
+    layout = logits_layout(SOFTMAX)
+    for txn, _ in pairs:
+        if not isinstance(txn, DraftLogits):
+            continue
+        for beat in logits_beats(txn.logits, SOFTMAX.lanes):
+            dut.logits__payload.value = pack_logits_beat(beat, layout)
+            dut.logits__valid.value = 1
+            while True:
+                ready = int(dut.logits__ready.value)
+                await FallingEdge(dut.clk)
+                if ready:
+                    break
+    dut.logits__valid.value = 0
+
+
 @cocotb.test()
 async def random_sequences(dut):
     cocotb.start_soon(Clock(dut.clk, 10, unit="ns").start())
     await reset(dut)
     rng = random.Random(SEED)
-    pairs, model = generate_with_events(CONFIG, SEED, TXNS)
+    pairs, model = generate_with_events(CONFIG, SEED, TXNS, softmax=SOFTMAX if LOGITS else None)
+    cocotb.start_soon(feed_logits(dut, pairs))
     mismatches, cycles = await replay(dut, pairs, rng)
     assert not mismatches, f"{len(mismatches)}+ mismatching transactions, first: " + "; ".join(mismatches)
     model.conservation(final=True)
@@ -86,4 +110,6 @@ async def random_sequences(dut):
     for corner in ("refused_shared", "refused_eager", "reject_first", "all_accepted", "moved",
                    "tie_across_requests", "tie_same_request", "not_issued_locked", "issued_full_pass"):
         assert cov[corner] > 0, (corner, dict(cov))
-    dut._log.info(f"{len(pairs)} transactions, {cycles} cycles, coverage {dict(cov)}")
+    logits = sum(isinstance(txn, DraftLogits) for txn, _ in pairs)
+    assert logits > 0 or not LOGITS
+    dut._log.info(f"{len(pairs)} transactions ({logits} DraftLogits), {cycles} cycles, coverage {dict(cov)}")

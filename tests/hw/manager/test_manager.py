@@ -11,8 +11,9 @@ from hw.manager import Manager
 from sim.manager.config import ManagerConfig
 from sim.manager.random_txns import coverage, generate_with_events
 from sim.manager.softmax import SoftmaxParams
-from tests.hw.manager.amaranth_sim import run
-from tests.hw.manager.txn_codec import config_ports, decode, encode, from_view
+from sim.manager.transactions import DraftLogits
+from tests.hw.manager.amaranth_sim import run, send
+from tests.hw.manager.txn_codec import config_ports, decode, encode, from_view, logits_beats
 
 SMALL = ManagerConfig(max_requests=8, max_draft_len=8, tau=30000, shared_entries=16, eager_entries=12,
                       micro_batches=3, dlm_fc_threshold=2, tlm_attention_threshold=2)
@@ -60,13 +61,21 @@ def replay(config, pairs, name, *, stall: float = 0.0, seed: int = 0, long_stall
             assert got == expected, f"transaction #{i} {txn}:\n RTL   {got}\n model {expected}"
             cycles.append((type(txn).__name__, n, sum(len(getattr(e, "tokens", ())) for e in expected)))
 
-    run(dut, bench, name=name)
+    async def feeder(ctx):
+        # The logits of every DraftLogits, in order (a refused one is sent again by its retry).
+        for txn, _ in pairs:
+            if isinstance(txn, DraftLogits):
+                for beat in logits_beats(txn.logits, SOFTMAX.lanes):
+                    await send(ctx, dut.logits, beat)
+
+    run(dut, bench, feeder, name=name)
     return cycles
 
 
 @pytest.mark.parametrize("seed", [1, 2])
 def test_random_sequences_against_model(seed):
-    pairs, model = generate_with_events(SMALL, seed, 700, requests=8)
+    pairs, model = generate_with_events(SMALL, seed, 700, requests=8, softmax=SOFTMAX)
+    assert sum(isinstance(txn, DraftLogits) for txn, _ in pairs) > 20
     cov = coverage(pairs)
     for corner in ("refused_shared", "refused_eager", "reject_first", "all_accepted", "moved",
                    "tie_across_requests", "not_issued_locked", "discarded_eager_after_reject"):

@@ -12,7 +12,8 @@ from amaranth.lib import data
 from hw.manager import DISCARD_CODES, NOT_ISSUED_CODES, EventKind, TxnKind, command_layout, event_layout
 from sim.manager import transactions as tx
 
-_KIND = {tx.Admit: TxnKind.ADMIT, tx.DraftToken: TxnKind.DRAFT, tx.VerifyIssue: TxnKind.ISSUE,
+_KIND = {tx.Admit: TxnKind.ADMIT, tx.DraftToken: TxnKind.DRAFT, tx.DraftLogits: TxnKind.DRAFT,
+         tx.VerifyIssue: TxnKind.ISSUE,
          tx.VerifyResult: TxnKind.RESULT, tx.Unlock: TxnKind.UNLOCK, tx.SchedulerQuery: TxnKind.QUERY,
          tx.EndRound: TxnKind.END_ROUND, tx.Retire: TxnKind.RETIRE}
 _FIELDS = {"request": "request", "microbatch": "microbatch", "position": "position",
@@ -22,7 +23,8 @@ EVENT_FIELDS = tuple(event_layout.members)
 
 
 def encode(txn) -> dict:
-    fields = {"kind": _KIND[type(txn)]}
+    """The ``cmd`` fields; a DraftLogits sets ``use_logits`` (its logits go to ``logits_beats``)."""
+    fields = {"kind": _KIND[type(txn)], "use_logits": int(isinstance(txn, tx.DraftLogits))}
     for name, port in _FIELDS.items():
         if hasattr(txn, name):
             fields[port] = int(getattr(txn, name))
@@ -41,6 +43,17 @@ def unpack(bits: int) -> dict:
 def from_view(view) -> dict:
     """Field values of an Amaranth simulator ``data.Const`` view of ``event.payload``."""
     return unpack(view.as_value().value)
+
+
+def logits_beats(logits, lanes: int) -> list[dict]:
+    """The ``logits`` stream beats of one vector (``hw.softmax.logits_layout`` fields)."""
+    beats = [logits[k:k + lanes] for k in range(0, len(logits), lanes)]
+    return [{"lanes": list(b) + [0] * (lanes - len(b)), "count": len(b), "last": int(i == len(beats) - 1)}
+            for i, b in enumerate(beats)]
+
+
+def pack_logits_beat(beat: dict, layout) -> int:
+    return layout.const(beat).as_value().value
 
 
 def config_ports(config) -> dict:
