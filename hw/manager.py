@@ -26,9 +26,12 @@ the last ``fly + wait + eager`` of its round, in that order (tokens leave a roun
 front, by acceptance, or all at once), so with the Controller's t every position range of
 ``Verified``, ``Discarded`` and ``Moved`` follows from the per-request counts of the pools.
 
-Cycle cost: a transaction takes one cycle to accept, one cycle per event beat (``DONE``
-included) and one cycle per request visited without an event in the Unlock walks. A ``DRAFT``
-is 3 cycles (accept, ``DRAFTED``, ``DONE``); an Issue of n tokens is n + 5.
+Cycle cost (clock edges from the ``cmd`` transfer to the ``DONE`` transfer, both included,
+without back-pressure): one to accept, one per event beat, one more for the ``DONE`` transfer,
+plus one per step that emits nothing (Issue's checks and end of selection, requests visited
+by the Unlock walks without an event). A ``DRAFT`` takes 4 (its ``DRAFTED`` is valid one cycle
+after the transfer: the decision latency), an Issue of k tokens k + 8: one selected token per
+cycle (``tests/hw/manager/test_manager.py`` measures both).
 """
 from __future__ import annotations
 
