@@ -7,9 +7,9 @@ out up to M steps along its own tokens (the off-path probabilities).
 
 Numerics. Acceptance is an argmax comparison, so any difference in floating-point rounding
 between two computations of the same logits can flip a near-tie. Every recorded number comes
-from one unbatched, unpadded forward pass per request (target and draft teacher forcing, and
-the draft's rollouts on that pass's KV cache), so a request's record never depends on which
-other prompts shared its batch. Only the target's token choice comes from the batched
+from computations on one request alone (unpadded target and draft teacher forcing, and the
+draft's rollouts of all its mismatches batched on that pass's KV cache), so a request's
+record never depends on which other prompts shared its batch. Only the target's token choice comes from the batched
 generation (left padding with attention mask and explicit position ids, which equals the
 unbatched computation mathematically but not bit for bit); the teacher-forced target pass
 re-checks every generated token and the run reports how many it would have chosen otherwise.
@@ -344,6 +344,41 @@ def _log_probs(logits):
     return torch.log_softmax(logits.double(), dim=-1)
 
 
+def _rollouts(draft, cache, P: int, n: int, positions: list[int], tokens: list[int],
+              steps: int, eos: set[int]) -> list[list[float]]:
+    """Off-path probabilities for every mismatch of one request, all rolled out together.
+
+    ``cache`` holds the draft's teacher-forced pass over prompt + output (P + n positions). Row
+    r of the batch continues the mismatch at output position i_r from the draft's own token
+    there: it sees the cached positions before P + i_r (the prompt and the target's tokens
+    0..i_r-1) through the attention mask, then its own rollout tokens, at positions
+    P + i_r, P + i_r + 1, ... A row stops recording at the draft's EOS and at the output's
+    last position."""
+    import torch
+
+    if not positions or steps == 0:
+        return [[] for _ in positions]
+    rows = len(positions)
+    start = torch.tensor(positions) + P
+    cache.batch_repeat_interleave(rows)
+    mask = (torch.arange(P + n)[None, :] < start[:, None]).long()
+    token = torch.tensor(tokens)
+    wanted = [min(steps, n - 1 - i) for i in positions]
+    values: list[list[float]] = [[] for _ in positions]
+    stopped = [t in eos for t in tokens]   # a draft stops at its own end-of-sequence
+    for j in range(max(wanted)):
+        mask = torch.cat([mask, torch.ones((rows, 1), dtype=torch.long)], dim=1)
+        logp = _log_probs(forward(draft, token[:, None], cache, attention_mask=mask,
+                                  position_ids=(start + j)[:, None])[:, -1])
+        token = logp.argmax(-1)
+        prob = logp.gather(-1, token[:, None])[:, 0].exp().tolist()
+        for r in range(rows):
+            if not stopped[r] and j < wanted[r]:
+                values[r].append(prob[r])
+                stopped[r] = int(token[r]) in eos
+    return values
+
+
 def trace_request(target, draft, prompt: Prompt, prompt_ids: list[int], output: list[int],
                   offpath_len: int, eos: list[int]) -> tuple[RequestTrace, int]:
     """One request's record, and how many of the target's generated tokens its own
@@ -364,28 +399,16 @@ def trace_request(target, draft, prompt: Prompt, prompt_ids: list[int], output: 
         d_logp = _log_probs(forward(draft, ids, cache)[0, P - 1:P + n - 1])
         d_token = d_logp.argmax(-1)
         accepted = (d_token == out).numpy()
-        # Roll out from the last mismatch backwards, so cropping the teacher-forced cache
-        # (never copying it) always leaves exactly the prefix the next rollout needs.
         mismatches = np.flatnonzero(~accepted)
-        offpath: dict[int, list[float]] = {}
-        for i in mismatches[::-1].tolist():
-            values: list[float] = []
-            token = int(d_token[i])
-            crop_cache(cache, P + i)
-            for _ in range(min(offpath_len, n - 1 - i)):   # never past the output's end
-                if token in eos_set:   # a draft stops at its own end-of-sequence
-                    break
-                logp = _log_probs(forward(draft, torch.tensor([[token]]), cache)[0, -1])
-                token = int(logp.argmax())
-                values.append(float(logp[token].exp()))
-            offpath[i] = values
+        offpath = _rollouts(draft, cache, P, n, mismatches.tolist(), d_token[mismatches].tolist(),
+                            offpath_len, eos_set)
     flips = int((t_logp.argmax(-1) != out).sum())
     d_p = d_logp.gather(-1, d_token[:, None])[:, 0].exp()
     entropy = -(d_logp.exp() * d_logp).sum(-1).clamp(min=0.0) + 0.0   # no -0.0
     trace = RequestTrace(
         id=prompt.id, category=prompt.category, prompt_len=P,
         p=d_p.numpy(), accepted=accepted.astype(bool),
-        offpath=[np.asarray(offpath[i], dtype=np.float64) for i in mismatches.tolist()],
+        offpath=[np.asarray(values, dtype=np.float64) for values in offpath],
         extra={"target_p": t_logp.gather(-1, out[:, None])[:, 0].exp().numpy(),
                "entropy": entropy.numpy()})
     return trace, flips
