@@ -12,9 +12,11 @@
   of drafting requests for which a DLM step with FC on the GPU is not slower than with FC on
   PIM, and the smallest number of draft tokens per request for which a TLM pass with attention
   on the GPU is not slower than on PIM.
-- ``verify_capacity``: N, the tokens one TLM pass verifies: the largest token count whose TLM
-  FC time stays within ``1 + slack`` of the one-token time (the weights are streamed once
-  either way; past it the GPU becomes compute-bound), capped by the Shared Pool size.
+- ``verify_capacity``: the ridge of one TLM pass: the largest token count whose TLM FC time
+  stays within ``1 + slack`` of the one-token time (the weights are streamed once either way;
+  past it the GPU becomes compute-bound). The capacity N given to the Manager is
+  max(ridge, batch size), capped by the Shared Pool size: a pass can always carry one token of
+  every request of the batch, which autoregressive decoding computes anyway.
 """
 from __future__ import annotations
 

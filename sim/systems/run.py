@@ -128,8 +128,8 @@ def simulate(p: RunParams, timeline: bool = False) -> tuple[RunMetrics, object]:
                 costs, mapping, p.batch, context, max_batch=128, max_tokens=max_len)
             cfg = cfg.replace(dlm_fc_threshold=dlm_thr, tlm_attention_threshold=tlm_thr)
             setup_extra["scheduler_thresholds"] = {"dlm_fc": dlm_thr, "tlm_attention": tlm_thr}
-        capacity = min(offline.verify_capacity(costs, cfg.shared_entries, p.capacity_slack),
-                       cfg.shared_entries)
+        ridge = offline.verify_capacity(costs, cfg.shared_entries, p.capacity_slack)
+        capacity = min(max(ridge, p.batch), cfg.shared_entries)
         setup_extra["verify_capacity"] = capacity
     setup = RunSetup(spec=spec, pair=p.pair, workload=work, batch=p.batch, batching=p.batching,
                      costs=costs, stop=stop, mapping=mapping,
