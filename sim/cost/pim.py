@@ -313,7 +313,7 @@ def load_pim(name: str = "hbm3_pim") -> PimStack:
         name=name, tck_ps=tck_ps, channels=orgv["channels"], pseudo_channels=orgv["pseudo_channels"],
         banks_per_channel=bpc, row_bytes=row_bytes, column_bytes=column_bytes, lanes=lanes,
         # last MAC -> accumulator, then a DRAIN command -> result on the PE's output
-        pe_latency=pe_get("pipeline_latency_cycles") + pe_get("drain_latency_cycles"),
+        pe_latency=pe_get("pipeline_latency_cycles"),  # the DRAIN overlaps the pipeline (bank_pe.yaml)
         capacity_bytes=int(g(data, "capacity_gb", float) * 2**30),
         external_bandwidth=io_bits * pin * 1e9 / 8,
         t=Timing(RCD=tv["RCD"], RP=tv["RP"], RAS=tv["RAS"], RC=tv["RC"], RTP_L=tv["RTP_L"],
