@@ -23,8 +23,10 @@ run: $(STAMP)
 test: $(STAMP)
 	$(PY) -m pytest -q
 
+# The quick benchmarks (a few minutes); `$(PY) benchmarks/bench_fig12.py` times the fig12 grid.
+BENCHES := bench_traces bench_cost bench_manager bench_pe bench_manager_rtl
 bench: $(STAMP)
-	$(PY) benchmarks/run_all.py
+	@for b in $(BENCHES); do echo "== benchmarks/$$b.py"; $(PY) benchmarks/$$b.py || exit 1; done
 
 clean:
 	rm -rf $(VENV) build *.egg-info
