@@ -229,7 +229,7 @@ def test_bad_prompt_file_is_a_clear_error_and_keeps_the_trace(workdir, reference
 
 def test_missing_model_path_is_a_clear_error_and_keeps_the_trace(workdir, reference, capsys):
     out = workdir / "keep-model.jsonl"
-    out.write_bytes(reference.read_bytes()[:len(reference.read_bytes()) // 2])
+    out.write_bytes(b"".join(reference.read_bytes().splitlines(keepends=True)[:3]))   # 2 requests
     before = out.read_bytes()
     args = ["trace", "capture", "--target", str(workdir / "no-such-model"), "--draft-layers", "2",
             "--prompts", str(workdir / "prompts.jsonl"), "--out", str(out)]
