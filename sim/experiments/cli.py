@@ -13,6 +13,8 @@ def register(subparsers) -> None:
     run.add_argument("--json", action="store_true", help="print one JSON object instead of the table")
     run.add_argument("--timeline", metavar="FILE.json", help="write a Perfetto/Chrome trace of the first run")
     run.add_argument("--trace", metavar="FILE", help="replay this trace file instead of the pair's default")
+    run.add_argument("--requests", type=_requests, metavar="N|all",
+                     help="replace the experiment's workload.requests (all: the whole split)")
     run.add_argument("--out", metavar="DIR", help="results folder (default: results/<name>/)")
     run.add_argument("--no-plot", action="store_true", help="skip the plot")
     run.set_defaults(func=run_handler)
@@ -32,13 +34,21 @@ def register(subparsers) -> None:
     cal.set_defaults(func=calibrate_handler)
 
 
+def _requests(text: str) -> int | str:
+    if text == "all":
+        return text
+    if text.isdigit() and int(text) > 0:
+        return int(text)
+    raise argparse.ArgumentTypeError(f"expected a positive integer or 'all', found {text!r}")
+
+
 def run_handler(args) -> int:
     from sim.experiments.grid import load_experiment, resolve_path
     from sim.experiments.runner import execute, table, write_results
     from sim.paths import results_dir
 
     path = resolve_path(args.file)
-    experiment, runs = load_experiment(path, trace=args.trace)
+    experiment, runs = load_experiment(path, trace=args.trace, requests=args.requests)
     out = Path(args.out) if args.out else results_dir() / experiment["name"]
     records = execute(experiment["name"], runs, out, progress=not args.json and sys.stderr.isatty(),
                       timeline=Path(args.timeline) if args.timeline else None)

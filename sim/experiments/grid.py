@@ -50,7 +50,10 @@ def _list(value, what: str, src: str) -> list:
     return value if isinstance(value, list) else [value]
 
 
-def load_experiment(path: Path, trace: str | None = None) -> tuple[dict, list[RunParams]]:
+def load_experiment(path: Path, trace: str | None = None,
+                    requests: int | str | None = None) -> tuple[dict, list[RunParams]]:
+    """The experiment's runs. ``trace`` replaces the (single) pair's trace; ``requests``
+    replaces ``workload.requests`` (an int, or ``"all"`` for the whole split)."""
     data = load_yaml(path)
     src = str(path)
     name = get(data, "name", str, source=src)
@@ -70,6 +73,9 @@ def load_experiment(path: Path, trace: str | None = None) -> tuple[dict, list[Ru
     unknown = sorted(set(work) - known)
     if unknown:
         raise ConfigError(f"{src}: workload: unknown key(s) {unknown}; expected some of {sorted(known)}")
+    n_requests = get(work, "requests", int, source=src, default=None)
+    if requests is not None:
+        n_requests = None if requests == "all" else requests
     runs = []
     for pair in pairs:
         for seq in seqs:
@@ -88,7 +94,7 @@ def load_experiment(path: Path, trace: str | None = None) -> tuple[dict, list[Ru
                             max_draft_len=get(entry, "max_draft_len", int, source=src,
                                               prefix=f"systems[{i}]", default=None),
                             trace=trace, split=get(work, "split", str, source=src, default="test"),
-                            requests=get(work, "requests", int, source=src, default=None),
+                            requests=n_requests,
                             seed=get(work, "seed", int, source=src, default=0),
                             validation_fraction=get(work, "validation_fraction", float, source=src,
                                                     default=0.5),

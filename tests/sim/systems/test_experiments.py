@@ -84,3 +84,20 @@ def test_bad_experiment_names_file_and_key(tmp_path, capsys):
     path.write_text(EXPERIMENT.replace("batches: [4]", "batches: [0]"))
     assert main(["run", str(path)]) == 2
     assert f"{path}: batches[0]" in capsys.readouterr().err
+
+
+def test_requests_override_replaces_the_workload_size():
+    from sim.experiments.grid import load_experiment, resolve_path
+    path = resolve_path("default")
+    _, runs = load_experiment(path)
+    assert {r.requests for r in runs} == {256}
+    _, runs = load_experiment(path, requests=5)
+    assert {r.requests for r in runs} == {5}
+    _, runs = load_experiment(path, requests="all")
+    assert {r.requests for r in runs} == {None}
+
+
+def test_requests_flag_rejects_garbage(capsys):
+    with pytest.raises(SystemExit):
+        main(["run", "default", "--requests", "-3"])
+    assert "expected a positive integer or 'all'" in capsys.readouterr().err
