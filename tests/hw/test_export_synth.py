@@ -2,27 +2,13 @@
 import json
 
 import pytest
-from amaranth import Module
-from amaranth.lib import wiring
-from amaranth.lib.wiring import In, Out
+
+from tests.hw.accumulator import Accumulator
 
 from hw.export import lint, write_verilog
 from hw.synth import (GenericWeights, fetch_celllib, generic_cell_kind, generic_nand2_eq,
                       load_generic_weights, parse_liberty, synthesize)
 from sim.errors import SaddleError
-
-
-class Accumulator(wiring.Component):
-    """8 flip-flops with enable and synchronous reset; an 8-bit adder."""
-
-    def __init__(self):
-        super().__init__({"en": In(1), "d": In(8), "q": Out(8)})
-
-    def elaborate(self, platform):
-        m = Module()
-        with m.If(self.en):
-            m.d.sync += self.q.eq(self.q + self.d)
-        return m
 
 
 @pytest.fixture(scope="module")

@@ -2,22 +2,10 @@
 from pathlib import Path
 
 import pytest
-from amaranth import Module
-from amaranth.lib import wiring
-from amaranth.lib.wiring import In, Out
+
+from tests.hw.accumulator import Accumulator
 
 BENCH = Path(__file__).with_name("cocotb_counter.py")
-
-
-class Accumulator(wiring.Component):
-    def __init__(self):
-        super().__init__({"en": In(1), "d": In(8), "q": Out(8)})
-
-    def elaborate(self, platform):
-        m = Module()
-        with m.If(self.en):
-            m.d.sync += self.q.eq(self.q + self.d)
-        return m
 
 
 @pytest.mark.slow
