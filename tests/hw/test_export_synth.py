@@ -3,12 +3,11 @@ import json
 
 import pytest
 
-from tests.hw.accumulator import Accumulator
-
 from hw.export import lint, write_verilog
 from hw.synth import (GenericWeights, fetch_celllib, generic_cell_kind, generic_nand2_eq,
                       load_generic_weights, parse_liberty, synthesize)
 from sim.errors import SaddleError
+from tests.hw.accumulator import Accumulator
 
 
 @pytest.fixture(scope="module")
