@@ -16,11 +16,11 @@ from sim.errors import SaddleError
 
 # Order is the order of `saddle --help`.
 SUBCOMMAND_MODULES = [
-    "hw.cli",
-    "sim.cost.cli",
-    "traces.cli",
     "sim.experiments.cli",
+    "traces.cli",
+    "sim.cost.cli",
     "sim.manager.cli",
+    "hw.cli",
 ]
 
 
