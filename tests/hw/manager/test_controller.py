@@ -9,6 +9,7 @@ from sim.manager.controller import Controller as ModelController, RequestState
 from sim.manager.formats import PROB_ONE
 from sim.manager.softmax import SoftmaxParams, softmax_greedy
 from tests.hw.manager.amaranth_sim import run, send
+from tests.hw.manager.txn_codec import logits_beats
 
 REQUESTS, MICRO_BATCHES = 8, 3
 SOFTMAX = SoftmaxParams(lanes=4, vocab=64, exp_frac_bits=24)
@@ -98,10 +99,8 @@ def test_logits_path_through_softmax():
 
     async def feeder(ctx):
         for v in vectors:
-            beats = [v[k:k + SOFTMAX.lanes] for k in range(0, len(v), SOFTMAX.lanes)]
-            for n, b in enumerate(beats):
-                await send(ctx, dut.logits, {"lanes": b + [0] * (SOFTMAX.lanes - len(b)),
-                                             "count": len(b), "last": n == len(beats) - 1})
+            for beat in logits_beats(v, SOFTMAX.lanes):
+                await send(ctx, dut.logits, beat)
 
     async def bench(ctx):
         configure(ctx, dut, tau, max_len)

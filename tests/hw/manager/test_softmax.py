@@ -9,6 +9,7 @@ from hw.softmax import Softmax
 from sim.manager.formats import LOGIT, PROB
 from sim.manager.softmax import SoftmaxModel, SoftmaxParams, reference_float, softmax_greedy
 from tests.hw.manager.amaranth_sim import receive, run, send
+from tests.hw.manager.txn_codec import logits_beats
 
 FULL = SoftmaxParams(lanes=8, vocab=128256, exp_frac_bits=24)
 SMALL = SoftmaxParams(lanes=4, vocab=512, exp_frac_bits=24)
@@ -100,10 +101,8 @@ def test_rtl_matches_model_bit_for_bit():
 
     async def bench(ctx):
         for v in vecs:
-            beats = [v[k:k + SMALL.lanes] for k in range(0, len(v), SMALL.lanes)]
-            for n, b in enumerate(beats):
-                await send(ctx, dut.logits, {"lanes": b + [0] * (SMALL.lanes - len(b)),
-                                             "count": len(b), "last": n == len(beats) - 1})
+            for beat in logits_beats(v, SMALL.lanes):
+                await send(ctx, dut.logits, beat)
             cycles = 0
             while not ctx.get(dut.result.valid):
                 await ctx.tick()
