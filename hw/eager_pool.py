@@ -1,8 +1,8 @@
 """Eager Pools: one per micro-batch, splitting ``entries`` evenly (the model's EagerPools).
 
-Pool k owns entries [k * C, (k + 1) * C) with C = entries // pools. An entry holds valid,
-request, position, token id and H; the micro-batch is the region. Per request the block keeps
-its count of eager tokens (``eager_n``), per pool its occupancy.
+Pool k owns entries [k * C, (k + 1) * C) with C = entries // pools. An entry (an
+``EagerEntry``) holds valid, request, position, token id and H; the micro-batch is the region.
+Per request the block keeps its count of eager tokens (``eager_n``), per pool its occupancy.
 
 Interface (``lib.wiring`` Component, one command per cycle, each completes in its cycle):
 
@@ -16,6 +16,9 @@ Interface (``lib.wiring`` Component, one command per cycle, each completes in it
   eager tokens (the drain walks it with a priority encoder in ascending request order).
 
 Cycle cost: 1 cycle per insert, per moved token and per dropped request.
+
+Structure: every entry is its own submodule (see ``hw/shared_pool.py``: synthesis maps the
+entries one at a time).
 """
 from __future__ import annotations
 
@@ -33,6 +36,35 @@ class EagerOp(enum.Enum, shape=2):
     INSERT = 1
     TAKE = 2
     DROP = 3
+
+
+class EagerEntry(wiring.Component):
+    """One Eager Pool entry. ``write`` stores the fields; ``take`` removes it if it is the entry
+    of (``req``, ``pos``) (``hit``), ``drop`` if it belongs to ``req`` (``req_match``); at most
+    one of the three per cycle. ``free`` = not valid; ``token_out``, ``h_out``: the stored values."""
+
+    def __init__(self):
+        super().__init__({
+            "write": In(1), "take": In(1), "drop": In(1),
+            "req": In(REQUEST_ID.bits), "pos": In(POSITION.bits), "token": In(TOKEN_ID.bits),
+            "h": In(CUM_PROB.bits),
+            "free": Out(1), "req_match": Out(1), "hit": Out(1),
+            "token_out": Out(TOKEN_ID.bits), "h_out": Out(CUM_PROB.bits),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        valid = Signal()
+        req, pos = Signal(REQUEST_ID.bits), Signal(POSITION.bits)
+        token, h = Signal(TOKEN_ID.bits), Signal(CUM_PROB.bits)
+        m.d.comb += [self.free.eq(~valid), self.req_match.eq(valid & (req == self.req)),
+                     self.hit.eq(self.req_match & (pos == self.pos)),
+                     self.token_out.eq(token), self.h_out.eq(h)]
+        with m.If(self.write):
+            m.d.sync += [valid.eq(1), req.eq(self.req), pos.eq(self.pos), token.eq(self.token), h.eq(self.h)]
+        with m.If((self.take & self.hit) | (self.drop & self.req_match)):
+            m.d.sync += valid.eq(0)
+        return m
 
 
 class EagerPools(wiring.Component):
@@ -55,11 +87,7 @@ class EagerPools(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         n, c = self.entries, self.per_pool
-        valid = Signal(n)
-        reqs = [Signal(REQUEST_ID.bits, name=f"e{i}_req") for i in range(n)]
-        poss = [Signal(POSITION.bits, name=f"e{i}_pos") for i in range(n)]
-        tokens = [Signal(TOKEN_ID.bits, name=f"e{i}_token") for i in range(n)]
-        hs = [Signal(CUM_PROB.bits, name=f"e{i}_h") for i in range(n)]
+        pool = [EagerEntry() for _ in range(n)]
         per_req = range(POSITION.max_raw + 1)
         eager_n = [Signal(per_req, name=f"r{r}_eager") for r in range(self.requests)]
         occupancy = [Signal(range(c + 1), name=f"pool{k}_count") for k in range(self.pools)]
@@ -69,38 +97,33 @@ class EagerPools(wiring.Component):
             self.q_n.eq(read(eager_n, self.q_req)),
             self.holding.eq(Cat(e != 0 for e in eager_n)),
         ]
-        req_match = Signal(n)
         hit = Signal(n)
-        m.d.comb += [
-            req_match.eq(Cat(valid[i] & (reqs[i] == self.req) for i in range(n))),
-            hit.eq(req_match & Cat(poss[i] == self.pos for i in range(n))),
-        ]
+        m.d.comb += hit.eq(Cat(e.hit for e in pool))
         hit_index = one_hot_index(m, hit, "hit")
-        m.d.comb += [self.look_hit.eq(hit.any()), self.look_token.eq(read(tokens, hit_index)),
-                     self.look_h.eq(read(hs, hit_index))]
+        m.d.comb += [self.look_hit.eq(hit.any()), self.look_token.eq(read([e.token_out for e in pool], hit_index)),
+                     self.look_h.eq(read([e.h_out for e in pool], hit_index))]
 
-        free = []
-        for k in range(self.pools):
-            region = ~valid[k * c:(k + 1) * c]
-            free.append(first_one_hot(m, region, f"pool{k}_free"))
+        free = Signal(n)
+        m.d.comb += free.eq(Cat(e.free for e in pool))
+        free_one_hot = [first_one_hot(m, free[k * c:(k + 1) * c], f"pool{k}_free") for k in range(self.pools)]
         write = Signal(n)
-        m.d.comb += write.eq(Cat(*(Mux(self.mb == k, free[k], 0) for k in range(self.pools))))
+        m.d.comb += write.eq(Cat(*(Mux(self.mb == k, free_one_hot[k], 0) for k in range(self.pools))))
+        inserting = Signal()
+        m.d.comb += inserting.eq(self.op == EagerOp.INSERT)
+        for i, e in enumerate(pool):
+            m.submodules[f"e{i}"] = e
+            m.d.comb += [e.write.eq(inserting & write[i]), e.take.eq(self.op == EagerOp.TAKE),
+                         e.drop.eq(self.op == EagerOp.DROP), e.req.eq(self.req), e.pos.eq(self.pos),
+                         e.token.eq(self.token), e.h.eq(self.h)]
         req_n = Signal(per_req)
         m.d.comb += req_n.eq(read(eager_n, self.req))
 
         with m.Switch(self.op):
             with m.Case(EagerOp.INSERT):
-                m.d.sync += valid.eq(valid | write)
-                for i in range(n):
-                    with m.If(write[i]):
-                        m.d.sync += [reqs[i].eq(self.req), poss[i].eq(self.pos),
-                                     tokens[i].eq(self.token), hs[i].eq(self.h)]
                 self._count(m, eager_n, occupancy, +1, 1)
             with m.Case(EagerOp.TAKE):
-                m.d.sync += valid.eq(valid & ~hit)
                 self._count(m, eager_n, occupancy, -1, 1)
             with m.Case(EagerOp.DROP):
-                m.d.sync += valid.eq(valid & ~req_match)
                 self._count(m, eager_n, occupancy, -1, req_n)
         return m
 

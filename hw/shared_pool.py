@@ -1,9 +1,9 @@
 """Shared Pool: a CAM of draft tokens with the greedy selector of one verification.
 
-Each of ``entries`` entries holds valid, in-flight, request, micro-batch, position, token id and
-H (widths from ``sim.manager.formats``). Per request the pool also keeps how many of its tokens
-wait (``wait_n``) and how many are in flight (``fly_n``), so occupancy and the Scheduler's
-counts never need a population count over the CAM.
+Each of ``entries`` entries (a ``CamEntry``) holds valid, in-flight, request, micro-batch,
+position, token id and H (widths from ``sim.manager.formats``). Per request the pool also keeps
+how many of its tokens wait (``wait_n``) and how many are in flight (``fly_n``), so occupancy
+and the Scheduler's counts never need a population count over the CAM.
 
 Interface (``lib.wiring`` Component, one command per cycle, no handshake: every command
 completes in the cycle it is given):
@@ -16,17 +16,22 @@ completes in the cycle it is given):
 - ``best_valid``, ``best_req``, ``best_mb``, ``best_pos``, ``best_token``, ``best_h``
   (combinational): the waiting entry with the highest (H, -request, -position), i.e. the model's
   selection order (``sim.manager.shared_pool.selection_key``): an argmax tree of
-  ``entries - 1`` comparators over the key {waiting, H, ~request, ~position}.
+  ``entries - 1`` comparators (``ArgmaxNode``) over the key {waiting, H, ~request, ~position},
+  which carries the winner's token and micro-batch along.
 - ``count`` (every valid entry), ``fly_count``; ``q_req`` -> ``q_wait``, ``q_fly``
   (combinational per-request counts).
 
 Cycle cost: insert 1 cycle, one selected token per cycle (a verification of n tokens takes n
 cycles, the first token is visible combinationally), invalidate/release of a whole request
 1 cycle. The prefix property of the selection follows from the key, as in the model.
+
+Structure: every entry and every tree node is its own submodule, so that the exported Verilog
+keeps them as modules and synthesis can map them one at a time (``hw/synth.py``, method
+``osu018-hier``) instead of optimizing one flat 200k-gate netlist.
 """
 from __future__ import annotations
 
-from amaranth.hdl import Cat, Const, Module, Mux, Signal
+from amaranth.hdl import Cat, Module, Mux, Signal
 from amaranth.lib import enum, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -34,12 +39,105 @@ from hw.muxes import read
 from hw.priority import first_one_hot
 from sim.manager.formats import CUM_PROB, MICROBATCH_ID, POSITION, REQUEST_ID, TOKEN_ID
 
+KEY_BITS = 1 + CUM_PROB.bits + REQUEST_ID.bits + POSITION.bits
+PAYLOAD_BITS = TOKEN_ID.bits + MICROBATCH_ID.bits
+
 
 class PoolOp(enum.Enum, shape=2):
     NOP = 0
     INSERT = 1
     SELECT = 2
     CLEAR = 3
+
+
+def _entry_fields() -> dict:
+    return {"req": In(REQUEST_ID.bits), "mb": In(MICROBATCH_ID.bits), "pos": In(POSITION.bits),
+            "token": In(TOKEN_ID.bits), "h": In(CUM_PROB.bits)}
+
+
+class CamEntry(wiring.Component):
+    """One Shared Pool entry. ``write`` stores the fields (waiting), ``select`` moves it in
+    flight, ``clear`` removes it if it belongs to ``req`` and its state is one ``clear_fly`` /
+    ``clear_wait`` names; at most one of the three per cycle. ``key`` = {waiting, H, ~request,
+    ~position} (the selector's order), ``payload`` = {micro-batch, token}, ``free`` = not valid."""
+
+    def __init__(self):
+        super().__init__({
+            "write": In(1), "select": In(1), "clear": In(1), "clear_fly": In(1), "clear_wait": In(1),
+            **_entry_fields(),
+            "free": Out(1), "key": Out(KEY_BITS), "payload": Out(PAYLOAD_BITS),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        valid, fly = Signal(), Signal()
+        req, mb, pos = Signal(REQUEST_ID.bits), Signal(MICROBATCH_ID.bits), Signal(POSITION.bits)
+        token, h = Signal(TOKEN_ID.bits), Signal(CUM_PROB.bits)
+        m.d.comb += [self.key.eq(Cat(~pos, ~req, h, valid & ~fly)), self.payload.eq(Cat(token, mb)),
+                     self.free.eq(~valid)]
+        gone = Signal()
+        m.d.comb += gone.eq(self.clear & valid & (req == self.req) &
+                            Mux(fly, self.clear_fly, self.clear_wait))
+        with m.If(self.write):
+            m.d.sync += [valid.eq(1), fly.eq(0), req.eq(self.req), mb.eq(self.mb), pos.eq(self.pos),
+                         token.eq(self.token), h.eq(self.h)]
+        with m.If(self.select):
+            m.d.sync += fly.eq(1)
+        with m.If(gone):
+            m.d.sync += [valid.eq(0), fly.eq(0)]
+        return m
+
+
+class ArgmaxNode(wiring.Component):
+    """One comparator of the selector tree: the larger key of ``a`` and ``b`` (``a`` on a tie,
+    the lower index), its payload, and its index within this node's subtree: the winner's bit
+    above the child's index (children of ``index_bits`` bits; 0 at the leaves)."""
+
+    def __init__(self, key_bits: int, payload_bits: int, index_bits: int):
+        self.index_bits = index_bits
+        ports = {"a_key": In(key_bits), "a_payload": In(payload_bits),
+                 "b_key": In(key_bits), "b_payload": In(payload_bits),
+                 "key": Out(key_bits), "payload": Out(payload_bits), "index": Out(index_bits + 1)}
+        if index_bits:
+            ports.update(a_index=In(index_bits), b_index=In(index_bits))
+        super().__init__(ports)
+
+    def elaborate(self, platform):
+        m = Module()
+        take_b = Signal()
+        m.d.comb += [take_b.eq(self.b_key > self.a_key),
+                     self.key.eq(Mux(take_b, self.b_key, self.a_key)),
+                     self.payload.eq(Mux(take_b, self.b_payload, self.a_payload))]
+        if self.index_bits:
+            m.d.comb += self.index.eq(Cat(Mux(take_b, self.b_index, self.a_index), take_b))
+        else:
+            m.d.comb += self.index.eq(take_b)
+        return m
+
+
+def argmax_tree(m, leaves: list, name: str):
+    """(key, payload, index) of the largest of ``leaves`` [(key, payload)], lowest index on a
+    tie, built from ``ArgmaxNode`` submodules ``{name}{level}_{j}``. Node j of level L covers
+    leaves [j 2^L, (j+1) 2^L), so indices are relative and the leaves need no constants; an odd
+    node out moves up a level unchanged (its index gains a leading 0)."""
+    nodes = [(key, payload, None) for key, payload in leaves]
+    level = 0
+    while len(nodes) > 1:
+        nxt = []
+        for j in range(0, len(nodes) - 1, 2):
+            (ka, pa, ia), (kb, pb, ib) = nodes[j], nodes[j + 1]
+            node = ArgmaxNode(len(ka), len(pa), level)
+            m.submodules[f"{name}{level}_{j // 2}"] = node
+            m.d.comb += [node.a_key.eq(ka), node.a_payload.eq(pa), node.b_key.eq(kb), node.b_payload.eq(pb)]
+            if level:
+                m.d.comb += node.a_index.eq(ia)
+                if ib is not None:
+                    m.d.comb += node.b_index.eq(ib)
+            nxt.append((node.key, node.payload, node.index))
+        if len(nodes) % 2:
+            nxt.append(nodes[-1])
+        nodes, level = nxt, level + 1
+    return nodes[0]
 
 
 class SharedPool(wiring.Component):
@@ -62,52 +160,35 @@ class SharedPool(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         n = self.entries
-        valid = Signal(n)
-        fly = Signal(n)
-        reqs = [Signal(REQUEST_ID.bits, name=f"e{i}_req") for i in range(n)]
-        mbs = [Signal(MICROBATCH_ID.bits, name=f"e{i}_mb") for i in range(n)]
-        poss = [Signal(POSITION.bits, name=f"e{i}_pos") for i in range(n)]
-        tokens = [Signal(TOKEN_ID.bits, name=f"e{i}_token") for i in range(n)]
-        hs = [Signal(CUM_PROB.bits, name=f"e{i}_h") for i in range(n)]
+        cam = [CamEntry() for _ in range(n)]
         per_req = range(POSITION.max_raw + 1)
         wait_n = [Signal(per_req, name=f"r{r}_wait") for r in range(self.requests)]
         fly_n = [Signal(per_req, name=f"r{r}_fly") for r in range(self.requests)]
 
-        # Greedy selector: argmax tree over {waiting, H, ~request, ~position}.
-        key_bits = 1 + CUM_PROB.bits + REQUEST_ID.bits + POSITION.bits
-        nodes = []
-        for i in range(n):
-            key = Signal(key_bits, name=f"e{i}_key")
-            m.d.comb += key.eq(Cat(~poss[i], ~reqs[i], hs[i], valid[i] & ~fly[i]))
-            nodes.append((key, Const(i, range(n))))
-        level = 0
-        while len(nodes) > 1:
-            nxt = []
-            for j in range(0, len(nodes) - 1, 2):
-                (ka, ia), (kb, ib) = nodes[j], nodes[j + 1]
-                k = Signal(key_bits, name=f"sel{level}_{j // 2}_key")
-                i = Signal(range(n), name=f"sel{level}_{j // 2}_idx")
-                take_b = Signal(name=f"sel{level}_{j // 2}_b")
-                m.d.comb += [take_b.eq(kb > ka), k.eq(Mux(take_b, kb, ka)), i.eq(Mux(take_b, ib, ia))]
-                nxt.append((k, i))
-            if len(nodes) % 2:
-                nxt.append(nodes[-1])
-            nodes, level = nxt, level + 1
-        best_key, best_idx = nodes[0]
+        best_key, best_payload, best_index = argmax_tree(m, [(e.key, e.payload) for e in cam], "sel")
+        best_idx = Signal(range(n))
         m.d.comb += [
+            best_idx.eq(best_index),
             self.best_valid.eq(best_key[-1]),
             self.best_h.eq(best_key[POSITION.bits + REQUEST_ID.bits:-1]),
             self.best_req.eq(~best_key[POSITION.bits:POSITION.bits + REQUEST_ID.bits]),
             self.best_pos.eq(~best_key[:POSITION.bits]),
-            self.best_token.eq(read(tokens, best_idx)),
-            self.best_mb.eq(read(mbs, best_idx)),
+            self.best_token.eq(best_payload[:TOKEN_ID.bits]),
+            self.best_mb.eq(best_payload[TOKEN_ID.bits:]),
         ]
 
-        best_one_hot = Signal(n)
-        m.d.comb += best_one_hot.eq(Cat(best_idx == i for i in range(n)))
-        free_one_hot = first_one_hot(m, ~valid, "free")
-        match = Signal(n)
-        m.d.comb += match.eq(Cat(reqs[i] == self.req for i in range(n)))
+        free = Signal(n)
+        m.d.comb += free.eq(Cat(e.free for e in cam))
+        free_one_hot = first_one_hot(m, free, "free")
+        inserting, selecting = Signal(), Signal()
+        m.d.comb += [inserting.eq(self.op == PoolOp.INSERT),
+                     selecting.eq((self.op == PoolOp.SELECT) & self.best_valid)]
+        for i, e in enumerate(cam):
+            m.submodules[f"e{i}"] = e
+            m.d.comb += [e.write.eq(inserting & free_one_hot[i]), e.select.eq(selecting & (best_idx == i)),
+                         e.clear.eq(self.op == PoolOp.CLEAR), e.clear_fly.eq(self.clear_fly),
+                         e.clear_wait.eq(self.clear_wait), e.req.eq(self.req), e.mb.eq(self.mb),
+                         e.pos.eq(self.pos), e.token.eq(self.token), e.h.eq(self.h)]
 
         count = Signal(range(n + 1))
         fly_count = Signal(range(n + 1))
@@ -119,31 +200,22 @@ class SharedPool(wiring.Component):
 
         with m.Switch(self.op):
             with m.Case(PoolOp.INSERT):
-                m.d.sync += [valid.eq(valid | free_one_hot), fly.eq(fly & ~free_one_hot),
-                             count.eq(count + 1)]
-                for i in range(n):
-                    with m.If(free_one_hot[i]):
-                        m.d.sync += [reqs[i].eq(self.req), mbs[i].eq(self.mb), poss[i].eq(self.pos),
-                                     tokens[i].eq(self.token), hs[i].eq(self.h)]
+                m.d.sync += count.eq(count + 1)
                 for r in range(self.requests):
                     with m.If(self.req == r):
                         m.d.sync += wait_n[r].eq(wait_n[r] + 1)
             with m.Case(PoolOp.SELECT):
                 with m.If(self.best_valid):
-                    m.d.sync += [fly.eq(fly | best_one_hot), fly_count.eq(fly_count + 1)]
+                    m.d.sync += fly_count.eq(fly_count + 1)
                     for r in range(self.requests):
                         with m.If(self.best_req == r):
                             m.d.sync += [wait_n[r].eq(wait_n[r] - 1), fly_n[r].eq(fly_n[r] + 1)]
             with m.Case(PoolOp.CLEAR):
-                gone = Signal(n)
-                m.d.comb += gone.eq(valid & match & ((fly & self.clear_fly.replicate(n)) |
-                                                     (~fly & self.clear_wait.replicate(n))))
                 dropped_fly = Signal(per_req)
                 dropped_wait = Signal(per_req)
                 m.d.comb += [dropped_fly.eq(Mux(self.clear_fly, r_fly, 0)),
                              dropped_wait.eq(Mux(self.clear_wait, r_wait, 0))]
-                m.d.sync += [valid.eq(valid & ~gone), fly.eq(fly & ~gone),
-                             count.eq(count - dropped_fly - dropped_wait),
+                m.d.sync += [count.eq(count - dropped_fly - dropped_wait),
                              fly_count.eq(fly_count - dropped_fly)]
                 for r in range(self.requests):
                     with m.If(self.req == r):
