@@ -64,6 +64,10 @@ class GPU:
         fused (flash-decoding) kernel: DRAM traffic is K, V, Q and the output; one tile per
         (request, KV head, block of query rows, block of keys), query rows being query tokens x
         query heads sharing the KV head."""
+        return self.attention_kernel(ops)[0]
+
+    def attention_kernel(self, ops: Iterable[Attention]) -> tuple[int, int, int]:
+        """``(time_ps, flops, bytes)`` of the fused kernel of ``attention_ps``."""
         flops = nbytes = tiles = 0
         for op in ops:
             flops += int(np.sum(op.flops))
@@ -71,7 +75,7 @@ class GPU:
             if op.name == "scores":
                 tiles += int(np.sum(op.kv_heads * -(-op.queries * op.group // self.tile_m)
                                     * -(-op.context // self.tile_n)))
-        return self.kernel_ps(flops, nbytes, tiles) if tiles else 0
+        return (self.kernel_ps(flops, nbytes, tiles) if tiles else 0), flops, nbytes
 
     def elementwise_ps(self, flops: int, nbytes: int) -> int:
         """Memory-bound streaming kernels: enough blocks to fill every SM."""

@@ -34,6 +34,8 @@ from sim.errors import ConfigError, SaddleError
 from sim.model import ModelSpec, check_requests, load_model
 
 PLACES = ("gpu", "pim")
+# Energies of a step's parts are tuples in COMPONENTS order; the attention parts spell it out.
+assert COMPONENTS == ("gpu_dram", "gpu_onchip", "gpu_mac", "pim_bank", "pim_mac", "link", "static")
 
 
 @dataclass(frozen=True)
@@ -72,6 +74,25 @@ class StepCost:
                 "devices": self.devices, "mapping": dict(self.mapping)}
 
 
+@dataclass(frozen=True)
+class _Dense:
+    """The part of a step that depends on its token count only (FC, elementwise operators,
+    all-reduces); energies per component in ``COMPONENTS`` order, per device."""
+
+    fc_ps: int
+    other_ps: int
+    comm_ps: int
+    gpu_ps: int
+    pim_ps: int
+    fc_energy: tuple[float, ...]
+    other_energy: tuple[float, ...]
+    allreduce_energy: tuple[float, ...]
+    flops: int
+    pim_flops: int
+    attention_unit_flops: int                  # attention FLOPs per query token x key, per layer
+    attention_transfer: tuple[int, float] | None   # (ps, link pJ) of attention on PIM
+
+
 class _Acc:
     """Accumulates per-device time and energy while a step is priced."""
 
@@ -97,6 +118,10 @@ class System:
     gpu_pim_link: Link | None
     energy: EnergyModel
     default_mapping: tuple[tuple[str, str], ...]
+
+    def __hash__(self) -> int:
+        # Every price cache is keyed by the system: hash its name, not every parameter.
+        return hash(self.name)
 
     # --- public API -----------------------------------------------------------------------
 
@@ -161,35 +186,58 @@ class System:
     def _price(self, spec: ModelSpec, reqs: tuple[tuple[int, int], ...],
                mapping: tuple[tuple[str, str], ...], devices: int, power: bool) -> StepCost:
         reqs = check_requests(reqs)
-        where = dict(mapping)
+        (_, fc_place), (_, att_place) = mapping
         shard = spec.shard(devices)
-        tokens = sum(q for _, q in reqs)
-        fc, other = shard.dense_ops(tokens)
+        arr = np.array(reqs, dtype=np.int64)
+        contexts, queries = arr[:, 0], arr[:, 1]
+        tokens = int(queries.sum())
+        dense = self._dense(shard, tokens, fc_place, devices, power)
         # Every attention FLOP count is proportional to query tokens x keys.
-        unit = sum(op.flops for op in shard.attention_ops(1, 1))
-        att_flops = unit * sum(L * q for L, q in reqs) * shard.layers
+        att_flops = dense.attention_unit_flops * int(contexts @ queries) * shard.layers
+        if att_place == "gpu":
+            att_ps, att_comm, att_energy = self._attention_gpu(shard, contexts, queries)
+        else:
+            att_ps, att_comm, att_energy = self._attention_pim(shard, contexts, queries, dense, power)
+        on_pim = att_place == "pim"
+        # Energy is added component by component in the order fc, attention, other,
+        # all-reduce: the same float sums, in the same order, as pricing operator by operator.
+        energy = {k: ((f + a) + o + r) * devices for k, f, a, o, r in
+                  zip(COMPONENTS, dense.fc_energy, att_energy, dense.other_energy, dense.allreduce_energy)}
+        time_ps = att_ps + dense.fc_ps + dense.comm_ps + att_comm + dense.other_ps
+        energy["static"] = self.energy.static(time_ps, devices, devices * self.stacks_per_device)
+        return StepCost(time_ps=time_ps, attention_ps=att_ps, fc_ps=dense.fc_ps,
+                        comm_ps=dense.comm_ps + att_comm, other_ps=dense.other_ps,
+                        gpu_busy_ps=dense.gpu_ps + (0 if on_pim else att_ps),
+                        pim_busy_ps=dense.pim_ps + (att_ps if on_pim else 0),
+                        energy_pj=sum(energy.values()),
+                        energy_by_component_pj=MappingProxyType(energy),
+                        flops=(dense.flops + att_flops) * devices,
+                        pim_flops=(dense.pim_flops + (att_flops if on_pim else 0)) * devices,
+                        devices=devices, mapping=mapping)
+
+    @lru_cache(maxsize=16384)
+    def _dense(self, shard: ModelSpec, tokens: int, fc_place: str, devices: int,
+               power: bool) -> "_Dense":
+        """What a step costs besides attention's own work: it depends on the step's token count
+        only (attention's FLOPs per query x key and GPU <-> PIM traffic included)."""
+        fc, other = shard.dense_ops(tokens)
         acc = _Acc()
-        if where["fc"] == "gpu":
+        if fc_place == "gpu":
             self._fc_gpu(shard, tokens, acc)
         else:
             self._fc_pim(shard, tokens, power, acc)
-        if where["attention"] == "gpu":
-            self._attention_gpu(shard, reqs, acc)
-        else:
-            self._attention_pim(shard, reqs, att_flops, power, acc)
-        self._other(shard, tokens, acc)
-        self._allreduce(shard, tokens, devices, acc)
-
-        t = acc.t
-        time_ps = t["attention"] + t["fc"] + t["comm"] + t["other"]
-        energy = {k: v * devices for k, v in acc.e.items()}
-        energy["static"] = self.energy.static(time_ps, devices, devices * self.stacks_per_device)
-        flops = sum(op.flops * op.repeat for op in fc + other) + att_flops
-        return StepCost(time_ps=time_ps, attention_ps=t["attention"], fc_ps=t["fc"],
-                        comm_ps=t["comm"], other_ps=t["other"], gpu_busy_ps=t["gpu"],
-                        pim_busy_ps=t["pim"], energy_pj=sum(energy.values()),
-                        energy_by_component_pj=MappingProxyType(energy), flops=flops * devices,
-                        pim_flops=acc.pim_flops * devices, devices=devices, mapping=mapping)
+        fc_energy = tuple(acc.e[k] for k in COMPONENTS)
+        other_ps, other_parts = self._other_cost(shard, tokens)
+        ar = _Acc()
+        self._allreduce(shard, tokens, devices, ar)
+        return _Dense(fc_ps=acc.t["fc"], other_ps=other_ps, comm_ps=acc.t["comm"] + ar.t["comm"],
+                      gpu_ps=acc.t["gpu"] + other_ps, pim_ps=acc.t["pim"],
+                      fc_energy=fc_energy,
+                      other_energy=tuple(other_parts.get(k, 0.0) for k in COMPONENTS),
+                      allreduce_energy=tuple(ar.e[k] for k in COMPONENTS),
+                      flops=sum(op.flops * op.repeat for op in fc + other), pim_flops=acc.pim_flops,
+                      attention_unit_flops=sum(op.flops for op in shard.attention_ops(1, 1)),
+                      attention_transfer=self._attention_transfer(shard, tokens) if self.pim else None)
 
     def _fc_gpu(self, shard: ModelSpec, tokens: int, acc: _Acc) -> None:
         fc, _ = shard.dense_ops(tokens)
@@ -211,41 +259,41 @@ class System:
             to_pim = op.tokens * op.k * op.bpe * self.stacks_per_device
             self._gpu_pim_transfer(to_pim, work.result_bytes, op.repeat, acc)
 
-    def _attention_gpu(self, shard: ModelSpec, reqs, acc: _Acc) -> None:
-        arr = np.array(reqs, dtype=np.int64)
-        ops = shard.attention_batch(arr[:, 0], arr[:, 1])
-        ps = self.gpu.attention_ps(ops) * shard.layers
-        acc.t["attention"] += ps
-        acc.t["gpu"] += ps
-        flops = sum(int(op.flops.sum()) for op in ops)
-        nbytes = sum(int(np.sum(op.streamed_bytes)) for op in ops)
-        acc.add_energy(self.energy.gpu(flops, nbytes), shard.layers)
+    def _attention_gpu(self, shard: ModelSpec, contexts: np.ndarray,
+                       queries: np.ndarray) -> tuple[int, int, tuple[float, ...]]:
+        """(time, communication time, energy per component) of every layer's attention."""
+        ps, flops, nbytes = self.gpu.attention_kernel(shard.attention_batch(contexts, queries))
+        parts = self.energy.gpu(flops, nbytes)
+        layers = shard.layers
+        return ps * layers, 0, (parts["gpu_dram"] * layers, parts["gpu_onchip"] * layers,
+                                parts["gpu_mac"] * layers, 0.0, 0.0, 0.0, 0.0)
 
-    def _attention_pim(self, shard: ModelSpec, reqs, att_flops: int, power: bool, acc: _Acc) -> None:
-        pim, d, bpe, kvh, g = self.pim, shard.head_dim, shard.bpe, shard.kv_heads, shard.group
-        cycles, reads = pim.attention_many([L for L, _ in reqs], d, [q * g for _, q in reqs], bpe, power)
+    def _attention_pim(self, shard: ModelSpec, contexts: np.ndarray, queries: np.ndarray,
+                       dense: "_Dense", power: bool) -> tuple[int, int, tuple[float, ...]]:
+        pim, kvh = self.pim, shard.kv_heads
+        cycles, reads = pim.attention_many(contexts, shard.head_dim, queries * shard.group,
+                                           shard.bpe, power)
         reads *= kvh
         load = pim.round_robin(np.repeat(cycles, kvh), pim.channels * self.stacks_per_device, reads)
-        ps = load.cycles * pim.tck_ps * shard.layers
-        acc.t["attention"] += ps
-        acc.t["pim"] += ps
-        acc.pim_flops += att_flops
-        acc.add_energy(self.energy.pim(reads, pim.column_bytes, pim.lanes), shard.layers)
-        tokens = sum(q for _, q in reqs)
-        q_bytes = tokens * shard.heads * d * bpe
-        new_kv = tokens * kvh * d * bpe * 2
+        layers = shard.layers
+        parts = self.energy.pim(reads, pim.column_bytes, pim.lanes)
+        comm_ps, link_pj = dense.attention_transfer
+        return (load.cycles * pim.tck_ps * layers, comm_ps,
+                (0.0, 0.0, 0.0, parts["pim_bank"] * layers, parts["pim_mac"] * layers, link_pj, 0.0))
+
+    def _attention_transfer(self, shard: ModelSpec, tokens: int) -> tuple[int, float]:
+        """GPU <-> PIM traffic of attention on PIM, every layer: Q and the new K, V entries
+        down, the outputs up."""
+        q_bytes = tokens * shard.heads * shard.head_dim * shard.bpe
+        new_kv = tokens * shard.kv_heads * shard.head_dim * shard.bpe * 2
+        acc = _Acc()
         self._gpu_pim_transfer(q_bytes + new_kv, q_bytes, shard.layers, acc)
+        return acc.t["comm"], acc.e["link"]
 
     def _gpu_pim_transfer(self, down: int, up: int, times: int, acc: _Acc) -> None:
         link = self.gpu_pim_link
         acc.t["comm"] += (link.transfer_ps(down) + link.transfer_ps(up)) * times
         acc.e["link"] += (down + up) * link.energy_pj_per_byte * times
-
-    def _other(self, shard: ModelSpec, tokens: int, acc: _Acc) -> None:
-        ps, parts = self._other_cost(shard, tokens)
-        acc.t["other"] += ps
-        acc.t["gpu"] += ps
-        acc.add_energy(parts)
 
     @lru_cache(maxsize=4096)
     def _other_cost(self, shard: ModelSpec, tokens: int) -> tuple[int, dict[str, float]]:
@@ -302,6 +350,7 @@ def load_system(name: str) -> System:
 def clear_caches() -> None:
     """Forget every cached price and operator (for cold-start measurements)."""
     for fn in (ModelSpec.attention_ops, ModelSpec.dense_ops, ModelSpec.shard, GPU.fc_ps,
-               PimStack.gemv, Link.allreduce_ps, System._price, System._other_cost):
+               PimStack.gemv, Link.allreduce_ps, System._price, System._dense,
+               System._other_cost):
         fn.cache_clear()
     clear_memos()
