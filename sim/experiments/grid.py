@@ -10,6 +10,7 @@ An experiment (``configs/experiments/NAME.yaml``)::
                                      # optional per-entry batches: [...] (subset of batches)
       - {system: gpu-ad}
       - {system: gpu-sd, draft_length: search}
+                                     # per entry also tau, max_draft_len, capacity_slack
     workload: {split: test, requests: 256, batching: continuous, seed: 0}
     sequence_length: [1024, 2048]    # optional sweep: every request ends at this context
                                      # (prompts lengthened; see sim/workload.py)
@@ -30,6 +31,7 @@ from pathlib import Path
 
 from sim.config import config_path, get, load_yaml
 from sim.errors import ConfigError
+from sim.experiments.plots import check_spec
 from sim.systems.run import RunParams
 
 PLOT_X = ("batch", "draft_length", "sequence_length", "system")
@@ -93,6 +95,8 @@ def load_experiment(path: Path, trace: str | None = None,
                             tau=get(entry, "tau", float, source=src, prefix=f"systems[{i}]", default=tau),
                             max_draft_len=get(entry, "max_draft_len", int, source=src,
                                               prefix=f"systems[{i}]", default=None),
+                            capacity_slack=get(entry, "capacity_slack", float, source=src,
+                                               prefix=f"systems[{i}]", default=None),
                             trace=trace, split=get(work, "split", str, source=src, default="test"),
                             requests=n_requests,
                             seed=get(work, "seed", int, source=src, default=0),
@@ -105,9 +109,13 @@ def load_experiment(path: Path, trace: str | None = None,
         runs = [p for p in runs if any(_matches(p, rule, f"{src}: select[{i}]")
                                        for i, rule in enumerate(select))]
     plot = get(data, "plot", (dict, list), source=src, default={"x": "batch", "metric": "tokens_per_s"})
-    for spec in plot if isinstance(plot, list) else [plot]:
+    for i, spec in enumerate(plot if isinstance(plot, list) else [plot]):
+        where = f"{src}: plot" + (f"[{i}]" if isinstance(plot, list) else "")
+        if not isinstance(spec, dict):
+            raise ConfigError(f"{where}: expected a mapping (x, metric, ...), found {spec!r}")
         if spec.get("x", "batch") not in PLOT_X:
-            raise ConfigError(f"{src}: plot.x: expected one of {list(PLOT_X)}, found {spec.get('x')!r}")
+            raise ConfigError(f"{where}.x: expected one of {list(PLOT_X)}, found {spec.get('x')!r}")
+        check_spec(spec, where)
     data = dict(data, name=name, plot=plot)
     return data, runs
 

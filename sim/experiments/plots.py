@@ -5,10 +5,18 @@ system; ``batch`` / ``sequence_length``: one line per system; ``draft_length``: 
 fixed-d system against d, systems without a fixed d as horizontal lines. With ``normalize`` each
 value is divided by that system's value at the same pair, batch and sequence length. A system
 appearing with several fixed d at the same point is split into one series per d.
+
+With ``x: system`` a spec may name several metrics instead of one: ``stack: [m1, m2, ...]``
+draws one stacked bar per (system, batch, sequence length), a segment per metric (with
+``fraction: true`` each bar is scaled to sum to 1, e.g. a latency breakdown as shares of the run
+time); ``metrics: [m1, m2, ...]`` draws the metrics side by side, one bar each (e.g. GPU and PIM
+utilisation). ``labels`` names the segments / bars (default: the metric's last part).
 """
 from __future__ import annotations
 
 from pathlib import Path
+
+from sim.errors import ConfigError
 
 
 def plot_all(out: Path, experiment: dict, records: list[dict]) -> list[Path]:
@@ -21,6 +29,25 @@ def plot_all(out: Path, experiment: dict, records: list[dict]) -> list[Path]:
         suffix = f"-{spec['name']}" if "name" in spec else ("" if len(specs) == 1 else f"-{i}")
         paths.append(plot(out / f"{experiment['name']}{suffix}.png", experiment, spec, rows))
     return paths
+
+
+def check_spec(spec: dict, where: str) -> None:
+    """ConfigError naming ``where`` for a plot spec this module cannot draw."""
+    many = [k for k in ("stack", "metrics") if k in spec]
+    if len(many) > 1 or (many and "metric" in spec):
+        raise ConfigError(f"{where}: give one of metric, stack or metrics, found {sorted(set(spec) & {'metric', 'stack', 'metrics'})}")
+    if many:
+        key = many[0]
+        names = spec[key]
+        if not isinstance(names, list) or not names or not all(isinstance(n, str) for n in names):
+            raise ConfigError(f"{where}.{key}: expected a non-empty list of metric names, found {names!r}")
+        if spec.get("x", "batch") != "system":
+            raise ConfigError(f"{where}.{key}: needs x: system, found x: {spec.get('x', 'batch')!r}")
+        labels = spec.get("labels")
+        if labels is not None and (not isinstance(labels, list) or len(labels) != len(names)):
+            raise ConfigError(f"{where}.labels: expected a list of {len(names)} names, found {labels!r}")
+        if spec.get("normalize"):
+            raise ConfigError(f"{where}: normalize does not apply to {key}")
 
 
 def _value(record: dict, metric: str) -> float:
@@ -53,7 +80,8 @@ def plot(path: Path, experiment: dict, spec: dict, records: list[dict]) -> Path:
 
     x_key, metric, norm = spec.get("x", "batch"), spec.get("metric", "tokens_per_s"), spec.get("normalize")
     pairs = list(dict.fromkeys(r["pair"] for r in records))
-    fig, axes = plt.subplots(1, max(1, len(pairs)), figsize=(5 * max(1, len(pairs)), 3.6), squeeze=False)
+    width = 6.5 if "stack" in spec else 5
+    fig, axes = plt.subplots(1, max(1, len(pairs)), figsize=(width * max(1, len(pairs)), 3.6), squeeze=False)
     refs = {_point(r): r for r in records if norm and r["system"] == norm}
 
     def value(r):
@@ -67,7 +95,9 @@ def plot(path: Path, experiment: dict, spec: dict, records: list[dict]) -> Path:
         rows = [r for r in records if r["pair"] == pair]
         names = _names(rows)
         series = list(dict.fromkeys(names[id(r)] for r in rows))
-        if x_key == "system":
+        if "stack" in spec or "metrics" in spec:
+            _multi_bars(ax, rows, names, series, spec)
+        elif x_key == "system":
             groups = list(dict.fromkeys((r["batch"], r.get("sequence_length")) for r in rows))
             width = 0.8 / max(1, len(series))
             for j, name in enumerate(series):
@@ -100,11 +130,59 @@ def plot(path: Path, experiment: dict, spec: dict, records: list[dict]) -> Path:
                     ax.plot([str(p[0]) for p in pts], [p[1] for p in pts], marker="o", label=name)
         ax.set_title(pair, fontsize=9)
         ax.set_xlabel(x_key)
-        ax.set_ylabel(metric + (f" / {norm}" if norm else ""))
+        ax.set_ylabel(_ylabel(spec, metric, norm))
         ax.grid(alpha=0.3)
-        ax.legend(fontsize=7)
+        if "stack" in spec:     # segments fill the bars: the legend goes beside the panel
+            ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0))
+        else:
+            ax.legend(fontsize=7)
     fig.suptitle(experiment.get("description", experiment["name"]), fontsize=9)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)
     return path
+
+
+def _ylabel(spec: dict, metric: str, norm: str | None) -> str:
+    if "stack" in spec:
+        return "share of the total" if spec.get("fraction") else "stacked"
+    if "metrics" in spec:
+        parents = {m.rsplit(".", 1)[0] for m in spec["metrics"]}
+        return parents.pop() if len(parents) == 1 and "." in spec["metrics"][0] else ", ".join(_labels(spec, "metrics"))
+    return metric + (f" / {norm}" if norm else "")
+
+
+def _labels(spec: dict, key: str) -> list[str]:
+    return spec.get("labels") or [m.split(".")[-1] for m in spec[key]]
+
+
+def _multi_bars(ax, rows: list[dict], names: dict[int, str], series: list[str], spec: dict) -> None:
+    """One position per (batch, sequence length) x series; stacked segments or side-by-side bars."""
+    groups = list(dict.fromkeys((r["batch"], r.get("sequence_length")) for r in rows))
+    bars = []       # (x label, record)
+    for batch, seq in groups:
+        for name in series:
+            match = [r for r in rows if names[id(r)] == name and r["batch"] == batch
+                     and r.get("sequence_length") == seq]
+            if match:
+                tag = f"b{batch}" + (f" L{seq}" if seq else "")
+                bars.append((f"{name}\n{tag}" if len(groups) > 1 else name, match[0]))
+    xs = range(len(bars))
+    if "stack" in spec:
+        metrics, labels = spec["stack"], _labels(spec, "stack")
+        values = [[_value(r, m) for m in metrics] for _, r in bars]
+        if spec.get("fraction"):
+            values = [[v / sum(vs) if sum(vs) else 0.0 for v in vs] for vs in values]
+        bottom = [0.0] * len(bars)
+        for k, label in enumerate(labels):
+            heights = [vs[k] for vs in values]
+            ax.bar(xs, heights, 0.7, bottom=bottom, label=label)
+            bottom = [b + h for b, h in zip(bottom, heights)]
+    else:
+        metrics, labels = spec["metrics"], _labels(spec, "metrics")
+        width = 0.8 / len(metrics)
+        for k, (metric, label) in enumerate(zip(metrics, labels)):
+            ax.bar([x + (k - (len(metrics) - 1) / 2) * width for x in xs],
+                   [_value(r, metric) for _, r in bars], width, label=label)
+    ax.set_xticks(list(xs))
+    ax.set_xticklabels([label for label, _ in bars], fontsize=7)

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from sim.engine.costs import CostAdapter, Priced
 from sim.engine.devices import DeviceSet, IntervalLog
 from sim.engine.events import EventQueue
-from sim.metrics import RunMetrics, TokenCounts, latency_breakdown
+from sim.metrics import PS_PER_S, RunMetrics, TokenCounts, latency_breakdown
 from sim.systems.registry import StopRule
 from sim.systems.spec import ManagerTiming, SystemSpec
 from sim.workload import BatchFormer, Workload
@@ -200,6 +200,9 @@ class BaseRun:
             window_energy_pj=window[2] + self.static_energy_pj(window[0]),
             extra={"verification_comm_share": self.verify_comm_ps / self.verify_ps
                    if self.verify_ps else 0.0,
+                   "verification_s": self.verify_ps / PS_PER_S,
+                   "verification_comm_s": self.verify_comm_ps / PS_PER_S,
+                   "verification_compute_s": (self.verify_ps - self.verify_comm_ps) / PS_PER_S,
                    "verification_passes": self.passes,
                    "mapping": dict(self.setup.mapping)})
 

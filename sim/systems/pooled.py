@@ -77,6 +77,7 @@ class PooledRun(BaseRun):
         ex["cap"] = cap if plan is None else min(plan, cap)
         ex["window"] = live.trace.draft_probs(live.t, cap)
         ex["stopped"] = ex["cap"] == 0
+        ex["round"] = ex.get("round", 0) + 1
 
     def can_draft(self, live: Live) -> bool:
         ex = live.extra
@@ -102,12 +103,21 @@ class PooledRun(BaseRun):
         priced = self.price_dlm([(l.context(l.extra["base"] - l.t + l.extra["pos"]), 1)
                                  for l in drafting], fc=self.dlm_fc[mb])
         self.mb_wait[mb] = True
+        rounds = [(l, l.extra["round"]) for l in drafting]
         self.devices.start_background(mb, f"DLM/mb{mb}", priced.work,
-                                      lambda: self.after_draft(mb, drafting))
+                                      lambda: self.after_draft(mb, rounds))
 
-    def after_draft(self, mb: int, drafting: list[Live]) -> None:
-        for live in drafting:
+    def after_draft(self, mb: int, rounds: list[tuple[Live, int]]) -> None:
+        drafting = []
+        for live, round_id in rounds:
             ex = live.extra
+            if self.live.get(live.slot) is not live or ex["round"] != round_id:
+                # Rejected or finished while the step ran: its token was drafted on a context
+                # that no longer holds. The DLM's work is spent; the token never reaches a pool.
+                self.tokens.drafted += 1
+                self.tokens.discard("stale_context")
+                continue
+            drafting.append(live)
             j = ex["pos"] + 1
             prob = quantize_prob(float(ex["window"].p[j - 1]))
             out = self.apply(DraftToken(live.slot, mb, j, _token_id(ex["base"] + j - 1), prob))[0]

@@ -45,7 +45,7 @@ class RunParams:
     batching: str = "continuous"
     max_seq_len: int | None = None
     sequence_length: int | None = None
-    capacity_slack: float = 0.1
+    capacity_slack: float | None = None       # None: the system's configs/systems/ value
     search_d_max: int = 12
     source: str = "<run>"
 
@@ -128,7 +128,8 @@ def simulate(p: RunParams, timeline: bool = False) -> tuple[RunMetrics, object]:
                 costs, mapping, p.batch, context, max_batch=128, max_tokens=max_len)
             cfg = cfg.replace(dlm_fc_threshold=dlm_thr, tlm_attention_threshold=tlm_thr)
             setup_extra["scheduler_thresholds"] = {"dlm_fc": dlm_thr, "tlm_attention": tlm_thr}
-        ridge = offline.verify_capacity(costs, cfg.shared_entries, p.capacity_slack)
+        slack = spec.capacity_slack if p.capacity_slack is None else p.capacity_slack
+        ridge = offline.verify_capacity(costs, cfg.shared_entries, slack)
         capacity = min(max(ridge, p.batch), cfg.shared_entries)
         setup_extra["verify_capacity"] = capacity
     setup = RunSetup(spec=spec, pair=p.pair, workload=work, batch=p.batch, batching=p.batching,

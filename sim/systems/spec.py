@@ -26,6 +26,7 @@ class SystemSpec:
     mapping: str
     static_mapping: dict[str, str] | None
     manager_hardware: bool            # Manager latency (monitoring, decision) is charged
+    capacity_slack: float | None = None   # shared_pool: TLM pass capacity = ridge within 1 + slack
 
     @property
     def speculative(self) -> bool:
@@ -67,15 +68,23 @@ def load_system(name: str) -> SystemSpec:
         raise ConfigError(f"{src}: eager: the Eager Pool needs verify: shared_pool")
     if mapping == "dynamic" and verify != "shared_pool":
         raise ConfigError(f"{src}: mapping: dynamic needs the Manager (verify: shared_pool)")
+    slack = None
+    if verify == "shared_pool":
+        slack = get(data, "capacity_slack", float, source=src)
+        if not 0 <= slack <= 10:
+            raise ConfigError(f"{src}: capacity_slack: expected a number in [0, 10], found {slack!r}")
+    elif "capacity_slack" in data:
+        raise ConfigError(f"{src}: capacity_slack: only systems with verify: shared_pool have a pass capacity")
     known = {"hardware", "decoding", "stop", "verify", "eager", "mapping", "static_mapping",
-             "manager_hardware"}
+             "manager_hardware", "capacity_slack"}
     unknown = sorted(set(data) - known)
     if unknown:
         raise ConfigError(f"{src}: unknown key(s) {unknown}; expected some of {sorted(known)}")
     return SystemSpec(name=name, hardware=get(data, "hardware", str, source=src),
                       decoding=decoding, stop=stop, verify=verify, eager=eager, mapping=mapping,
                       static_mapping=dict(static) if static else None,
-                      manager_hardware=get(data, "manager_hardware", bool, source=src, default=False))
+                      manager_hardware=get(data, "manager_hardware", bool, source=src, default=False),
+                      capacity_slack=slack)
 
 
 @dataclass(frozen=True)

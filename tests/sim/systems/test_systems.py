@@ -97,3 +97,30 @@ def test_throughput_window_ends_when_the_batch_can_no_longer_be_refilled(tmp_pat
     r = m.to_dict()
     assert r["tokens_per_s"] == pytest.approx(6 / (sum(steps) * 1e-12))
     assert r["run_tokens_per_s"] == pytest.approx(8 / r["time_s"])
+
+
+def test_pass_capacity_follows_the_systems_slack(tiny_trace):
+    from sim.systems import offline
+    from sim.systems.run import adapter
+    costs = adapter("saddle", "opt-66b", "opt-1.3b")
+    m, _ = simulate(params("saddle", None, tiny_trace))                       # capacity_slack: 0.1
+    assert m.extra["verify_capacity"] == offline.verify_capacity(costs, 512, 0.1)
+    wide, _ = simulate(params("saddle", None, tiny_trace, capacity_slack=1.0))  # run override
+    assert wide.extra["verify_capacity"] == offline.verify_capacity(costs, 512, 1.0)
+    assert wide.extra["verify_capacity"] > m.extra["verify_capacity"]
+
+
+def test_capacity_slack_is_checked(tmp_path, monkeypatch):
+    from sim.errors import ConfigError
+    from sim.systems import spec
+    bad = tmp_path / "systems"
+    bad.mkdir()
+    text = (spec.config_path("systems", "saddle").read_text()
+            .replace("capacity_slack: 0.1", "capacity_slack: -1"))
+    (bad / "neg.yaml").write_text(text)
+    (bad / "ad.yaml").write_text(spec.config_path("systems", "gpu-ad").read_text() + "capacity_slack: 0.1\n")
+    monkeypatch.setattr(spec, "config_path", lambda kind, name: bad / f"{name}.yaml")
+    with pytest.raises(ConfigError, match=r"neg.yaml: capacity_slack: expected a number in \[0, 10\]"):
+        spec.load_system("neg")
+    with pytest.raises(ConfigError, match="only systems with verify: shared_pool"):
+        spec.load_system("ad")
