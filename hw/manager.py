@@ -11,7 +11,7 @@ Interface (``lib.wiring`` Component):
   the model's order, then one ``DONE`` beat. List-valued events are serialized: ``Issued`` as
   one ``ISSUED_TOKEN`` beat per token then an ``ISSUED`` beat; ``Discarded`` and ``Moved`` as one
   beat per position (consecutive beats of one request and reason form one model event).
-  ``tests/hw/manager/txn_codec.py`` converts both ways.
+  ``hw/manager_codec.py`` converts both ways.
 - ``logits`` (in stream): the Controller's softmax unit; a ``DRAFT`` with ``use_logits`` (the
   model's DraftLogits) takes its token and probability from there instead of ``token`` and
   ``prob``, waiting for the softmax result; a refused one drops the result.

@@ -20,7 +20,7 @@ from sim.manager.config import ManagerConfig
 from sim.manager.random_txns import coverage, generate_with_events
 from sim.manager.softmax import SoftmaxParams
 from sim.manager.transactions import DraftLogits
-from tests.hw.manager.txn_codec import config_ports, decode, logits_beats, pack, pack_logits_beat, unpack
+from hw.manager_codec import config_ports, decode, logits_beats, pack, pack_logits_beat, unpack
 
 CONFIG = ManagerConfig(**json.loads(os.environ.get("SADDLE_MGR_CONFIG", "{}")))
 SOFTMAX = SoftmaxParams(**json.loads(os.environ["SADDLE_MGR_SOFTMAX"]))

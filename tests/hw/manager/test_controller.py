@@ -8,8 +8,8 @@ from hw.controller import Controller, CtlOp, SlotState
 from sim.manager.controller import Controller as ModelController, RequestState
 from sim.manager.formats import PROB_ONE
 from sim.manager.softmax import SoftmaxParams, softmax_greedy
-from tests.hw.manager.amaranth_sim import run, send
-from tests.hw.manager.txn_codec import logits_beats
+from hw.amaranth_sim import run, send
+from hw.manager_codec import logits_beats
 
 REQUESTS, MICRO_BATCHES = 8, 3
 SOFTMAX = SoftmaxParams(lanes=4, vocab=64, exp_frac_bits=24)

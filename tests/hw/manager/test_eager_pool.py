@@ -6,7 +6,7 @@ import random
 from hw.eager_pool import EagerOp, EagerPools
 from sim.manager.eager_pool import EagerPools as ModelPools
 from sim.manager.shared_pool import PoolEntry, SharedPool as ModelShared
-from tests.hw.manager.amaranth_sim import run
+from hw.amaranth_sim import run
 
 POOLS, ENTRIES, REQUESTS = 3, 12, 7
 

@@ -12,8 +12,8 @@ from sim.manager.config import ManagerConfig
 from sim.manager.random_txns import coverage, generate_with_events
 from sim.manager.softmax import SoftmaxParams
 from sim.manager.transactions import DraftLogits
-from tests.hw.manager.amaranth_sim import run, send
-from tests.hw.manager.txn_codec import config_ports, decode, encode, from_view, logits_beats
+from hw.amaranth_sim import run, send
+from hw.manager_codec import config_ports, decode, encode, from_view, logits_beats
 
 SMALL = ManagerConfig(max_requests=8, max_draft_len=8, tau=30000, shared_entries=16, eager_entries=12,
                       micro_batches=3, dlm_fc_threshold=2, tlm_attention_threshold=2)

@@ -6,7 +6,7 @@ import random
 from hw.scheduler import Scheduler
 from sim.manager.scheduler import Scheduler as ModelScheduler, dlm_fc_estimate
 from sim.manager.transactions import Device
-from tests.hw.manager.amaranth_sim import run
+from hw.amaranth_sim import run
 
 REQUESTS, QUERIES = 128, 512
 

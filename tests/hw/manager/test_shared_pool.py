@@ -6,7 +6,7 @@ import random
 from hw.shared_pool import PoolOp, SharedPool
 from sim.manager.formats import PROB_ONE
 from sim.manager.shared_pool import PoolEntry, SharedPool as ModelPool
-from tests.hw.manager.amaranth_sim import run
+from hw.amaranth_sim import run
 
 ENTRIES, REQUESTS = 16, 6
 

@@ -8,8 +8,8 @@ import pytest
 from hw.softmax import Softmax
 from sim.manager.formats import LOGIT, PROB
 from sim.manager.softmax import SoftmaxModel, SoftmaxParams, reference_float, softmax_greedy
-from tests.hw.manager.amaranth_sim import receive, run, send
-from tests.hw.manager.txn_codec import logits_beats
+from hw.amaranth_sim import receive, run, send
+from hw.manager_codec import logits_beats
 
 FULL = SoftmaxParams(lanes=8, vocab=128256, exp_frac_bits=24)
 SMALL = SoftmaxParams(lanes=4, vocab=512, exp_frac_bits=24)

@@ -1,4 +1,5 @@
-"""Helpers for the Manager RTL unit tests on Amaranth's simulator (stream handshakes, waves)."""
+"""Driving Components on Amaranth's simulator: the run with optional waves, stream handshakes
+(used by the RTL tests and by `hw.manager_replay`)."""
 from __future__ import annotations
 
 import os
