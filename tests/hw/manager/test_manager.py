@@ -3,73 +3,26 @@ seeded constrained-random transaction sequences from sim/manager/random_txns.py,
 compared bit for bit, with random back-pressure on the event stream."""
 from __future__ import annotations
 
-import random
-
 import pytest
 
-from hw.manager import Manager
+from hw import manager_replay
 from sim.manager.config import ManagerConfig
 from sim.manager.random_txns import coverage, generate_with_events
 from sim.manager.softmax import SoftmaxParams
 from sim.manager.transactions import DraftLogits
-from hw.amaranth_sim import run, send
-from hw.manager_codec import config_ports, decode, encode, from_view, logits_beats
 
 SMALL = ManagerConfig(max_requests=8, max_draft_len=8, tau=30000, shared_entries=16, eager_entries=12,
                       micro_batches=3, dlm_fc_threshold=2, tlm_attention_threshold=2)
 SOFTMAX = SoftmaxParams(lanes=2, vocab=16, exp_frac_bits=12)
 
 
-def small_manager(config: ManagerConfig) -> Manager:
-    return Manager.from_config(config, SOFTMAX)
-
-
 def replay(config, pairs, name, *, stall: float = 0.0, seed: int = 0, long_stalls: bool = False):
-    """Drive every transaction, collect its beats up to DONE, compare with the model's events.
-    Returns, per transaction, the clock edges from its cmd transfer to its DONE transfer, both
-    included: the cycles it occupies the Manager when issued back to back."""
-    dut = small_manager(config)
-    rng = random.Random(seed)
-    cycles = []
-
-    async def bench(ctx):
-        for port, value in config_ports(config).items():
-            ctx.set(getattr(dut, port), value)
-        for i, (txn, expected) in enumerate(pairs):
-            ctx.set(dut.cmd.valid, 1)
-            ctx.set(dut.cmd.payload, encode(txn))
-            await ctx.tick().until(dut.cmd.ready)
-            ctx.set(dut.cmd.valid, 0)
-            beats, n = [], 1
-            while True:
-                hold = rng.random() < stall
-                if hold and long_stalls and rng.random() < 0.05:
-                    for _ in range(40):                      # back-pressure held for many cycles
-                        ctx.set(dut.event.ready, 0)
-                        await ctx.tick()
-                        n += 1
-                ctx.set(dut.event.ready, 0 if hold else 1)
-                valid = ctx.get(dut.event.valid)
-                payload = from_view(ctx.get(dut.event.payload)) if valid else None
-                await ctx.tick()
-                n += 1
-                if valid and not hold:
-                    beats.append(payload)
-                    if payload["kind"].name == "DONE":
-                        break
-            got = decode(beats)
-            assert got == expected, f"transaction #{i} {txn}:\n RTL   {got}\n model {expected}"
-            cycles.append((type(txn).__name__, n, sum(len(getattr(e, "tokens", ())) for e in expected)))
-
-    async def feeder(ctx):
-        # The logits of every DraftLogits, in order (a refused one is sent again by its retry).
-        for txn, _ in pairs:
-            if isinstance(txn, DraftLogits):
-                for beat in logits_beats(txn.logits, SOFTMAX.lanes):
-                    await send(ctx, dut.logits, beat)
-
-    run(dut, bench, feeder, name=name)
-    return cycles
+    """Every transaction on the RTL, compared with the model's events; per transaction, the
+    clock edges it occupies the Manager when issued back to back (see hw/manager_replay.py)."""
+    result = manager_replay.replay(config, pairs, softmax=SOFTMAX, stall=stall, seed=seed,
+                                   long_stalls=long_stalls, name=name)
+    assert result.mismatch is None, result.mismatch
+    return result.cycles
 
 
 @pytest.mark.parametrize("seed", [1, 2])
