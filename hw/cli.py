@@ -35,6 +35,28 @@ def register(subparsers) -> None:
     fetch = sub.add_parser("fetch-lib", help="fetch the osu018 standard-cell library into build/celllib/")
     fetch.set_defaults(func=_fetch_lib)
 
+    from sim.paths import CONFIGS, TRACE_DATA
+    cov = sub.add_parser("coverify", help="the Manager RTL against the model on a simulated run's transactions",
+                         description="Simulate one Shared Pool system on a trace with a small Manager, record "
+                                     "its transactions and replay them on the Manager RTL (Amaranth "
+                                     "simulator), every event compared with the model's (hw/coverify.py).")
+    cov.add_argument("--trace", default=str(TRACE_DATA / "smollm2-135m.self24.real.jsonl.gz"),
+                     help="decoding trace (default: the real SmolLM2 trace)")
+    cov.add_argument("--system", default="saddle", help="a Shared Pool system (default saddle)")
+    cov.add_argument("--pair", default="opt-66b+opt-1.3b", help="model pair whose costs time the run")
+    cov.add_argument("--batch", type=int, default=16)
+    cov.add_argument("--requests", default="24", help="requests of the trace to run, or 'all' (default 24)")
+    cov.add_argument("--tau", type=float, help="stop threshold (default: configs/tau/PAIR.yaml)")
+    cov.add_argument("--manager", default=str(CONFIGS / "manager_coverify.yaml"),
+                     help="Manager config sizing the pools and the RTL (default configs/manager_coverify.yaml)")
+    cov.add_argument("--log", type=Path, help="replay this transaction log instead of simulating")
+    cov.add_argument("--txlog", type=Path, default=BUILD / "coverify" / "run.jsonl",
+                     help="where the recorded run's log goes (default build/coverify/run.jsonl)")
+    cov.add_argument("--stall", type=float, default=0.2, help="probability of event back-pressure per cycle")
+    cov.add_argument("--seed", type=int, default=0, help="seed of the back-pressure pattern")
+    cov.add_argument("--json", action="store_true", help="print the report as JSON")
+    cov.set_defaults(func=_coverify)
+
 
 def _selected(names: list[str] | None) -> dict:
     from hw.blocks import BLOCKS
@@ -105,3 +127,52 @@ def _fetch_lib(args) -> int:
 
     print(fetch_celllib())
     return 0
+
+
+def _coverify(args) -> int:
+    from hw.coverify import coverify, log_pairs, record_run
+
+    if not 0 <= args.stall < 1:
+        raise SaddleError(f"--stall: expected a probability in [0, 1), found {args.stall}")
+    if args.log is not None:
+        config, softmax, pairs = log_pairs(args.log)
+        source, txlog = str(args.log), None
+    else:
+        from sim.systems.run import RunParams
+
+        requests = None if args.requests == "all" else _positive(args.requests, "--requests")
+        params = RunParams(system=args.system, pair=args.pair, batch=args.batch, trace=args.trace,
+                           split="all", requests=requests, tau=args.tau, manager=args.manager,
+                           source="saddle hw coverify")
+        print(f"simulating {args.system} on {args.trace} (batch {args.batch}, Manager {args.manager}) ...",
+              file=sys.stderr)
+        config, pairs, record = record_run(params)
+        softmax, txlog = None, args.txlog
+        source = f"{args.system} {args.pair} batch {args.batch} on {args.trace}"
+        print(f"  {record['tokens']['drafted']} draft tokens, {record['verification_passes']} verifications",
+              file=sys.stderr)
+    print(f"replaying {len(pairs)} transactions on the Manager RTL (Amaranth simulator) ...", file=sys.stderr)
+    report = coverify(config, pairs, source=source, softmax=softmax, stall=args.stall, seed=args.seed,
+                      txlog=txlog)
+    if args.json:
+        print(json.dumps(report.as_dict(), indent=1))
+    else:
+        status = "every event matches the model" if report.ok else "MISMATCH"
+        print(f"{report.source}: {report.compared}/{report.transactions} transactions, {report.cycles} RTL "
+              f"cycles, {report.seconds:.1f} s: {status}")
+        print("  inputs: " + ", ".join(f"{k} {v}" for k, v in sorted(report.inputs.items())))
+        if report.txlog:
+            print(f"  log: {report.txlog} (saddle manager replay {report.txlog})")
+        if report.mismatch:
+            print(report.mismatch)
+    return 0 if report.ok else 1
+
+
+def _positive(text: str, flag: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise SaddleError(f"{flag}: expected a positive integer or 'all', found {text!r}")
+    return value

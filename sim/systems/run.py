@@ -46,6 +46,7 @@ class RunParams:
     max_seq_len: int | None = None
     sequence_length: int | None = None
     capacity_slack: float | None = None       # None: the system's configs/systems/ value
+    manager: str | None = None                # Manager config file (pool sizes); None: configs/manager.yaml
     search_d_max: int = 12
     source: str = "<run>"
 
@@ -75,8 +76,10 @@ def _workload(trace: str, split: str, requests: int | None, seed: int, fraction:
                          sequence_length=sequence_length)
 
 
-def simulate(p: RunParams, timeline: bool = False) -> tuple[RunMetrics, object]:
-    """Run ``p``; returns the metrics and the run object (its interval log feeds a timeline)."""
+def simulate(p: RunParams, timeline: bool = False, record: bool = False) -> tuple[RunMetrics, object]:
+    """Run ``p``; returns the metrics and the run object (its interval log feeds a timeline).
+    ``record``: a Shared Pool system keeps every Manager transaction and its events in
+    ``run.events`` (co-verification of the RTL, ``hw/coverify.py``)."""
     spec = load_system(p.system)
     pair = load_pair(p.pair)
     costs = adapter(spec.hardware, pair.tlm.name, pair.dlm.name)
@@ -84,7 +87,7 @@ def simulate(p: RunParams, timeline: bool = False) -> tuple[RunMetrics, object]:
     max_seq = max(p.max_seq_len or pair.max_sequence_length, p.sequence_length or 0)
     work = _workload(trace, p.split, p.requests, p.seed, p.validation_fraction, max_seq, p.source,
                      p.sequence_length)
-    base_cfg = ManagerConfig.load()
+    base_cfg = ManagerConfig.load(p.manager)
     max_len = p.max_draft_len or base_cfg.max_draft_len
     tau = p.tau if p.tau is not None else (load_tau(p.pair) if spec.stop == "threshold" else 0.0)
 
@@ -114,6 +117,14 @@ def simulate(p: RunParams, timeline: bool = False) -> tuple[RunMetrics, object]:
         stop = STOP_RULES[spec.stop](draft_length=draft_length if spec.stop == "fixed" else None,
                                      tau_raw=quantize_prob(tau), max_draft_len=max_len)
     n_mb = costs.n_devices
+    if spec.verify == "shared_pool":
+        where = p.manager or "configs/manager.yaml"
+        if p.batch > base_cfg.max_requests:
+            raise ConfigError(f"{p.source}: batch {p.batch} exceeds the {base_cfg.max_requests} Controller "
+                              f"slots of {where} (controller.max_requests)")
+        if spec.eager and base_cfg.eager_entries < n_mb:
+            raise ConfigError(f"{where}: pools.eager_entries {base_cfg.eager_entries}: needs at least one "
+                              f"entry for each of the {n_mb} micro-batches of {spec.hardware}")
     cfg = base_cfg.replace(max_draft_len=max_len, tau=stop.controller_tau if stop else 0,
                            micro_batches=n_mb,
                            eager_entries=(base_cfg.eager_entries // n_mb * n_mb) if spec.eager else 0,
@@ -139,6 +150,10 @@ def simulate(p: RunParams, timeline: bool = False) -> tuple[RunMetrics, object]:
                      draft_length=draft_length if spec.stop == "fixed" else None)
     run = (PooledRun(setup, setup_extra["verify_capacity"]) if spec.verify == "shared_pool"
            else LockstepRun(setup))
+    if record:
+        if not isinstance(run, PooledRun):
+            raise ConfigError(f"{p.source}: system {p.system} has no Manager to record (verify: shared_pool)")
+        run.record = True
     metrics = run.execute()
     metrics.extra.update(setup_extra)
     if spec.stop == "threshold":

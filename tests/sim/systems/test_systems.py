@@ -124,3 +124,13 @@ def test_capacity_slack_is_checked(tmp_path, monkeypatch):
         spec.load_system("neg")
     with pytest.raises(ConfigError, match="only systems with verify: shared_pool"):
         spec.load_system("ad")
+
+
+def test_manager_config_file_sizes_the_pools(tiny_trace):
+    from sim.errors import ConfigError
+    from sim.paths import CONFIGS
+    small = str(CONFIGS / "manager_coverify.yaml")                            # 16 slots, 64 + 32 entries
+    _, run = simulate(params("saddle", None, tiny_trace, manager=small))
+    assert (run.manager.config.shared_entries, run.manager.config.eager_entries) == (64, 32)
+    with pytest.raises(ConfigError, match=r"batch 32 exceeds the 16 Controller slots of .*manager_coverify.yaml"):
+        simulate(params("saddle", None, tiny_trace, batch=32, manager=small))

@@ -1,0 +1,89 @@
+"""Hardware/software co-verification: the Manager RTL against the Python model on the
+transactions of a simulated decoding run.
+
+``saddle hw coverify`` runs one Shared Pool system (``saddle`` by default) of the simulator on
+a decoding trace (by default the real SmolLM2 trace in ``traces/data/``) with a Manager sized by
+a config file (``configs/manager_coverify.yaml``: small enough for Amaranth's simulator),
+records every transaction the simulator sent and the model's answer, writes them as a
+transaction log (``sim/manager/txlog.py``) and replays the log on ``hw.manager.Manager`` built
+with the same configuration (``hw/manager_replay.py``), comparing every event bit for bit. With
+``--log FILE`` it replays an existing log instead (recorded outputs, or the model's when the
+log has inputs only).
+
+What this proves beyond the random tests: the RTL takes the model's decision on the
+transaction mix a real run produces (long rounds of a confident draft model, bursts of
+rejections, pools that fill while a verification is in flight, retirements and refills).
+"""
+from __future__ import annotations
+
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from sim.manager.config import ManagerConfig
+
+
+@dataclass
+class CoverifyReport:
+    source: str                       # what was replayed: the run, or the log file
+    config: ManagerConfig
+    transactions: int                 # in the sequence
+    compared: int                     # matched on the RTL before the first mismatch (all if none)
+    cycles: int                       # RTL clock edges over the compared transactions
+    mismatch: str | None
+    inputs: dict = field(default_factory=dict)    # transaction type -> count
+    txlog: str | None = None
+    seconds: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        return self.mismatch is None and self.compared == self.transactions
+
+    def as_dict(self) -> dict:
+        return {"source": self.source, "config": self.config.to_dict(), "transactions": self.transactions,
+                "compared": self.compared, "cycles": self.cycles, "ok": self.ok, "mismatch": self.mismatch,
+                "inputs": self.inputs, "txlog": self.txlog, "seconds": round(self.seconds, 1)}
+
+
+def record_run(params) -> tuple[ManagerConfig, list[tuple[object, list]], dict]:
+    """Simulate ``params`` (``sim.systems.run.RunParams`` of a Shared Pool system) recording the
+    Manager's transactions; returns the run's Manager config, the (input, events) pairs and
+    the run's result record."""
+    from sim.systems.run import simulate
+
+    metrics, run = simulate(params, record=True)
+    return run.manager.config, list(run.events), metrics.to_dict()
+
+
+def coverify(config: ManagerConfig, pairs, *, source: str, softmax=None, stall: float = 0.2, seed: int = 0,
+             txlog: Path | None = None) -> CoverifyReport:
+    """Replay ``pairs`` on the RTL sized by ``config`` (and ``softmax``, a ``SoftmaxParams``, if
+    the sequence has DraftLogits); with ``txlog`` write them there first."""
+    from hw.manager_replay import replay
+    from sim.manager.txlog import write_txlog
+
+    if txlog is not None:
+        txlog.parent.mkdir(parents=True, exist_ok=True)
+        write_txlog(txlog, config, pairs, softmax)
+    started = time.monotonic()
+    result = replay(config, pairs, softmax=softmax, stall=stall, seed=seed, name="coverify")
+    return CoverifyReport(source=source, config=config, transactions=len(pairs), compared=result.transactions,
+                          cycles=result.total_cycles, mismatch=result.mismatch,
+                          inputs=dict(Counter(type(txn).__name__ for txn, _ in pairs)),
+                          txlog=str(txlog) if txlog else None, seconds=time.monotonic() - started)
+
+
+def log_pairs(path: Path):
+    """A transaction log's config, softmax sizes (or None) and (input, expected events); the
+    model fills in missing outputs and must agree with the recorded ones."""
+    from sim.errors import SaddleError
+    from sim.manager.manager import Manager
+    from sim.manager.txlog import read_txlog, replay
+
+    log = read_txlog(path)
+    mismatch = replay(log)
+    if mismatch is not None:
+        raise SaddleError(f"{path}: the model disagrees with the recorded outputs at {mismatch.describe()}")
+    model = Manager(log.config, log.softmax)
+    return log.config, log.softmax, [(txn, model.apply(txn)) for txn, _ in log.entries]
