@@ -1,9 +1,12 @@
 """Wall time of the whole fig12 grid (3 pairs x 4 batch sizes x 5 systems), every run
 simulated (nothing resumed): into a temporary folder, or into ``--out DIR`` after emptying its
-``runs/`` (then ``saddle run fig12 --out DIR`` only re-plots). Prints runs and seconds."""
+``runs/`` (then ``saddle run fig12 --out DIR`` only re-plots). Runs in ``--jobs N`` worker
+processes (default: as ``saddle run``). Prints runs, jobs, seconds, and the load average before
+and after (the machine is shared: a loaded machine is slower)."""
 from __future__ import annotations
 
 import argparse
+import os
 import shutil
 import sys
 import tempfile
@@ -11,21 +14,30 @@ import time
 from pathlib import Path
 
 from sim.experiments.grid import load_experiment, resolve_path
-from sim.experiments.runner import execute
+from sim.experiments.runner import default_jobs, execute
+
+
+def _load() -> str:
+    return " ".join(f"{x:.2f}" for x in os.getloadavg())
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--out", help="results folder to fill (its runs/ is emptied first)")
+    parser.add_argument("--jobs", type=int, default=default_jobs(),
+                        help="worker processes (default: %(default)s on this machine)")
     args = parser.parse_args()
     experiment, runs = load_experiment(resolve_path("fig12"))
+    load_before = _load()
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(args.out) if args.out else Path(tmp)
         shutil.rmtree(out / "runs", ignore_errors=True)
         start = time.perf_counter()
-        execute(experiment["name"], runs, out, progress=sys.stderr.isatty())
+        execute(experiment["name"], runs, out, progress=sys.stderr.isatty(), jobs=args.jobs)
         seconds = time.perf_counter() - start
-    print(f"fig12 grid: {len(runs)} runs in {seconds:.1f} s ({seconds / len(runs):.2f} s per run)")
+    print(f"fig12 grid: {len(runs)} runs, jobs {args.jobs}, in {seconds:.1f} s "
+          f"({seconds / len(runs):.2f} s per run); load average (1, 5, 15 min) before "
+          f"{load_before}, after {_load()}; {os.cpu_count()} CPUs")
     return 0
 
 

@@ -64,18 +64,26 @@ class GPU:
         fused (flash-decoding) kernel: DRAM traffic is K, V, Q and the output; one tile per
         (request, KV head, block of query rows, block of keys), query rows being query tokens x
         query heads sharing the KV head."""
-        return self.attention_kernel(ops)[0]
-
-    def attention_kernel(self, ops: Iterable[Attention]) -> tuple[int, int, int]:
-        """``(time_ps, flops, bytes)`` of the fused kernel of ``attention_ps``."""
         flops = nbytes = tiles = 0
         for op in ops:
             flops += int(np.sum(op.flops))
             nbytes += int(np.sum(op.streamed_bytes))
             if op.name == "scores":
-                tiles += int(np.sum(op.kv_heads * -(-op.queries * op.group // self.tile_m)
-                                    * -(-op.context // self.tile_n)))
-        return (self.kernel_ps(flops, nbytes, tiles) if tiles else 0), flops, nbytes
+                tiles += self.attention_tiles(op.context, op.queries, op.kv_heads, op.group)
+        return self.fused_attention_ps(flops, nbytes, tiles)
+
+    def attention_tiles(self, contexts, queries, kv_heads: int, group: int) -> int:
+        """Tiles of the fused attention kernel over requests with these contexts and query
+        tokens (integers or equal-length integer arrays)."""
+        return int(np.sum(kv_heads * self.tiles_per_kv_head(contexts, queries * group)))
+
+    def tiles_per_kv_head(self, context, query_rows):
+        """Tiles of one request's KV head: blocks of query rows x blocks of keys (integers or
+        arrays)."""
+        return -(-query_rows // self.tile_m) * -(-context // self.tile_n)
+
+    def fused_attention_ps(self, flops: int, nbytes: int, tiles: int) -> int:
+        return self.kernel_ps(flops, nbytes, tiles) if tiles else 0
 
     def elementwise_ps(self, flops: int, nbytes: int) -> int:
         """Memory-bound streaming kernels: enough blocks to fill every SM."""

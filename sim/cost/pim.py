@@ -32,9 +32,6 @@ TIMING_KEYS = ("CL", "RCD", "RP", "RAS", "RC", "WR", "RTP_L", "CCD_S", "CCD_L", 
 
 _LIVE_STACKS: "weakref.WeakSet[PimStack]" = weakref.WeakSet()
 
-# Largest memo table of instance prices (query rows x context entries, 16 bytes each): 32 MiB.
-TABLE_LIMIT = 1 << 21
-
 
 def clear_memos() -> None:
     """Forget the memoized instance prices of every stack object alive."""
@@ -194,62 +191,27 @@ class PimStack:
                            power_constrained: bool) -> PimWork:
         """One instance (see ``attention_cycles``)."""
         cycles, reads = self.attention_many([context], head_dim, [queries], bpe, power_constrained)
-        return PimWork(int(cycles[0]), reads)
+        return PimWork(cycles[0], reads)
 
     def attention_many(self, contexts, head_dim: int, queries, bpe: int,
-                       power_constrained: bool) -> tuple[np.ndarray, int]:
-        """Cycles of each instance (``contexts[i]`` keys, ``queries[i]`` query rows; lists or
-        integer arrays) and their total PE column reads, memoized per instance shape."""
-        L = np.asarray(contexts, dtype=np.int64)
-        q = np.asarray(queries, dtype=np.int64)
-        if len(L) == 0:
-            return np.zeros(0, dtype=np.int64), 0
-        table = self._memo.get((head_dim, bpe, power_constrained))
-        try:
-            cycles = table[0][q, L]       # contexts and queries are >= 1: no negative index
-        except (TypeError, IndexError):   # no table yet, or too small
-            table = self._table(head_dim, bpe, power_constrained, int(q.max()), int(L.max()))
-            if table is None:
-                return self._attention_scalar(L.tolist(), head_dim, q.tolist(), bpe,
-                                              power_constrained)
-            cycles = table[0][q, L]
-        missing = cycles < 0
-        if missing.any():
-            for Lm, qm in set(zip(L[missing].tolist(), q[missing].tolist())):
-                table[:, qm, Lm] = self.attention_cycles(Lm, head_dim, qm, bpe, power_constrained)
-            cycles = table[0][q, L]
-        return cycles, int(table[1][q, L].sum())
-
-    def _table(self, head_dim: int, bpe: int, power: bool, q_max: int, L_max: int):
-        """The memo of one (head_dim, bpe, power) shape as a ``(2, queries, context)`` array of
-        (cycles, column reads), -1 where not yet priced, grown to cover ``q_max`` and ``L_max``
-        (powers of two); None beyond ``TABLE_LIMIT`` entries (a dict memo serves those).
-        Looking prices up by fancy indexing costs one numpy call for a whole step."""
-        key = (head_dim, bpe, power)
-        table = self._memo.get(key)
-        if table is not None and q_max < table.shape[1] and L_max < table.shape[2]:
-            return table
-        shape = (2, 1 << q_max.bit_length(), 1 << L_max.bit_length())
-        if table is not None:
-            shape = (2, max(shape[1], table.shape[1]), max(shape[2], table.shape[2]))
-        if shape[1] * shape[2] > TABLE_LIMIT:
-            return None
-        grown = np.full(shape, -1, dtype=np.int64)
-        if table is not None:
-            grown[:, :table.shape[1], :table.shape[2]] = table
-        self._memo[key] = grown
-        return grown
-
-    def _attention_scalar(self, contexts: list[int], head_dim: int, queries: list[int], bpe: int,
-                          power_constrained: bool) -> tuple[np.ndarray, int]:
-        memo = self._memo
-        keys = [(L, q, head_dim, bpe, power_constrained) for L, q in zip(contexts, queries)]
-        for k in keys:
-            if k not in memo:
-                memo[k] = self.attention_cycles(k[0], head_dim, k[1], bpe, power_constrained)
-        got = [memo[k] for k in keys]
-        return (np.fromiter((c for c, _ in got), dtype=np.int64, count=len(got)),
-                sum(r for _, r in got))
+                       power_constrained: bool) -> tuple[list[int], int]:
+        """Cycles of each instance (``contexts[i]`` keys, ``queries[i]`` query rows) and their
+        total PE column reads, memoized per instance shape. Plain Python: a step has few
+        requests, for which a dict lookup each beats any numpy call."""
+        key = (head_dim, bpe, power_constrained)
+        memo = self._memo.get(key)
+        if memo is None:
+            memo = self._memo[key] = {}
+        cycles = []
+        reads = 0
+        for shape in zip(contexts, queries):
+            hit = memo.get(shape)
+            if hit is None:
+                hit = memo[shape] = self.attention_cycles(int(shape[0]), head_dim, int(shape[1]),
+                                                          bpe, power_constrained)
+            cycles.append(hit[0])
+            reads += hit[1]
+        return cycles, reads
 
     def attention_channels(self, instances: list[tuple[int, int, int]], bpe: int,
                            power_constrained: bool, channels: int | None = None) -> "ChannelLoad":
@@ -267,17 +229,22 @@ class PimStack:
             reads += r
         return self.round_robin(cycles, channels or self.channels, reads)
 
-    def round_robin(self, cycles: np.ndarray, channels: int, column_reads: int) -> "ChannelLoad":
-        """Job ``i`` (``cycles[i]``) runs on channel ``i mod channels``, jobs of one channel one
-        after another; the slowest channel, refresh included, sets the time."""
-        n = len(cycles)
+    def round_robin(self, cycles, channels: int, column_reads: int,
+                    repeat: int = 1) -> "ChannelLoad":
+        """Jobs ``cycles[0]`` x ``repeat``, then ``cycles[1]`` x ``repeat``, ...: job ``i`` of
+        that sequence runs on channel ``i mod channels``, jobs of one channel one after
+        another; the slowest channel, refresh included, sets the time."""
+        n = len(cycles) * repeat
         if n == 0:
             return ChannelLoad(0, 0, 0, 0)
-        # Rows of ``channels`` jobs (the last one padded with idle slots): column c sums the
-        # jobs of channel c, in integers.
-        padded = np.zeros(-(-n // channels) * channels, dtype=np.int64)
-        padded[:n] = cycles
-        busiest = int(padded.reshape(-1, channels).sum(axis=0).max())
+        if n <= channels:
+            busiest = int(max(cycles))
+        else:
+            # Rows of ``channels`` jobs (the last one padded with idle slots): column c sums
+            # the jobs of channel c, in integers.
+            padded = np.zeros(-(-n // channels) * channels, dtype=np.int64)
+            padded[:n] = np.repeat(np.asarray(cycles, dtype=np.int64), repeat)
+            busiest = int(padded.reshape(-1, channels).sum(axis=0).max())
         return ChannelLoad(cycles=self.with_refresh(busiest), busy_cycles=busiest,
                            channels_used=min(n, channels), column_reads=column_reads)
 

@@ -23,8 +23,6 @@ from types import MappingProxyType
 from functools import lru_cache
 from typing import Mapping, Sequence
 
-import numpy as np
-
 from sim.config import config_path, get, load_yaml
 from sim.cost.energy import COMPONENTS, EnergyModel, load_energy
 from sim.cost.gpu import GPU, load_gpu
@@ -34,9 +32,10 @@ from sim.errors import ConfigError, SaddleError
 from sim.model import ModelSpec, check_requests, load_model
 
 PLACES = ("gpu", "pim")
+# (system has PIM, fc, attention) -> the checked mapping: all that validation depends on.
+_VALID_MAPPINGS: dict[tuple[bool, str, str], tuple[tuple[str, str], ...]] = {}
 # Energies of a step's parts are tuples in COMPONENTS order; the attention parts spell it out.
 assert COMPONENTS == ("gpu_dram", "gpu_onchip", "gpu_mac", "pim_bank", "pim_mac", "link", "static")
-
 
 @dataclass(frozen=True)
 class StepCost:
@@ -73,7 +72,6 @@ class StepCost:
                 "flops": self.flops, "pim_flop_share": self.pim_flop_share,
                 "devices": self.devices, "mapping": dict(self.mapping)}
 
-
 @dataclass(frozen=True)
 class _Dense:
     """The part of a step that depends on its token count only (FC, elementwise operators,
@@ -89,9 +87,9 @@ class _Dense:
     allreduce_energy: tuple[float, ...]
     flops: int
     pim_flops: int
-    attention_unit_flops: int                  # attention FLOPs per query token x key, per layer
+    attention_flops: tuple[int, int, int, int]   # per layer, see _bilinear_coefficients
+    attention_bytes: tuple[int, int, int, int]   # fused-kernel traffic, per layer
     attention_transfer: tuple[int, float] | None   # (ps, link pJ) of attention on PIM
-
 
 class _Acc:
     """Accumulates per-device time and energy while a step is priced."""
@@ -104,7 +102,6 @@ class _Acc:
     def add_energy(self, parts: Mapping[str, float], times: int = 1):
         for k, v in parts.items():
             self.e[k] += v * times
-
 
 @dataclass(frozen=True)
 class System:
@@ -173,6 +170,11 @@ class System:
     def _mapping(self, mapping: Mapping[str, str] | None) -> tuple[tuple[str, str], ...]:
         if mapping is None:
             return self.default_mapping
+        if type(mapping) is dict:
+            # The engine's form, asked thousands of times: a validated pair comes from a cache.
+            known = _VALID_MAPPINGS.get((self.pim is not None, mapping.get("fc"), mapping.get("attention")))
+            if known is not None and len(mapping) == 2:
+                return known
         if not isinstance(mapping, Mapping) or set(mapping) != {"fc", "attention"}:
             raise SaddleError(f"mapping must have exactly the keys 'fc' and 'attention', found {mapping!r}")
         for kind, place in mapping.items():
@@ -180,7 +182,9 @@ class System:
                 raise SaddleError(f"mapping[{kind!r}]: expected 'gpu' or 'pim', found {place!r}")
             if place == "pim" and self.pim is None:
                 raise SaddleError(f"{self.name} has no PIM; mapping[{kind!r}] must be 'gpu'")
-        return (("fc", mapping["fc"]), ("attention", mapping["attention"]))
+        checked = (("fc", mapping["fc"]), ("attention", mapping["attention"]))
+        _VALID_MAPPINGS[(self.pim is not None, mapping["fc"], mapping["attention"])] = checked
+        return checked
 
     @lru_cache(maxsize=4096)
     def _price(self, spec: ModelSpec, reqs: tuple[tuple[int, int], ...],
@@ -188,16 +192,20 @@ class System:
         reqs = check_requests(reqs)
         (_, fc_place), (_, att_place) = mapping
         shard = spec.shard(devices)
-        arr = np.array(reqs, dtype=np.int64)
-        contexts, queries = arr[:, 0], arr[:, 1]
-        tokens = int(queries.sum())
+        # Plain Python over the requests: steps have few (a micro-batch's), for which it beats
+        # numpy's per-call overhead.
+        sum_l = tokens = sum_lq = 0
+        for L, q in reqs:
+            sum_l += L
+            tokens += q
+            sum_lq += L * q
         dense = self._dense(shard, tokens, fc_place, devices, power)
-        # Every attention FLOP count is proportional to query tokens x keys.
-        att_flops = dense.attention_unit_flops * int(contexts @ queries) * shard.layers
+        sums = (len(reqs), sum_l, tokens, sum_lq)
+        att_flops = _bilinear(dense.attention_flops, sums) * shard.layers
         if att_place == "gpu":
-            att_ps, att_comm, att_energy = self._attention_gpu(shard, contexts, queries)
+            att_ps, att_comm, att_energy = self._attention_gpu(shard, reqs, dense, sums)
         else:
-            att_ps, att_comm, att_energy = self._attention_pim(shard, contexts, queries, dense, power)
+            att_ps, att_comm, att_energy = self._attention_pim(shard, reqs, dense, power)
         on_pim = att_place == "pim"
         # Energy is added component by component in the order fc, attention, other,
         # all-reduce: the same float sums, in the same order, as pricing operator by operator.
@@ -236,7 +244,8 @@ class System:
                       other_energy=tuple(other_parts.get(k, 0.0) for k in COMPONENTS),
                       allreduce_energy=tuple(ar.e[k] for k in COMPONENTS),
                       flops=sum(op.flops * op.repeat for op in fc + other), pim_flops=acc.pim_flops,
-                      attention_unit_flops=sum(op.flops for op in shard.attention_ops(1, 1)),
+                      attention_flops=_bilinear_coefficients(shard, lambda op: op.flops),
+                      attention_bytes=_bilinear_coefficients(shard, lambda op: op.streamed_bytes),
                       attention_transfer=self._attention_transfer(shard, tokens) if self.pim else None)
 
     def _fc_gpu(self, shard: ModelSpec, tokens: int, acc: _Acc) -> None:
@@ -259,22 +268,28 @@ class System:
             to_pim = op.tokens * op.k * op.bpe * self.stacks_per_device
             self._gpu_pim_transfer(to_pim, work.result_bytes, op.repeat, acc)
 
-    def _attention_gpu(self, shard: ModelSpec, contexts: np.ndarray,
-                       queries: np.ndarray) -> tuple[int, int, tuple[float, ...]]:
-        """(time, communication time, energy per component) of every layer's attention."""
-        ps, flops, nbytes = self.gpu.attention_kernel(shard.attention_batch(contexts, queries))
+    def _attention_gpu(self, shard: ModelSpec, reqs: tuple[tuple[int, int], ...], dense: "_Dense",
+                       sums: tuple[int, int, int, int]) -> tuple[int, int, tuple[float, ...]]:
+        """(time, communication time, energy per component) of every layer's attention, priced
+        as ``GPU.attention_ps`` prices the step's ``attention_batch``."""
+        flops = _bilinear(dense.attention_flops, sums)
+        nbytes = _bilinear(dense.attention_bytes, sums)
+        gpu, g = self.gpu, shard.group
+        tiles = shard.kv_heads * sum(gpu.tiles_per_kv_head(L, q * g) for L, q in reqs)
+        ps = gpu.fused_attention_ps(flops, nbytes, tiles)
         parts = self.energy.gpu(flops, nbytes)
         layers = shard.layers
         return ps * layers, 0, (parts["gpu_dram"] * layers, parts["gpu_onchip"] * layers,
                                 parts["gpu_mac"] * layers, 0.0, 0.0, 0.0, 0.0)
 
-    def _attention_pim(self, shard: ModelSpec, contexts: np.ndarray, queries: np.ndarray,
-                       dense: "_Dense", power: bool) -> tuple[int, int, tuple[float, ...]]:
-        pim, kvh = self.pim, shard.kv_heads
-        cycles, reads = pim.attention_many(contexts, shard.head_dim, queries * shard.group,
-                                           shard.bpe, power)
+    def _attention_pim(self, shard: ModelSpec, reqs: tuple[tuple[int, int], ...], dense: "_Dense",
+                       power: bool) -> tuple[int, int, tuple[float, ...]]:
+        pim, kvh, g = self.pim, shard.kv_heads, shard.group
+        cycles, reads = pim.attention_many([L for L, _ in reqs], shard.head_dim,
+                                           [q * g for _, q in reqs], shard.bpe, power)
         reads *= kvh
-        load = pim.round_robin(np.repeat(cycles, kvh), pim.channels * self.stacks_per_device, reads)
+        # Instances request-major: request r's KV heads are jobs r * kvh ... r * kvh + kvh - 1.
+        load = pim.round_robin(cycles, pim.channels * self.stacks_per_device, reads, repeat=kvh)
         layers = shard.layers
         parts = self.energy.pim(reads, pim.column_bytes, pim.lanes)
         comm_ps, link_pj = dense.attention_transfer
@@ -312,6 +327,22 @@ class System:
         sent = Link.allreduce_bytes_sent(nbytes, devices)
         acc.e["link"] += sent * self.device_link.energy_pj_per_byte * count
 
+def _bilinear_coefficients(shard: ModelSpec, count) -> tuple[int, int, int, int]:
+    """``(a, b, c, e)`` with ``count`` summed over a request's attention phases (one layer) =
+    a + b L + c q + e L q for context L and q query tokens. Every attention count of
+    ``sim.model.Attention`` is of that form (each is a multiple of heads x queries x head dim,
+    KV heads x context x head dim, or heads x queries x context), so four requests determine it
+    exactly, and a step's total is one dot product with (requests, sum L, sum q, sum L q)."""
+    f = lambda L, q: sum(count(op) for op in shard.attention_ops(L, q))
+    e = f(2, 2) - f(2, 1) - f(1, 2) + f(1, 1)
+    b = f(2, 1) - f(1, 1) - e
+    c = f(1, 2) - f(1, 1) - e
+    return f(1, 1) - b - c - e, b, c, e
+
+def _bilinear(coefficients: tuple[int, int, int, int], sums: tuple[int, int, int, int]) -> int:
+    a, b, c, e = coefficients
+    n, sum_l, sum_q, sum_lq = sums
+    return a * n + b * sum_l + c * sum_q + e * sum_lq
 
 @lru_cache(maxsize=None)
 def load_system(name: str) -> System:
@@ -345,7 +376,6 @@ def load_system(name: str) -> System:
     except SaddleError as exc:
         raise ConfigError(f"{path}: default_mapping: {exc}") from None
     return replace(system, default_mapping=default)
-
 
 def clear_caches() -> None:
     """Forget every cached price and operator (for cold-start measurements)."""

@@ -17,6 +17,8 @@ def register(subparsers) -> None:
                      help="replace the experiment's workload.requests (all: the whole split)")
     run.add_argument("--out", metavar="DIR", help="results folder (default: results/<name>/)")
     run.add_argument("--no-plot", action="store_true", help="skip the plot")
+    run.add_argument("--jobs", "-j", type=_jobs, metavar="N",
+                     help="runs simulated at once, in worker processes (default: the CPUs, at most 8)")
     run.set_defaults(func=run_handler)
 
     tune = subparsers.add_parser("tune-tau", help="choose SADDLE's tau on the validation split and store it")
@@ -42,16 +44,23 @@ def _requests(text: str) -> int | str:
     raise argparse.ArgumentTypeError(f"expected a positive integer or 'all', found {text!r}")
 
 
+def _jobs(text: str) -> int:
+    if text.isdigit() and int(text) > 0:
+        return int(text)
+    raise argparse.ArgumentTypeError(f"expected a positive integer, found {text!r}")
+
+
 def run_handler(args) -> int:
     from sim.experiments.grid import load_experiment, resolve_path
-    from sim.experiments.runner import execute, table, write_results
+    from sim.experiments.runner import default_jobs, execute, table, write_results
     from sim.paths import results_dir
 
     path = resolve_path(args.file)
     experiment, runs = load_experiment(path, trace=args.trace, requests=args.requests)
     out = Path(args.out) if args.out else results_dir() / experiment["name"]
     records = execute(experiment["name"], runs, out, progress=not args.json and sys.stderr.isatty(),
-                      timeline=Path(args.timeline) if args.timeline else None)
+                      timeline=Path(args.timeline) if args.timeline else None,
+                      jobs=args.jobs or default_jobs())
     write_results(out, experiment, runs, records)
     plots = []
     if not args.no_plot:

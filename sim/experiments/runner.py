@@ -10,15 +10,21 @@ import csv
 import dataclasses
 import hashlib
 import json
+import os
+import signal
+import traceback
 from functools import lru_cache
 from pathlib import Path
 
 import yaml
 
+from sim.errors import SaddleError
 from sim.experiments.grid import run_key
 from sim.systems.run import RunParams, default_trace, load_tau, simulate
 from sim.systems.spec import load_system
 
+MAX_DEFAULT_JOBS = 8
+MAX_FAILURES_SHOWN = 5
 CSV_FIELDS = ("system", "pair", "batch", "draft_length", "sequence_length", "tokens_per_s",
               "tokens_per_joule", "time_s", "energy_j", "acceptance_rate", "pim_op_fraction",
               "utilization.gpu", "utilization.pim", "verification_comm_share",
@@ -43,39 +49,110 @@ def resolved(p: RunParams) -> RunParams:
     return dataclasses.replace(p, tau=tau, trace=str(p.trace or default_trace(p.pair)))
 
 
+def default_jobs() -> int:
+    """Worker processes of a grid by default: the CPUs this process may use, at most
+    ``MAX_DEFAULT_JOBS`` (a grid's runs are independent and single-threaded)."""
+    try:
+        cpus = len(os.sched_getaffinity(0))
+    except AttributeError:          # not on Linux
+        cpus = os.cpu_count() or 1
+    return max(1, min(cpus, MAX_DEFAULT_JOBS))
+
+
 def execute(name: str, runs: list[RunParams], out: Path, *, progress: bool = True,
-            timeline: Path | None = None) -> list[dict]:
+            timeline: Path | None = None, jobs: int = 1) -> list[dict]:
+    """Simulate every run of the grid not already in ``out/runs/`` and return the records in
+    grid order. ``jobs`` > 1 spreads the runs over that many worker processes (spawned, one
+    run at a time each); the records, the run files and everything written from them are the
+    same bytes as with ``jobs`` = 1. A failing run does not stop the others: when all are done,
+    a ``SaddleError`` names every failed run (the finished ones are saved, so a rerun resumes)."""
+    if isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1:
+        raise SaddleError(f"jobs must be a positive integer, found {jobs!r}")
     runs_dir = out / "runs"
     runs_dir.mkdir(parents=True, exist_ok=True)
-    records = []
     todo = [resolved(p) for p in runs]
-    bar = None
-    if progress:
-        from tqdm import tqdm
-        bar = tqdm(total=len(todo), desc=name, unit="run", leave=False)
+    records: list[dict | None] = [None] * len(todo)
+    pending = []
     for i, p in enumerate(todo):
         params = dataclasses.asdict(p) | {"source": None, "trace_sha256": _file_digest(p.trace)}
         path = runs_dir / f"{run_key(dataclasses.replace(p, trace=params['trace_sha256']))}.json"
-        record = None
         if path.is_file() and not (timeline and i == 0):
             saved = json.loads(path.read_text())
             if saved.get("params") == params:
-                record = saved["result"]
-        if record is None:
-            metrics, run = simulate(p)
-            record = metrics.to_dict() | {"sequence_length": p.sequence_length}
-            tmp = path.with_suffix(".tmp")
-            tmp.write_text(json.dumps({"params": params, "result": record}, sort_keys=True))
-            tmp.replace(path)
-            if timeline and i == 0:
-                from sim.engine.timeline import write_timeline
-                write_timeline(timeline, run.log, run.n_devices)
-        records.append(record)
+                records[i] = saved["result"]
+                continue
+        pending.append(_Task(i, p, params, str(path), str(timeline) if timeline and i == 0 else None))
+    bar = None
+    if progress:
+        from tqdm import tqdm
+        bar = tqdm(total=len(todo), initial=len(todo) - len(pending), desc=name, unit="run",
+                   leave=False)
+    failures = []
+
+    def done(index: int, record: dict | None, error: str | None) -> None:
+        records[index] = record
+        if error is not None:
+            failures.append(f"run {index + 1} ({todo[index].key()}): {error}")
         if bar:
             bar.update(1)
+
+    # The timeline needs the run's interval log: that run stays in this process.
+    away = [t for t in pending if not t.timeline]
+    if jobs == 1 or len(away) < 2:
+        away = []
+    for task in pending:
+        if task.timeline or not away:
+            done(*_run_task(task))
+    if away:
+        import multiprocessing
+        ctx = multiprocessing.get_context("spawn")
+        with ctx.Pool(min(jobs, len(away)), initializer=_worker_init) as pool:
+            for result in pool.imap_unordered(_run_task, away):
+                done(*result)
     if bar:
         bar.close()
+    if failures:
+        shown = failures[:MAX_FAILURES_SHOWN]
+        more = len(failures) - len(shown)
+        raise SaddleError(f"{name}: {len(failures)} of {len(todo)} runs failed (the others are "
+                          f"saved in {runs_dir}): " + "; ".join(shown)
+                          + (f"; and {more} more" if more else ""))
     return records
+
+
+@dataclasses.dataclass(frozen=True)
+class _Task:
+    index: int
+    params: RunParams
+    record_params: dict        # what the run file stores under "params" (resume compares it)
+    path: str
+    timeline: str | None
+
+
+def _worker_init() -> None:
+    # Ctrl-C goes to the whole process group: let the parent alone stop the pool.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def _run_task(task: _Task) -> tuple[int, dict | None, str | None]:
+    """Simulate one run and write its file; errors come back as text naming what failed
+    (internal errors with their traceback), so one run cannot take the others down."""
+    p = task.params
+    try:
+        metrics, run = simulate(p)
+    except SaddleError as exc:
+        return task.index, None, str(exc)
+    except Exception:
+        return task.index, None, "internal error:\n" + traceback.format_exc()
+    record = metrics.to_dict() | {"sequence_length": p.sequence_length}
+    path = Path(task.path)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps({"params": task.record_params, "result": record}, sort_keys=True))
+    tmp.replace(path)
+    if task.timeline:
+        from sim.engine.timeline import write_timeline
+        write_timeline(Path(task.timeline), run.log, run.n_devices)
+    return task.index, record, None
 
 
 def _flat(record: dict, key: str):

@@ -1,0 +1,121 @@
+"""A grid on worker processes (`saddle run --jobs N`): the same bytes as a serial run, resume,
+errors that name the run without losing the others, the progress count."""
+import json
+
+import numpy as np
+import pytest
+
+from sim.cli import main
+from sim.errors import SaddleError
+from sim.experiments.runner import MAX_DEFAULT_JOBS, default_jobs, execute
+from sim.systems.run import RunParams
+from tests.sim.systems.conftest import make_trace, request
+
+EXPERIMENT = """
+name: par
+description: "parallel == serial"
+pairs: [opt-66b+opt-1.3b]
+batches: [2, 4]
+systems:
+  - {system: gpu-ad}
+  - {system: gpu-sd, draft_length: 3}
+  - {system: pim-sd, draft_length: 2}
+  - {system: saddle, tau: 0.3}
+workload: {split: all, batching: continuous, seed: 0}
+plot: {x: system, metric: tokens_per_s, normalize: gpu-ad}
+"""
+OUTPUTS = ("results.json", "results.csv", "config.yaml")
+
+
+@pytest.fixture(scope="module")
+def trace(tmp_path_factory):
+    rng = np.random.default_rng(11)
+    reqs = [request(f"r{i}", 15 + 9 * i, rng.random(8 + 3 * i) < 0.7, p=0.55 + 0.04 * i)
+            for i in range(6)]
+    return str(make_trace(tmp_path_factory.mktemp("trace") / "t.jsonl", reqs))
+
+
+@pytest.fixture(scope="module")
+def experiment(tmp_path_factory):
+    path = tmp_path_factory.mktemp("exp") / "par.yaml"
+    path.write_text(EXPERIMENT)
+    return path
+
+
+def _run(capsys, experiment, trace, out, jobs) -> str:
+    assert main(["run", str(experiment), "--trace", trace, "--out", str(out), "--json",
+                 "--no-plot", "--jobs", str(jobs)]) == 0
+    return capsys.readouterr().out
+
+
+def _files(out) -> dict:
+    files = {name: (out / name).read_bytes() for name in OUTPUTS}
+    files.update({f"runs/{p.name}": p.read_bytes() for p in (out / "runs").glob("*.json")})
+    return files
+
+
+def test_parallel_is_serial_byte_for_byte_and_resumes(experiment, trace, tmp_path, capsys):
+    serial = _run(capsys, experiment, trace, tmp_path / "serial", 1)
+    parallel = _run(capsys, experiment, trace, tmp_path / "par", 2)
+    assert len(json.loads(serial)["runs"]) == 8
+    assert parallel == serial
+    reference = _files(tmp_path / "serial")
+    assert len(reference) == 3 + 8
+    assert _files(tmp_path / "par") == reference
+
+    # Interrupted grid: two runs missing. Only those are simulated again, in parallel.
+    runs = sorted((tmp_path / "par" / "runs").glob("*.json"))
+    for p in runs[2:4]:
+        p.unlink()
+    kept = {p: p.stat().st_mtime_ns for p in runs[:2] + runs[4:]}
+    assert _run(capsys, experiment, trace, tmp_path / "par", 2) == serial
+    assert {p: p.stat().st_mtime_ns for p in kept} == kept
+    assert _files(tmp_path / "par") == reference
+
+
+def test_a_failing_run_is_named_and_the_others_are_saved(trace, tmp_path):
+    runs = [RunParams(system="gpu-ad", pair="opt-66b+opt-1.3b", batch=2, trace=trace, split="all"),
+            RunParams(system="gpu-sd", pair="opt-66b+opt-1.3b", batch=2, draft_length=0,
+                      trace=trace, split="all"),
+            RunParams(system="pim-ad", pair="opt-66b+opt-1.3b", batch=2, trace=trace, split="all")]
+    with pytest.raises(SaddleError) as err:
+        execute("bad", runs, tmp_path, progress=False, jobs=2)
+    message = str(err.value)
+    assert "1 of 3 runs failed" in message
+    assert "run 2 (gpu-sd|opt-66b+opt-1.3b|b2|d0|" in message
+    assert "draft_length: expected an integer >= 1" in message
+    saved = sorted(p.name.split("_")[1] for p in (tmp_path / "runs").glob("*.json"))
+    assert saved == ["gpu-ad", "pim-ad"]
+
+
+def test_progress_counts_resumed_and_new_runs(experiment, trace, tmp_path, monkeypatch):
+    import tqdm
+
+    from sim.experiments.grid import load_experiment
+    bars = []
+
+    class Bar:
+        def __init__(self, total, initial=0, **_):
+            self.total, self.n = total, initial
+            bars.append(self)
+
+        def update(self, n):
+            self.n += n
+
+        def close(self):
+            pass
+
+    monkeypatch.setattr(tqdm, "tqdm", Bar)
+    _, runs = load_experiment(experiment, trace=trace)
+    execute("par", runs[:3], tmp_path, jobs=2)
+    execute("par", runs, tmp_path, jobs=2)
+    assert [(b.total, b.n) for b in bars] == [(3, 3), (8, 8)]
+
+
+def test_jobs_option_and_default(capsys):
+    assert 1 <= default_jobs() <= MAX_DEFAULT_JOBS
+    with pytest.raises(SystemExit):
+        main(["run", "default", "--jobs", "0"])
+    assert "--jobs/-j: expected a positive integer" in capsys.readouterr().err
+    with pytest.raises(SaddleError, match="jobs must be a positive integer"):
+        execute("x", [], None, jobs=0)
