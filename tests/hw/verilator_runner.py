@@ -44,7 +44,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from hw.export import verilator_env, write_verilog
+from hw.export import VERILATOR_BUILD_ARGS, verilator_env, write_verilog
 from sim.paths import BUILD
 
 COCOTB_BUILD = BUILD / "cocotb"
@@ -91,7 +91,7 @@ class VerilatorDesign:
         self.verilog = write_verilog(self.factory(), self.name, self.build_dir)
         runner = get_runner("verilator")
         runner.build(sources=[self.verilog], hdl_toplevel=self.name, build_dir=self.build_dir,
-                     waves=self.waves, build_args=["-Wno-fatal"], log_file=self.build_dir / "build.log")
+                     waves=self.waves, build_args=list(VERILATOR_BUILD_ARGS), log_file=self.build_dir / "build.log")
         self._runner = runner
         return self
 

@@ -3,7 +3,10 @@
 
 CI builds a reduced Manager (its Verilator build at -O0 takes ~30 s); the shipped size runs
 with SADDLE_MGR_FULL=1 (see hw/README.md, Manager section), without DraftLogits there: its
-softmax has the full 128256-word vocabulary.
+softmax has the full 128256-word vocabulary. The full run lowers tau, a configuration input of
+the RTL, to FULL_TAU: with the shipped tau (0.3) rounds stop after a few tokens and 128 requests
+never fill a 512-entry pool, so the full-pool corners would go unexercised; with 0.015 both
+seeds fill both pools within FULL_TXNS transactions.
 """
 import dataclasses
 import json
@@ -20,6 +23,8 @@ BENCH = Path(__file__).with_name("cocotb_manager.py")
 REDUCED = ManagerConfig(max_requests=16, max_draft_len=12, tau=26000, shared_entries=32,
                         eager_entries=24, micro_batches=4, dlm_fc_threshold=3, tlm_attention_threshold=3)
 SOFTMAX = SoftmaxParams(lanes=2, vocab=16, exp_frac_bits=12)
+FULL_TAU = 1000            # raw UQ1.16, about 0.015
+FULL_TXNS = 8000           # per seed
 
 
 def _sizes(config: ManagerConfig) -> dict:
@@ -33,14 +38,15 @@ def test_manager_on_verilator_matches_model(verilator_design):
     full = os.environ.get("SADDLE_MGR_FULL", "") not in ("", "0")
     if full:
         from hw.manager_params import softmax_params
-        config, softmax, name = ManagerConfig.load(), softmax_params(), "manager_full"
+        config, softmax, name = dataclasses.replace(ManagerConfig.load(), tau=FULL_TAU), softmax_params(), "manager_full"
     else:
         config, softmax, name = REDUCED, SOFTMAX, "manager_reduced"
+    txns = os.environ.get("SADDLE_MGR_TXNS", str(FULL_TXNS if full else 5500))
     design = verilator_design(name, lambda: Manager.from_config(config, softmax))
     for seed in (21, 22):
         design.run(BENCH, env={"SADDLE_MGR_CONFIG": json.dumps(_sizes(config)), "SADDLE_SEED": str(seed),
                                "SADDLE_MGR_SOFTMAX": json.dumps(dataclasses.asdict(softmax)),
                                # 128256-logit vectors would dominate a full-size run.
                                "SADDLE_MGR_LOGITS": "0" if full else "1",
-                               "SADDLE_MGR_TXNS": os.environ.get("SADDLE_MGR_TXNS", "5500"),
+                               "SADDLE_MGR_TXNS": txns,
                                "SADDLE_MGR_STALL": "0.2"})
