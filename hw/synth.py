@@ -178,6 +178,9 @@ class SynthResult:
     nand2_eq: float
     area: float | None  # library units (um^2 for osu018); None for the generic method
     cells_by_type: dict[str, int] = field(default_factory=dict)
+    # hierarchy "hier" only: each submodule instance of the top (the Verilog module name) ->
+    # {"cells", "flip_flops", "nand2_eq"} of everything below it
+    parts: dict[str, dict] = field(default_factory=dict)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -213,12 +216,32 @@ def _stat(path: Path) -> dict:
     return json.loads(path.read_text())["design"]
 
 
-def _leaf_cells(path: Path) -> dict[str, int]:
-    """Cells by type of a `stat -json` report, without the submodule instances (whose own cells
-    the design totals already count)."""
-    report = json.loads(path.read_text())
-    modules = {name.lstrip("\\") for name in report["modules"]}
-    return {k: int(v) for k, v in report["design"]["num_cells_by_type"].items() if k not in modules}
+def _subtree_cells(path: Path) -> dict[str, dict[str, int]]:
+    """Module name -> cells by type of the module and everything it instantiates (each
+    instance counted), from a `stat -json` report; instances of submodules are not cells."""
+    modules = {name.lstrip("\\"): stat["num_cells_by_type"]
+               for name, stat in json.loads(path.read_text())["modules"].items()}
+    totals: dict[str, dict[str, int]] = {}
+
+    def total(name: str) -> dict[str, int]:
+        if name not in totals:
+            cells: dict[str, int] = {}
+            for kind, n in modules[name].items():
+                for leaf, k in (total(kind).items() if kind in modules else [(kind, 1)]):
+                    cells[leaf] = cells.get(leaf, 0) + int(n) * k
+            totals[name] = cells
+        return totals[name]
+
+    for name in modules:
+        total(name)
+    return totals
+
+
+def _children(path: Path, top: str) -> list[str]:
+    """The submodules the top instantiates directly."""
+    modules = {name.lstrip("\\"): stat["num_cells_by_type"]
+               for name, stat in json.loads(path.read_text())["modules"].items()}
+    return sorted(kind for kind in modules[top] if kind in modules)
 
 
 HIERARCHY_MODES = ("flat", "hier")
@@ -267,7 +290,9 @@ def synthesize(verilog: Path, top: str, *, liberty: Path | None, work_dir: Path,
     run_yosys("; ".join(script), cwd=work_dir, log=work_dir / "yosys.log")
     memory_bits = int(_stat(work_dir / "coarse.json").get("num_memory_bits", 0))
     if liberty is not None:
-        by_type = _leaf_cells(work_dir / "mapped.json")
+        report = work_dir / "mapped.json"
+        subtrees = _subtree_cells(report)
+        by_type = subtrees[top]
         unknown = sorted(t for t in by_type if t not in lib.areas)
         if unknown:
             raise SaddleError(f"{block or top}: cells not mapped to {lib.name}: {', '.join(unknown)}")
@@ -280,9 +305,14 @@ def synthesize(verilog: Path, top: str, *, liberty: Path | None, work_dir: Path,
             flip_flops=sum(n for t, n in by_type.items() if t in lib.flip_flops),
             latches=sum(n for t, n in by_type.items() if t in lib.latches),
             memory_bits=memory_bits, nand2_eq=round(area / lib.nand2_area, 1), area=area,
-            cells_by_type=by_type)
+            cells_by_type=by_type,
+            parts={child: _part(subtrees[child], lambda t: t in lib.flip_flops,
+                                lambda t: lib.areas[t] / lib.nand2_area)
+                   for child in _children(report, top)})
     weights = load_generic_weights()
-    by_type = _leaf_cells(work_dir / "generic.json")
+    report = work_dir / "generic.json"
+    subtrees = _subtree_cells(report)
+    by_type = subtrees[top]
     return SynthResult(
         block=block or top, library="yosys-generic",
         method=f"yosys {shape} (internal gates); NAND2-eq per gate from {Path(weights.source).name}",
@@ -291,7 +321,15 @@ def synthesize(verilog: Path, top: str, *, liberty: Path | None, work_dir: Path,
         latches=sum(n for t, n in by_type.items() if generic_cell_kind(t) == "latch"),
         memory_bits=memory_bits,
         nand2_eq=round(sum(n * generic_nand2_eq(t, weights) for t, n in by_type.items()), 1),
-        area=None, cells_by_type=by_type)
+        area=None, cells_by_type=by_type,
+        parts={child: _part(subtrees[child], lambda t: generic_cell_kind(t) == "ff",
+                            lambda t: generic_nand2_eq(t, weights))
+               for child in _children(report, top)})
+
+
+def _part(cells: dict[str, int], is_ff, nand2_eq) -> dict:
+    return {"cells": sum(cells.values()), "flip_flops": sum(n for t, n in cells.items() if is_ff(t)),
+            "nand2_eq": round(sum(n * nand2_eq(t) for t, n in cells.items()), 1)}
 
 
 def resolve_library(choice: str) -> Path | None:

@@ -108,6 +108,8 @@ def test_hierarchical_synthesis_sums_the_instances(acc_verilog, library, tmp_pat
     assert three.cells_by_type == {t: 3 * n for t, n in one.cells_by_type.items()}
     assert (three.cells, three.flip_flops, three.latches) == (3 * one.cells, 24, 0)
     assert three.nand2_eq == pytest.approx(3 * one.nand2_eq, abs=0.1)
+    part = {"cells": one.cells, "flip_flops": 8, "nand2_eq": one.nand2_eq}
+    assert three.parts == {f"acc3.acc{i}": part for i in range(3)}
     flat = synthesize(three_v, "acc3", liberty=libpath, work_dir=tmp_path / "flat", hierarchy="flat")
     assert flat.hierarchy == "flat" and flat.flip_flops == 24
 
