@@ -1,12 +1,14 @@
 """Wall time of the whole fig12 grid (3 pairs x 4 batch sizes x 5 systems), every run
 simulated (nothing resumed): into a temporary folder, or into ``--out DIR`` after emptying its
 ``runs/`` (then ``saddle run fig12 --out DIR`` only re-plots). Runs in ``--jobs N`` worker
-processes (default: as ``saddle run``). Prints runs, jobs, seconds, and the load average before
-and after (the machine is shared: a loaded machine is slower)."""
+processes (default: as ``saddle run``). Prints runs, jobs, wall seconds, CPU seconds of this
+process and its workers (a figure that depends less on what else the machine runs), and the
+load average before and after (the machine is shared: a loaded machine is slower)."""
 from __future__ import annotations
 
 import argparse
 import os
+import resource
 import shutil
 import sys
 import tempfile
@@ -15,6 +17,11 @@ from pathlib import Path
 
 from sim.experiments.grid import load_experiment, resolve_path
 from sim.experiments.runner import default_jobs, execute
+
+
+def _cpu_s() -> float:
+    return sum(r.ru_utime + r.ru_stime for r in (resource.getrusage(resource.RUSAGE_SELF),
+                                                  resource.getrusage(resource.RUSAGE_CHILDREN)))
 
 
 def _load() -> str:
@@ -32,11 +39,11 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(args.out) if args.out else Path(tmp)
         shutil.rmtree(out / "runs", ignore_errors=True)
-        start = time.perf_counter()
+        start, cpu = time.perf_counter(), _cpu_s()
         execute(experiment["name"], runs, out, progress=sys.stderr.isatty(), jobs=args.jobs)
-        seconds = time.perf_counter() - start
+        seconds, cpu = time.perf_counter() - start, _cpu_s() - cpu
     print(f"fig12 grid: {len(runs)} runs, jobs {args.jobs}, in {seconds:.1f} s "
-          f"({seconds / len(runs):.2f} s per run); load average (1, 5, 15 min) before "
+          f"({seconds / len(runs):.2f} s per run), {cpu:.1f} CPU s; load average (1, 5, 15 min) before "
           f"{load_before}, after {_load()}; {os.cpu_count()} CPUs")
     return 0
 

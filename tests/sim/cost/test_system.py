@@ -1,4 +1,9 @@
-"""Whole-step pricing: consistency, partitioning, bounds, determinism, crossovers."""
+"""Whole-step pricing: consistency, partitioning, bounds, determinism, crossovers, exactness of
+the fast path."""
+
+import dataclasses
+import json
+from pathlib import Path
 
 import pytest
 
@@ -143,3 +148,58 @@ def test_cli_output_is_byte_identical_across_processes():
            "llama-3.1-70b", "--batch", "8", "--context", "333", "--query-tokens", "3", "--json"]
     outs = {subprocess.run(cmd, capture_output=True, check=True).stdout for _ in range(2)}
     assert len(outs) == 1
+
+
+GOLDEN_STEPS = Path(__file__).with_name("golden_steps.json")
+
+
+def test_steps_are_bit_identical_to_pricing_operator_by_operator():
+    """88 steps (sampled from fig12 runs, plus every mapping x power constraint on each system
+    kind) as the implementation priced them operator by operator before the per-token-count
+    caches, the bilinear attention sums and the plain-Python request loop: every field equal,
+    energies to the last bit. A deliberate cost-model or config change regenerates the file."""
+    cases = json.loads(GOLDEN_STEPS.read_text())
+    assert len(cases) == 88
+    for case in cases:
+        c = load_system(case["system"]).price_step(
+            case["model"], [tuple(r) for r in case["requests"]], **case["kwargs"])
+        got = {f.name: getattr(c, f.name) for f in dataclasses.fields(c)}
+        got |= {"energy_by_component_pj": dict(c.energy_by_component_pj),
+                "mapping": [list(m) for m in c.mapping]}
+        assert got == case["cost"], (case["system"], case["model"], case["kwargs"])
+
+
+@pytest.mark.parametrize("system", [DGX, SADDLE])
+@pytest.mark.parametrize("model", ["opt-66b", "llama-3.1-70b", "llama-3.2-1b"])
+def test_attention_equals_the_generic_per_operator_pricing(system, model):
+    """The step's attention against the lower-level models it is built from: the fused GPU
+    kernel over ``attention_batch``, and every (request x KV head) PIM instance placed on the
+    device's channels."""
+    import numpy as np
+    rng = np.random.default_rng(3)
+    reqs = [(int(L), int(q)) for L, q in zip(rng.integers(20, 1500, 37), rng.integers(1, 12, 37))]
+    shard = load_model(model).shard(8)
+    contexts, queries = np.array(reqs).T
+    c = system.price_step(model, reqs, mapping={"fc": "gpu", "attention": "gpu"})
+    ops = shard.attention_batch(contexts, queries)
+    assert c.attention_ps == system.gpu.attention_ps(ops) * shard.layers
+    assert c.gpu_busy_ps - c.fc_ps - c.other_ps == c.attention_ps
+    if system.pim is None:
+        return
+    c = system.price_step(model, reqs, mapping={"fc": "gpu", "attention": "pim"})
+    instances = [(L, shard.head_dim, q * shard.group) for L, q in reqs for _ in range(shard.kv_heads)]
+    load = system.pim.attention_channels(instances, shard.bpe, False,
+                                         channels=system.pim.channels * system.stacks_per_device)
+    assert c.attention_ps == load.cycles * system.pim.tck_ps * shard.layers
+    assert c.energy_by_component_pj["pim_bank"] == pytest.approx(
+        load.column_reads * 32 * 4.4 * shard.layers * 8, rel=1e-12)
+
+
+def test_round_robin_of_repeated_jobs_by_hand():
+    pim = SADDLE.pim
+    # 3 jobs x 2 copies = 6 jobs on 4 channels: channel 0 runs job 0 and job 2 (copy 1) ...
+    load = pim.round_robin([10, 20, 30], 4, 0, repeat=2)
+    assert load.busy_cycles == max(10 + 30, 10 + 30, 20, 20) and load.channels_used == 4
+    assert pim.round_robin([10, 20, 30], 4, 0, repeat=1).busy_cycles == 30
+    assert pim.round_robin([7, 5], 8, 0, repeat=3).channels_used == 6
+    assert pim.round_robin([], 4, 0).cycles == 0
