@@ -4,10 +4,13 @@
 
 cold:  every cache emptied before each step (operators, GPU/PIM prices, whole steps)
 new:   warm component caches, but every step is new: each request's context grows by one per
-       step, as in a decoding run (what the simulator sees)
+       step, as in a decoding run
+seen:  every step is new, but each request's (context, queries) was priced before in another
+       step (what the simulator mostly sees: many steps, contexts within the same range)
 warm:  the same steps asked again (whole-step cache hits)
 Workload: OPT-66B (64 layers) TLM pass on SADDLE, 64 requests with seeded random contexts,
-and the OPT-1.3B draft step of one device with FC on PIM.
+the OPT-1.3B draft step of one device with FC on PIM (16 requests), and the commonest call of
+a fig12 grid: a micro-batch's draft step with 2 requests (batch 16 over 8 devices), on the DGX.
 """
 from __future__ import annotations
 
@@ -44,10 +47,13 @@ def main() -> int:
     base = [rng.randint(64, 1024) for _ in range(64)]
     steps = [[(L + i, 1) for L in base] for i in range(400)]
     verify = [[(L + 8 * i, 9) for L in base] for i in range(400)]
+    dgx = load_system("dgx-a100")
     cases = [("OPT-66B decoding step, 64 requests, saddle", lambda r: system.price_step(tlm, r), steps),
              ("OPT-66B verification (q = 9), 64 requests", lambda r: system.price_verify(tlm, r), verify),
              ("OPT-1.3B draft step, 16 requests, FC on PIM",
-              lambda r: system.price_draft(dlm, r[:16], fc="pim"), steps)]
+              lambda r: system.price_draft(dlm, r[:16], fc="pim"), steps),
+             ("OPT-1.3B draft step, 2 requests, dgx-a100",
+              lambda r: dgx.price_draft(dlm, r[:2]), steps)]
     for title, fn, work in cases:
         print(title)
 
@@ -58,6 +64,9 @@ def main() -> int:
         clear_caches()
         fn(work[0])
         measure("new", fn, work[1:])
+        # The same request shapes, paired differently: every step new, every instance seen.
+        seen = [r[1:] + r[:1] for r in work[1:]]
+        measure("seen", fn, seen)
         measure("warm", fn, work[1:])
     return 0
 

@@ -124,22 +124,26 @@ class System:
 
     def price_step(self, model: ModelSpec | str, requests: Sequence[tuple[int, int]], *,
                    mapping: Mapping[str, str] | None = None, devices: int | None = None,
-                   power_constrained: bool = False) -> StepCost:
+                   power_constrained: bool = False, cached: bool = True) -> StepCost:
         """One step of ``model`` over ``requests`` = ``[(context_len, query_tokens), ...]``, the
-        model split over ``devices`` devices (default: all of the system's)."""
+        model split over ``devices`` devices (default: all of the system's). ``cached=False``
+        skips the whole-step cache, for a caller that keeps its own (the engine's adapter):
+        the result is the same."""
         spec = load_model(model) if isinstance(model, str) else model
         devices = self.devices if devices is None else devices
         if isinstance(devices, bool) or not isinstance(devices, int) or not 1 <= devices <= self.devices:
             raise SaddleError(f"{self.name}: devices must be 1..{self.devices}, found {devices!r}")
         args = (self._mapping(mapping), devices, check_power(power_constrained))
+        if not cached:
+            return self._price(spec, check_requests(requests), *args)
         # The cache is asked first: only validated requests ever enter it, so a hit needs no
-        # check; a miss validates inside _price; unhashable input is checked (and rejected or
+        # check; a miss validates inside _price_cached; unhashable input is checked (and rejected or
         # normalized) here.
         reqs = tuple(requests)
         try:
-            return self._price(spec, reqs, *args)
+            return self._price_cached(spec, reqs, *args)
         except TypeError:
-            return self._price(spec, check_requests(reqs), *args)
+            return self._price_cached(spec, check_requests(reqs), *args)
 
     def price_draft(self, dlm: ModelSpec | str, requests: Sequence[tuple[int, int]], *,
                     fc: str = "gpu", power_constrained: bool = False) -> StepCost:
@@ -187,9 +191,13 @@ class System:
         return checked
 
     @lru_cache(maxsize=4096)
+    def _price_cached(self, spec: ModelSpec, reqs: tuple[tuple[int, int], ...],
+                      mapping: tuple[tuple[str, str], ...], devices: int, power: bool) -> StepCost:
+        return self._price(spec, check_requests(reqs), mapping, devices, power)
+
     def _price(self, spec: ModelSpec, reqs: tuple[tuple[int, int], ...],
                mapping: tuple[tuple[str, str], ...], devices: int, power: bool) -> StepCost:
-        reqs = check_requests(reqs)
+        """``reqs`` already checked (``check_requests``)."""
         (_, fc_place), (_, att_place) = mapping
         shard = spec.shard(devices)
         # Plain Python over the requests: steps have few (a micro-batch's), for which it beats
@@ -380,7 +388,7 @@ def load_system(name: str) -> System:
 def clear_caches() -> None:
     """Forget every cached price and operator (for cold-start measurements)."""
     for fn in (ModelSpec.attention_ops, ModelSpec.dense_ops, ModelSpec.shard, GPU.fc_ps,
-               PimStack.gemv, Link.allreduce_ps, System._price, System._dense,
+               PimStack.gemv, Link.allreduce_ps, System._price_cached, System._dense,
                System._other_cost):
         fn.cache_clear()
     clear_memos()

@@ -49,7 +49,7 @@ class CostAdapter:
         self.calls += 1
         model = self.tlm if role == "tlm" else self.dlm
         cost = self.system.price_step(model, requests, mapping={"fc": fc, "attention": attention},
-                                      devices=devices)
+                                      devices=devices, cached=False)
         priced = Priced(
             work=Work(time_ps=int(cost.time_ps), gpu_ps=int(cost.gpu_busy_ps),
                       pim_ps=int(cost.pim_busy_ps), devices=devices),

@@ -87,7 +87,7 @@ def test_draft_on_one_device_verify_on_all():
 def test_determinism_and_cache_are_transparent():
     reqs = [(700, 3), (20, 1)]
     a = SADDLE.price_step("llama-3.1-70b", reqs)
-    SADDLE._price.cache_clear()
+    SADDLE._price_cached.cache_clear()
     b = SADDLE.price_step("llama-3.1-70b", list(reqs))
     assert a == b and a.as_dict() == b.as_dict()
 
