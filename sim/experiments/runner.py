@@ -104,6 +104,9 @@ def execute(name: str, runs: list[RunParams], out: Path, *, progress: bool = Tru
         if task.timeline or not away:
             done(*_run_task(task))
     if away:
+        # Manager-driven runs take several times longer than the others: they start first,
+        # so short runs fill the workers at the end (the order changes no result).
+        away.sort(key=lambda t: load_system(t.params.system).verify != "shared_pool")
         import multiprocessing
         ctx = multiprocessing.get_context("spawn")
         with ctx.Pool(min(jobs, len(away)), initializer=_worker_init) as pool:
