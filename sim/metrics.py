@@ -65,27 +65,25 @@ class TokenCounts:
 def latency_breakdown(log: IntervalLog, total_ps: int) -> dict[str, int]:
     """Exclusive partition of [0, total_ps] by the priority overlap > verification >
     prediction > monitoring > decision_making > idle (in ps)."""
-    kinds = {"tlm": log.spans("TLM"), "dlm": log.spans("DLM"),
-             "mon": log.spans("monitor"), "dec": log.spans("decide")}
-    changes: dict[int, list[int]] = {}
-    names = list(kinds)
-    for k, name in enumerate(names):
-        for start, end in kinds[name]:
-            changes.setdefault(start, [0] * len(names))[k] += 1
-            changes.setdefault(end, [0] * len(names))[k] -= 1
-    out = dict.fromkeys(BREAKDOWN_ORDER, 0)
-    active = [0] * len(names)
-    last = 0
-    for time in sorted(changes) + [total_ps]:
-        if time > last:
-            tlm, dlm, mon, dec = (a > 0 for a in active)
-            kind = ("overlap" if tlm and dlm else "verification" if tlm else "prediction" if dlm
-                    else "monitoring" if mon else "decision_making" if dec else "idle")
-            out[kind] += time - last
-            last = time
-        for k, d in enumerate(changes.get(time, ())):
-            active[k] += d
-    return out
+    import numpy as np
+
+    spans = [np.array(log.spans(prefix), dtype=np.int64).reshape(-1, 2)
+             for prefix in ("TLM", "DLM", "monitor", "decide")]
+    # Every instant where some lane starts or ends (between two, nothing changes), then the
+    # end of the run; segment i ends at times[i].
+    edges = np.unique(np.concatenate([s.ravel() for s in spans]))
+    times = np.append(edges, max(total_ps, int(edges[-1])) if len(edges) else total_ps)
+    busy = []
+    for s in spans:
+        delta = (np.bincount(np.searchsorted(times, s[:, 0]), minlength=len(times))
+                 - np.bincount(np.searchsorted(times, s[:, 1]), minlength=len(times)))
+        # Intervals open during segment i: the changes up to its start, times[i - 1].
+        busy.append(np.concatenate(([0], np.cumsum(delta)[:-1])) > 0)
+    tlm, dlm, mon, dec = busy
+    length = np.diff(times, prepend=0)
+    kinds = ("overlap", "verification", "prediction", "monitoring", "decision_making", "idle")
+    kind = np.select([tlm & dlm, tlm, dlm, mon, dec], range(5), 5)
+    return {k: int(length[kind == kinds.index(k)].sum()) for k in BREAKDOWN_ORDER}
 
 
 @dataclass

@@ -6,27 +6,29 @@ never depends on heap internals or on hashing.
 from __future__ import annotations
 
 import heapq
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Callable
 
 
-@dataclass(order=True)
+@dataclass
 class Event:
     time: int
     priority: int
     seq: int
-    action: Callable[[], None] = field(compare=False)
-    cancelled: bool = field(default=False, compare=False)
+    action: Callable[[], None]
+    cancelled: bool = False
 
     def cancel(self) -> None:
         self.cancelled = True
 
 
 class EventQueue:
-    """A heap of events; ``run`` pops them in (time, priority, seq) order."""
+    """A heap of events; ``run`` pops them in (time, priority, seq) order. The heap holds
+    ``(time, priority, seq, event)`` tuples: compared in C, and ``seq`` is unique, so the event
+    itself is never compared."""
 
     def __init__(self) -> None:
-        self._heap: list[Event] = []
+        self._heap: list[tuple[int, int, int, Event]] = []
         self._seq = 0
         self.now = 0
 
@@ -37,7 +39,7 @@ class EventQueue:
             raise ValueError(f"event scheduled in the past: {time} ps < now {self.now} ps")
         event = Event(time, priority, self._seq, action)
         self._seq += 1
-        heapq.heappush(self._heap, event)
+        heapq.heappush(self._heap, (time, priority, event.seq, event))
         return event
 
     def after(self, delay: int, action: Callable[[], None], priority: int = 0) -> Event:
@@ -46,9 +48,9 @@ class EventQueue:
     def run(self, until: int | None = None) -> int:
         """Process events until the queue is empty (or ``until``); returns the final time."""
         while self._heap:
-            if until is not None and self._heap[0].time > until:
+            if until is not None and self._heap[0][0] > until:
                 break
-            event = heapq.heappop(self._heap)
+            event = heapq.heappop(self._heap)[3]
             if event.cancelled:
                 continue
             self.now = event.time
@@ -56,4 +58,4 @@ class EventQueue:
         return self.now
 
     def __len__(self) -> int:
-        return sum(1 for e in self._heap if not e.cancelled)
+        return sum(1 for *_, e in self._heap if not e.cancelled)
