@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import math
 import weakref
+from itertools import accumulate
 from dataclasses import dataclass, field
 from functools import lru_cache
 
@@ -240,11 +241,23 @@ class PimStack:
         if n <= channels:
             busiest = int(max(cycles))
         else:
-            # Rows of ``channels`` jobs (the last one padded with idle slots): column c sums
-            # the jobs of channel c, in integers.
-            padded = np.zeros(-(-n // channels) * channels, dtype=np.int64)
-            padded[:n] = np.repeat(np.asarray(cycles, dtype=np.int64), repeat)
-            busiest = int(padded.reshape(-1, channels).sum(axis=0).max())
+            # The copies of job r fill whole rounds of the channels (``laps``, the same on every
+            # channel) and then the ``rest`` channels from (r x repeat) mod channels on: added
+            # as +cycles at the first and -cycles past the last channel of that range (it may
+            # wrap), the running sum over the channels is each channel's load.
+            laps, rest = divmod(repeat, channels)
+            edge = [0] * (channels + 1)
+            for r, c in enumerate(cycles):
+                first = r * repeat % channels
+                last = first + rest
+                edge[first] += c
+                if last <= channels:
+                    edge[last] -= c
+                else:
+                    edge[channels] -= c
+                    edge[0] += c
+                    edge[last - channels] -= c
+            busiest = int(laps * sum(cycles) + max(accumulate(edge[:channels])))
         return ChannelLoad(cycles=self.with_refresh(busiest), busy_cycles=busiest,
                            channels_used=min(n, channels), column_reads=column_reads)
 

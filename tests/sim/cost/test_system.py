@@ -203,3 +203,15 @@ def test_round_robin_of_repeated_jobs_by_hand():
     assert pim.round_robin([10, 20, 30], 4, 0, repeat=1).busy_cycles == 30
     assert pim.round_robin([7, 5], 8, 0, repeat=3).channels_used == 6
     assert pim.round_robin([], 4, 0).cycles == 0
+
+
+def test_round_robin_equals_placing_every_job():
+    import random
+    rng = random.Random(2)
+    for _ in range(500):
+        channels, repeat = rng.randint(1, 90), rng.randint(1, 200)
+        cycles = [rng.randint(0, 10**6) for _ in range(rng.randint(1, 40))]
+        loads = [0] * channels
+        for i in range(len(cycles) * repeat):
+            loads[i % channels] += cycles[i // repeat]
+        assert SADDLE.pim.round_robin(cycles, channels, 0, repeat=repeat).busy_cycles == max(loads)
