@@ -174,11 +174,13 @@ class System:
     def _mapping(self, mapping: Mapping[str, str] | None) -> tuple[tuple[str, str], ...]:
         if mapping is None:
             return self.default_mapping
-        if type(mapping) is dict:
+        if type(mapping) is dict and len(mapping) == 2:
             # The engine's form, asked thousands of times: a validated pair comes from a cache.
-            known = _VALID_MAPPINGS.get((self.pim is not None, mapping.get("fc"), mapping.get("attention")))
-            if known is not None and len(mapping) == 2:
-                return known
+            fc, attention = mapping.get("fc"), mapping.get("attention")
+            if type(fc) is str and type(attention) is str:
+                known = _VALID_MAPPINGS.get((self.pim is not None, fc, attention))
+                if known is not None:
+                    return known
         if not isinstance(mapping, Mapping) or set(mapping) != {"fc", "attention"}:
             raise SaddleError(f"mapping must have exactly the keys 'fc' and 'attention', found {mapping!r}")
         for kind, place in mapping.items():
