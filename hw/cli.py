@@ -52,6 +52,9 @@ def register(subparsers) -> None:
     cov.add_argument("--log", type=Path, help="replay this transaction log instead of simulating")
     cov.add_argument("--txlog", type=Path, default=BUILD / "coverify" / "run.jsonl",
                      help="where the recorded run's log goes (default build/coverify/run.jsonl)")
+    cov.add_argument("--simulator", choices=["amaranth", "verilator"], default="amaranth",
+                     help="Amaranth's simulator on the design (default), or cocotb on Verilator on the "
+                          "exported Verilog (built once under build/cocotb/; fast on long runs and full sizes)")
     cov.add_argument("--stall", type=float, default=0.2, help="probability of event back-pressure per cycle")
     cov.add_argument("--seed", type=int, default=0, help="seed of the back-pressure pattern")
     cov.add_argument("--json", action="store_true", help="print the report as JSON")
@@ -136,7 +139,9 @@ def _coverify(args) -> int:
         raise SaddleError(f"--stall: expected a probability in [0, 1), found {args.stall}")
     if args.log is not None:
         config, softmax, pairs = log_pairs(args.log)
-        source, txlog = str(args.log), None
+        source = str(args.log)
+        # Verilator reads its pairs from a log: a copy with every output filled in, never the input.
+        txlog = BUILD / "coverify" / f"{args.log.stem}.replay.jsonl" if args.simulator == "verilator" else None
     else:
         from sim.systems.run import RunParams
 
@@ -151,9 +156,9 @@ def _coverify(args) -> int:
         source = f"{args.system} {args.pair} batch {args.batch} on {args.trace}"
         print(f"  {record['tokens']['drafted']} draft tokens, {record['verification_passes']} verifications",
               file=sys.stderr)
-    print(f"replaying {len(pairs)} transactions on the Manager RTL (Amaranth simulator) ...", file=sys.stderr)
+    print(f"replaying {len(pairs)} transactions on the Manager RTL ({args.simulator}) ...", file=sys.stderr)
     report = coverify(config, pairs, source=source, softmax=softmax, stall=args.stall, seed=args.seed,
-                      txlog=txlog)
+                      txlog=txlog, simulator=args.simulator)
     if args.json:
         print(json.dumps(report.as_dict(), indent=1))
     else:

@@ -56,22 +56,67 @@ def record_run(params) -> tuple[ManagerConfig, list[tuple[object, list]], dict]:
     return run.manager.config, list(run.events), metrics.to_dict()
 
 
+SIMULATORS = ("amaranth", "verilator")
+
+
 def coverify(config: ManagerConfig, pairs, *, source: str, softmax=None, stall: float = 0.2, seed: int = 0,
-             txlog: Path | None = None) -> CoverifyReport:
+             txlog: Path | None = None, simulator: str = "amaranth") -> CoverifyReport:
     """Replay ``pairs`` on the RTL sized by ``config`` (and ``softmax``, a ``SoftmaxParams``, if
-    the sequence has DraftLogits); with ``txlog`` write them there first."""
-    from hw.manager_replay import replay
+    the sequence has DraftLogits) in ``simulator``: Amaranth's simulator on the design, or
+    cocotb on Verilator on its exported Verilog (built once under build/cocotb/, which needs
+    ``txlog``). With ``txlog`` the pairs are written there first."""
     from sim.manager.txlog import write_txlog
 
+    if simulator not in SIMULATORS:
+        raise ValueError(f"simulator: expected one of {SIMULATORS}, found {simulator!r}")
     if txlog is not None:
         txlog.parent.mkdir(parents=True, exist_ok=True)
         write_txlog(txlog, config, pairs, softmax)
+    report = CoverifyReport(source=source, config=config, transactions=len(pairs), compared=0, cycles=0,
+                            mismatch=None, inputs=dict(Counter(type(txn).__name__ for txn, _ in pairs)),
+                            txlog=str(txlog) if txlog else None)
     started = time.monotonic()
-    result = replay(config, pairs, softmax=softmax, stall=stall, seed=seed, name="coverify")
-    return CoverifyReport(source=source, config=config, transactions=len(pairs), compared=result.transactions,
-                          cycles=result.total_cycles, mismatch=result.mismatch,
-                          inputs=dict(Counter(type(txn).__name__ for txn, _ in pairs)),
-                          txlog=str(txlog) if txlog else None, seconds=time.monotonic() - started)
+    if simulator == "amaranth":
+        from hw.manager_replay import replay
+
+        result = replay(config, pairs, softmax=softmax, stall=stall, seed=seed, name="coverify")
+        report.compared, report.cycles, report.mismatch = result.transactions, result.total_cycles, result.mismatch
+    else:
+        if txlog is None:
+            raise ValueError("the Verilator replay reads the pairs from a transaction log: give txlog")
+        report.compared, report.cycles, report.mismatch = _on_verilator(config, softmax, txlog, stall, seed)
+    report.seconds = time.monotonic() - started
+    return report
+
+
+def design_name(config: ManagerConfig, softmax) -> str:
+    """Build folder name of a Manager design: the sizes its Verilog depends on (one Verilator
+    build per distinct design, shared by coverify and the RTL tests)."""
+    return (f"manager_r{config.max_requests}_s{config.shared_entries}_e{config.eager_entries}"
+            f"_m{config.micro_batches}_l{softmax.lanes}_v{softmax.vocab}_x{softmax.exp_frac_bits}")
+
+
+def _on_verilator(config: ManagerConfig, softmax, txlog: Path, stall: float, seed: int):
+    import json
+
+    from hw.manager import Manager
+    from hw.manager_replay import IDLE_SOFTMAX
+    from hw.verilator import VerilatorDesign
+
+    unit = softmax or IDLE_SOFTMAX
+    design = VerilatorDesign(design_name(config, unit), lambda: Manager.from_config(config, unit))
+    report_path = Path(txlog).with_suffix(".verilator.json")
+    report_path.unlink(missing_ok=True)
+    bench = Path(__file__).with_name("testbench") / "manager_txlog.py"
+    try:
+        design.run(bench, env={"SADDLE_MGR_TXLOG": str(Path(txlog).resolve()), "SADDLE_MGR_STALL": str(stall),
+                               "SADDLE_SEED": str(seed), "SADDLE_MGR_REPORT": str(report_path.resolve())},
+                   log_file=report_path.with_suffix(".log"))
+    except AssertionError as exc:
+        if not report_path.is_file():
+            return 0, 0, str(exc)
+    result = json.loads(report_path.read_text())
+    return result["compared"], result["cycles"], (result["mismatches"] or [None])[0]
 
 
 def log_pairs(path: Path):

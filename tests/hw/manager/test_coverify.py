@@ -1,6 +1,6 @@
 """Co-verification on a real trace: the transactions of a simulated SADDLE run on the shipped
-SmolLM2 trace, replayed on the Manager RTL (Amaranth simulator), every event equal to the
-model's; and `saddle hw coverify --log` on a recorded log."""
+SmolLM2 trace, replayed on the Manager RTL (Amaranth's simulator, and the exported Verilog on
+Verilator), every event equal to the model's; and `saddle hw coverify --log` on a recorded log."""
 import json
 
 import pytest
@@ -25,7 +25,7 @@ def recorded():
 
 def test_real_trace_run_matches_the_rtl(recorded, tmp_path):
     config, pairs, record = recorded
-    assert config.micro_batches == 8 and config.shared_entries == 64      # the file's sizes, 8 devices
+    assert (config.micro_batches, config.shared_entries, config.eager_entries) == (8, 32, 24)   # 8 devices
     cov = coverage(pairs)
     for corner in ("issued", "all_accepted", "moved", "resumed", "retired"):
         assert cov[corner] > 0, (corner, dict(cov))
@@ -58,3 +58,19 @@ def test_a_log_the_model_disagrees_with_is_refused(recorded, tmp_path):
     write_txlog(log, config, [(txn, [])] + rest)
     with pytest.raises(SaddleError, match=r"bad.jsonl: the model disagrees with the recorded outputs at line 2"):
         log_pairs(log)
+
+
+@pytest.mark.slow
+def test_real_trace_run_on_verilator(tmp_path, verilator_design):
+    """The exported Verilog on a longer real-trace run (the build is shared with
+    test_manager_verilator.py: same sizes, same name)."""
+    from hw.coverify import design_name
+    from hw.manager import Manager
+    from hw.manager_replay import IDLE_SOFTMAX
+    params = RunParams(system="saddle", pair="opt-66b+opt-1.3b", batch=8, trace=str(REAL), split="all",
+                       requests=16, manager=str(CONFIGS / "manager_coverify.yaml"))
+    config, pairs, _ = record_run(params)
+    verilator_design(design_name(config, IDLE_SOFTMAX), lambda: Manager.from_config(config, IDLE_SOFTMAX))
+    report = coverify(config, pairs, source="test", txlog=tmp_path / "run.jsonl", simulator="verilator", seed=5)
+    assert report.ok, report.mismatch
+    assert report.compared == len(pairs) > 2000

@@ -1,7 +1,9 @@
 """The exported Manager Verilog on Verilator (cocotb) against the Python model: more than
 10,000 seeded random transactions, random and long back-pressure on the event stream.
 
-CI builds a reduced Manager (its Verilator build at -O0 takes ~30 s); the shipped size runs
+CI builds a reduced Manager, the sizes of configs/manager_coverify.yaml (its Verilator build at
+-O0 takes ~30 s; tests/hw/manager/test_coverify.py replays a real-trace run on the same build);
+the shipped size runs
 with SADDLE_MGR_FULL=1 (see hw/README.md, Manager section), without DraftLogits there: its
 softmax has the full 128256-word vocabulary. The full run lowers tau, a configuration input of
 the RTL, to FULL_TAU: with the shipped tau (0.3) rounds stop after a few tokens and 128 requests
@@ -15,14 +17,15 @@ from pathlib import Path
 
 import pytest
 
+from hw.coverify import design_name
 from hw.manager import Manager
+from hw.manager_replay import IDLE_SOFTMAX
 from sim.manager.config import ManagerConfig
-from sim.manager.softmax import SoftmaxParams
+from sim.paths import CONFIGS
 
 BENCH = Path(__file__).with_name("cocotb_manager.py")
-REDUCED = ManagerConfig(max_requests=16, max_draft_len=12, tau=26000, shared_entries=32,
-                        eager_entries=24, micro_batches=4, dlm_fc_threshold=3, tlm_attention_threshold=3)
-SOFTMAX = SoftmaxParams(lanes=2, vocab=16, exp_frac_bits=12)
+REDUCED = ManagerConfig.load(CONFIGS / "manager_coverify.yaml").replace(tau=26000)
+SOFTMAX = IDLE_SOFTMAX
 FULL_TAU = 1000            # raw UQ1.16, about 0.015
 FULL_TXNS = 8000           # per seed
 
@@ -38,11 +41,11 @@ def test_manager_on_verilator_matches_model(verilator_design):
     full = os.environ.get("SADDLE_MGR_FULL", "") not in ("", "0")
     if full:
         from hw.manager_params import softmax_params
-        config, softmax, name = dataclasses.replace(ManagerConfig.load(), tau=FULL_TAU), softmax_params(), "manager_full"
+        config, softmax = dataclasses.replace(ManagerConfig.load(), tau=FULL_TAU), softmax_params()
     else:
-        config, softmax, name = REDUCED, SOFTMAX, "manager_reduced"
+        config, softmax = REDUCED, SOFTMAX
     txns = os.environ.get("SADDLE_MGR_TXNS", str(FULL_TXNS if full else 5500))
-    design = verilator_design(name, lambda: Manager.from_config(config, softmax))
+    design = verilator_design(design_name(config, softmax), lambda: Manager.from_config(config, softmax))
     for seed in (21, 22):
         design.run(BENCH, env={"SADDLE_MGR_CONFIG": json.dumps(_sizes(config)), "SADDLE_SEED": str(seed),
                                "SADDLE_MGR_SOFTMAX": json.dumps(dataclasses.asdict(softmax)),

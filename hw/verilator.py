@@ -1,8 +1,9 @@
 """Run cocotb test modules against the exported Verilog of an Amaranth Component on Verilator.
 
-One copy for every RTL block of the project. A design is exported with `hw.export` (the same
-Verilog that `saddle hw export` ships) under ``build/cocotb/<name>/`` and compiled once per
-pytest session (the `verilator_design` fixture of tests/hw/conftest.py caches it by name); each
+One copy for every RTL block of the project, used by the RTL tests and by `saddle hw coverify`.
+A design is exported with `hw.export` (the same Verilog that `saddle hw export` ships) under
+``build/cocotb/<name>/`` and compiled once per pytest session (the `verilator_design` fixture
+of tests/hw/conftest.py caches it by name; an unchanged design rebuilds at once); each
 `run` then starts the compiled model with one cocotb test module and turns failed cocotb tests
 into a failed pytest test that names them and their messages.
 
@@ -96,9 +97,10 @@ class VerilatorDesign:
         return self
 
     def run(self, test_file: Path, *, env: dict[str, str] | None = None,
-            testcase: str | None = None, seed: int = 0) -> Path:
+            testcase: str | None = None, seed: int = 0, log_file: Path | None = None) -> Path:
         """Run the cocotb tests of `test_file` (a Python file) on the compiled model; raise
         AssertionError naming each failed cocotb test. Returns the results xml path.
+        `log_file`: the simulator's output goes there instead of to this process's output.
 
         `env` reaches the cocotb module through os.environ (seeds, vector counts). The cocotb
         module may import anything importable here: the simulator process gets this sys.path
@@ -115,7 +117,7 @@ class VerilatorDesign:
         try:
             self._runner.test(test_module=test_file.stem, hdl_toplevel=self.name,
                               test_dir=test_dir, results_xml=str(results), extra_env=env or {},
-                              testcase=testcase, seed=seed, waves=self.waves)
+                              testcase=testcase, seed=seed, waves=self.waves, log_file=log_file)
         except SystemExit as exc:
             # The runner exits when a cocotb test failed or the simulator crashed.
             failures = failed_cases(results) if results.is_file() else []
