@@ -29,6 +29,9 @@ def register(subparsers) -> None:
     synth.add_argument("--library", default="auto", choices=["auto", "osu018", "generic"],
                        help="osu018 standard cells, Yosys generic gates with a NAND2-eq table, "
                             "or auto: osu018 when it can be fetched (default)")
+    synth.add_argument("--hierarchy", choices=["flat", "hier"],
+                       help="flatten before mapping, or map each submodule on its own and add the "
+                            "instances up (default: per block, configs/synth/flow.yaml)")
     synth.add_argument("--out", type=Path, default=BUILD / "synth", help="work folder (default build/synth)")
     synth.set_defaults(func=_synth)
 
@@ -108,7 +111,7 @@ def _synth(args) -> int:
         started = time.monotonic()
         work = Path(args.out) / name
         verilog = write_verilog(factory(), name, work)
-        result = synthesize(verilog, name, liberty=liberty, work_dir=work, block=name)
+        result = synthesize(verilog, name, liberty=liberty, work_dir=work, block=name, hierarchy=args.hierarchy)
         results.append(result)
         (work / "result.json").write_text(json.dumps(result.to_dict(), indent=2, sort_keys=True) + "\n")
         if not args.json:
