@@ -129,8 +129,8 @@ def test_capacity_slack_is_checked(tmp_path, monkeypatch):
 def test_manager_config_file_sizes_the_pools(tiny_trace):
     from sim.errors import ConfigError
     from sim.paths import CONFIGS
-    small = str(CONFIGS / "manager_coverify.yaml")                            # 16 slots, 64 + 32 entries
+    small = str(CONFIGS / "manager_coverify.yaml")                            # 16 slots, 32 + 24 entries
     _, run = simulate(params("saddle", None, tiny_trace, manager=small))
-    assert (run.manager.config.shared_entries, run.manager.config.eager_entries) == (64, 32)
+    assert (run.manager.config.shared_entries, run.manager.config.eager_entries) == (32, 24)
     with pytest.raises(ConfigError, match=r"batch 32 exceeds the 16 Controller slots of .*manager_coverify.yaml"):
         simulate(params("saddle", None, tiny_trace, batch=32, manager=small))
