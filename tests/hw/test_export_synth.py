@@ -166,3 +166,18 @@ def test_cli_names_unknown_blocks(capsys):
     assert main(["hw", "synth", "--block", "no_such_block"]) == 2
     err = capsys.readouterr().err
     assert "unknown block no_such_block; known:" in err and "bank_pe" in err
+
+
+def test_cli_hierarchy_overrides_the_flow(tmp_path, capsys):
+    import json
+
+    from sim.cli import main
+    # The scheduler is flat in configs/synth/flow.yaml; --hierarchy hier maps its modules one by
+    # one, and a design without submodules gives the same figures either way.
+    args = ["hw", "synth", "--block", "scheduler", "--library", "generic", "--json", "--out", str(tmp_path)]
+    assert main(args) == 0
+    flat = json.loads(capsys.readouterr().out)["blocks"][0]
+    assert main(args + ["--hierarchy", "hier"]) == 0
+    hier = json.loads(capsys.readouterr().out)["blocks"][0]
+    assert (flat["hierarchy"], hier["hierarchy"]) == ("flat", "hier")
+    assert hier["nand2_eq"] == flat["nand2_eq"] and hier["parts"] == {}
