@@ -127,8 +127,15 @@ def log_pairs(path: Path):
     from sim.manager.txlog import read_txlog, replay
 
     log = read_txlog(path)
-    mismatch = replay(log)
+    model = Manager(log.config, log.softmax)
+    pairs = []
+
+    def apply(txn):
+        events = model.apply(txn)
+        pairs.append((txn, events))
+        return events
+
+    mismatch = replay(log, apply)
     if mismatch is not None:
         raise SaddleError(f"{path}: the model disagrees with the recorded outputs at {mismatch.describe()}")
-    model = Manager(log.config, log.softmax)
-    return log.config, log.softmax, [(txn, model.apply(txn)) for txn, _ in log.entries]
+    return log.config, log.softmax, pairs
