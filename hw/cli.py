@@ -41,8 +41,9 @@ def register(subparsers) -> None:
     from sim.paths import CONFIGS, TRACE_DATA
     cov = sub.add_parser("coverify", help="the Manager RTL against the model on a simulated run's transactions",
                          description="Simulate one Shared Pool system on a trace with a small Manager, record "
-                                     "its transactions and replay them on the Manager RTL (Amaranth "
-                                     "simulator), every event compared with the model's (hw/coverify.py).")
+                                     "its transactions and replay them on the Manager RTL (Amaranth's "
+                                     "simulator or Verilator), every event compared with the model's "
+                                     "(hw/coverify.py).")
     cov.add_argument("--trace", default=str(TRACE_DATA / "smollm2-135m.self24.real.jsonl.gz"),
                      help="decoding trace (default: the real SmolLM2 trace)")
     cov.add_argument("--system", default="saddle", help="a Shared Pool system (default saddle)")
