@@ -63,3 +63,32 @@ def get(data: dict, key: str, kind: type | tuple[type, ...], *, source: str | Pa
     if positive and not (math.isfinite(value) and value > 0):
         raise ConfigError(f"{source}: {where}: expected a positive number, found {value!r}")
     return value
+
+
+CALIBRATIONS = ("physical", "attacc")
+
+
+def calibrated(data: dict, calibration: str, *, source: str | Path) -> dict:
+    """A component preset with the overrides of one calibration applied.
+
+    A preset's own keys are its ``physical`` values; ``calibrations: {NAME: {key: value}}``
+    replaces keys for calibration NAME (a mapping value, such as one link of links.yaml, is
+    merged key by key). A calibration the preset does not mention leaves it as it is."""
+    if calibration not in CALIBRATIONS:
+        raise ConfigError(f"{source}: unknown calibration {calibration!r}; known: "
+                          f"{', '.join(CALIBRATIONS)}")
+    table = get(data, "calibrations", dict, source=source, default={})
+    for name in table:
+        if name not in CALIBRATIONS:
+            raise ConfigError(f"{source}: calibrations.{name}: unknown calibration; known: "
+                              f"{', '.join(CALIBRATIONS)}")
+    out = {k: v for k, v in data.items() if k != "calibrations"}
+    overrides = table.get(calibration) or {}
+    if not isinstance(overrides, dict):
+        raise ConfigError(f"{source}: calibrations.{calibration}: expected a mapping, found {overrides!r}")
+    for key, value in overrides.items():
+        if isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = {**out[key], **value}
+        else:
+            out[key] = value
+    return out

@@ -1,8 +1,10 @@
-"""``saddle cost pim-attention | step | roofline``."""
+"""``saddle cost pim-attention | step | roofline`` and ``saddle validate``."""
 from __future__ import annotations
 
 import argparse
 import json
+
+from sim.config import CALIBRATIONS
 
 
 def _positive(text: str) -> int:
@@ -30,6 +32,8 @@ def register(subparsers) -> None:
     p.add_argument("--power-constraint", action="store_true",
                    help="MAC commands at the power-constrained spacing")
     p.add_argument("--stack", default="hbm3_pim", help="stack preset in configs/hardware/")
+    p.add_argument("--calibration", choices=CALIBRATIONS, default="attacc",
+                   help="cost-model calibration (default: attacc, the paper's substrate)")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=_pim_attention)
 
@@ -42,7 +46,10 @@ def register(subparsers) -> None:
     p.add_argument("--devices", type=_positive, help="devices the model is split over (default: all)")
     p.add_argument("--fc", choices=("gpu", "pim"), help="override the system's FC mapping")
     p.add_argument("--attention", choices=("gpu", "pim"), help="override the attention mapping")
-    p.add_argument("--power-constraint", action="store_true")
+    p.add_argument("--power-constraint", action="store_true",
+                   help="PIM MAC commands at the power-constrained spacing")
+    p.add_argument("--calibration", choices=CALIBRATIONS,
+                   help="cost-model calibration (default: the system's, attacc)")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=_step)
 
@@ -55,12 +62,24 @@ def register(subparsers) -> None:
     p.add_argument("--json", action="store_true", help="also print the plotted points")
     p.set_defaults(func=_roofline)
 
+    p = subparsers.add_parser(
+        "validate", help="compare the cost models with AttAcc's simulator and Ramulator2",
+        description="Price every point of the reference tables in validation/tables/ (AttAcc's "
+                    "simulator and Ramulator2 with AttAcc's PIM patches) with our cost models and "
+                    "print, per component, the mean and worst relative error and where the worst "
+                    "is. Exit status 1 if the checked calibration breaks a bound.")
+    p.add_argument("--calibration", choices=CALIBRATIONS + ("all",), default="all",
+                   help="calibration to compare (default: all; only attacc is held to the bounds)")
+    p.add_argument("--points", action="store_true", help="also print every point's error")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=_validate)
+
 
 def _pim_attention(args) -> int:
     from sim.cost.pim import load_pim
     from sim.model import element_bytes
 
-    stack = load_pim(args.stack)
+    stack = load_pim(args.stack, args.calibration)
     bpe = element_bytes()
     queries = args.query_tokens * args.group
     load = stack.attention_channels([(args.context, args.head_dim, queries)] * args.instances,
@@ -80,7 +99,7 @@ def _step(args) -> int:
     from sim.cost.system import load_system
     from sim.model import load_model
 
-    system = load_system(args.system)
+    system = load_system(args.system, args.calibration)
     model = load_model(args.model)
     reqs = [(args.context, args.query_tokens)] * args.batch
     system.check_fits(model, reqs)
@@ -88,7 +107,8 @@ def _step(args) -> int:
     mapping.update({k: v for k, v in (("fc", args.fc), ("attention", args.attention)) if v})
     cost = system.price_step(model, reqs, mapping=mapping, devices=args.devices,
                              power_constrained=args.power_constraint)
-    out = {"system": system.name, "model": model.name, "batch": args.batch,
+    out = {"system": system.name, "calibration": system.calibration, "model": model.name,
+           "batch": args.batch,
            "context": args.context, "query_tokens": args.query_tokens, **cost.as_dict()}
     _print(out, args.json)
     return 0
@@ -103,6 +123,43 @@ def _roofline(args) -> int:
     else:
         print(f"wrote {args.out}")
     return 0
+
+
+def _validate(args) -> int:
+    from sim.cost.validation import compare, load_table, summarize, TABLE_FILES
+
+    calibrations = CALIBRATIONS if args.calibration == "all" else (args.calibration,)
+    report = {"tables": {k: load_table(k)["sources"] for k in TABLE_FILES}, "calibrations": {}}
+    failed = False
+    for cal in calibrations:
+        points = compare(cal)
+        rows = summarize(points)
+        checked = cal == "attacc"
+        failed |= checked and not all(r["within"] for r in rows)
+        report["calibrations"][cal] = {"checked": checked, "components": rows}
+        if args.points:
+            report["calibrations"][cal]["points"] = [
+                {"component": p.component, "where": p.where, "ours": p.ours,
+                 "reference": p.reference, "error": p.error} for p in points]
+    if args.json:
+        print(json.dumps(report, indent=2))
+        return int(failed)
+    for cal, body in report["calibrations"].items():
+        held = "held to the bounds" if body["checked"] else "for comparison, not held to the bounds"
+        print(f"calibration {cal} ({held})")
+        print(f"  {'component':<11}{'points':>7}{'mean |err|':>12}{'worst':>9}  {'bound':<14}where the worst is")
+        for r in body["components"]:
+            mean_bound = "" if r["bound_mean"] is None else f"{r['bound_mean']:.0%} / "
+            bound = f"{mean_bound}{r['bound_worst']:.0%}"
+            mark = "" if not body["checked"] else ("  ok" if r["within"] else "  OUT OF BOUND")
+            print(f"  {r['component']:<11}{r['points']:>7}{r['mean_abs_error']:>12.2%}"
+                  f"{r['worst_error']:>+9.2%}  {bound:<14}{r['worst_at']}{mark}")
+        for p in body.get("points", []):
+            print(f"    {p['component']:<11}{p['error']:>+8.2%}  ours {p['ours']:.6g} "
+                  f"reference {p['reference']:.6g}  {p['where']}")
+    print("validation/tables: " + "; ".join(
+        f"{name} {src['commit'][:12]}" for name, src in report["tables"]["decode_steps"].items()))
+    return int(failed)
 
 
 def _print(out: dict, as_json: bool) -> None:

@@ -5,7 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import lru_cache
 
-from sim.config import config_path, get, load_yaml
+from sim.errors import ConfigError
+from sim.config import calibrated, config_path, get, load_yaml
 
 COMPONENTS = ("gpu_dram", "gpu_onchip", "gpu_mac", "pim_bank", "pim_mac", "link", "static")
 
@@ -19,11 +20,19 @@ class EnergyModel:
     mac_pj: float
     gpu_static_w: float
     pim_stack_static_w: float
+    register_pj: float = 0.0
+    tiled_onchip: bool = False
 
-    def gpu(self, flops: int, nbytes: int) -> dict[str, float]:
-        """A GPU kernel: every DRAM byte also passes L2 and L1 once; FLOPs/2 MACs."""
-        return {"gpu_dram": nbytes * self.gpu_dram_pj_per_byte,
-                "gpu_onchip": nbytes * (self.l2_pj_per_byte + self.l1_pj_per_byte),
+    def gpu(self, flops: int, nbytes: int, kernel=None) -> dict[str, float]:
+        """A GPU kernel: FLOPs/2 MACs and its DRAM bytes; on chip, every DRAM byte passes L2
+        and L1 once, or (``tiled_onchip``) the kernel's own L2 and L1 traffic and register
+        accesses (``sim.cost.gpu.Kernel``, when the caller has one)."""
+        if kernel is not None and self.tiled_onchip:
+            onchip = (kernel.l2 * self.l2_pj_per_byte + kernel.l1 * self.l1_pj_per_byte
+                      + kernel.registers * self.register_pj)
+        else:
+            onchip = nbytes * (self.l2_pj_per_byte + self.l1_pj_per_byte)
+        return {"gpu_dram": nbytes * self.gpu_dram_pj_per_byte, "gpu_onchip": onchip,
                 "gpu_mac": flops / 2 * self.mac_pj}
 
     def pim(self, column_reads: int, column_bytes: int, lanes: int) -> dict[str, float]:
@@ -37,12 +46,16 @@ class EnergyModel:
 
 
 @lru_cache(maxsize=None)
-def load_energy(name: str = "energy") -> EnergyModel:
+def load_energy(name: str = "energy", calibration: str = "physical") -> EnergyModel:
     path = config_path("hardware", name)
-    data = load_yaml(path)
+    data = calibrated(load_yaml(path), calibration, source=path)
     dyn = get(data, "dynamic", dict, source=path)
     st = get(data, "static", dict, source=path)
     d = lambda k: get(dyn, k, float, source=path, prefix="dynamic", positive=True)
     s = lambda k: get(st, k, float, source=path, prefix="static", positive=True)
+    onchip = get(data, "gpu_onchip", str, source=path, default="streamed")
+    if onchip not in ("streamed", "tiled"):
+        raise ConfigError(f"{path}: gpu_onchip: expected 'streamed' or 'tiled', found {onchip!r}")
     return EnergyModel(d("gpu_dram_pj_per_byte"), d("l2_pj_per_byte"), d("l1_pj_per_byte"),
-                       d("pim_bank_read_pj_per_byte"), d("fp16_mac_pj"), s("gpu_w"), s("pim_stack_w"))
+                       d("pim_bank_read_pj_per_byte"), d("fp16_mac_pj"), s("gpu_w"), s("pim_stack_w"),
+                       register_pj=d("register_pj_per_access"), tiled_onchip=onchip == "tiled")

@@ -1,6 +1,17 @@
 """A100 roofline: time = max(compute, memory) with sustained-efficiency factors, and the
 compute side stretched by wave quantization: a kernel of ``tiles`` thread-block tiles runs in
-ceil(tiles / SMs) waves, and a partly filled last wave still takes a whole wave's time."""
+ceil(tiles / SMs) waves, and a partly filled last wave still takes a whole wave's time.
+
+Two calibrations (``configs/hardware/a100.yaml``, sim/cost/README.md):
+- ``physical``: fixed GEMM tiles with split-K, wave quantization of the compute side only, one
+  fused (flash-decoding) attention kernel, norms and activations as bandwidth-bound kernels.
+- ``attacc``: the GPU model of AttAcc's simulator, the substrate of the paper's evaluation:
+  GEMM tiles searched per shape (least L2 traffic over SM utilisation squared, within the L1
+  and L2 capacities), SM utilisation scaling memory bandwidth too, attention as separate
+  scores, softmax and context kernels of one thread block per (request, KV head), norms and
+  activations from a latency + bytes fit of measured A100 kernels, residual adds fused into
+  the norms and rotary embedding into the attention kernel.
+"""
 from __future__ import annotations
 
 import math
@@ -10,7 +21,7 @@ from typing import Iterable
 
 import numpy as np
 
-from sim.config import config_path, get, load_yaml
+from sim.config import calibrated, config_path, get, load_yaml
 from sim.errors import ConfigError
 from sim.model import FC, Attention
 
@@ -29,6 +40,17 @@ class GPU:
     tile_k: int
     max_split_k: int
     launch_ps: int
+    calibration: str = "physical"
+    memory_wave: bool = False            # SM utilisation also limits achieved bandwidth
+    tile_candidates: tuple[int, ...] = ()    # non-empty: GEMM tiles searched per shape
+    l1_bytes: int = 0                    # per SM, bounds a searched tile
+    l1_tile_k: int = 32
+    l2_bytes: int = 0                    # bounds the L2 blocking of a searched GEMM
+    l2_k_slices: int = 64
+    register_tile: int = 16              # on-chip traffic of the tiled energy model
+    unfused_attention: bool = False
+    # kind -> (fixed ps, ps per byte at this GPU's bandwidth); empty: roofline kernels
+    elementwise_fit: tuple[tuple[str, int, float], ...] = ()
 
     @property
     def sustained_flops(self) -> float:
@@ -43,8 +65,9 @@ class GPU:
         return math.ceil(tiles / self.sms) * self.sms / tiles
 
     def kernel_ps(self, flops: int, nbytes: int, tiles: int) -> int:
-        compute = flops / self.sustained_flops * self.wave_factor(tiles)
-        memory = nbytes / self.sustained_bandwidth
+        wave = self.wave_factor(tiles)
+        compute = flops / self.sustained_flops * wave
+        memory = nbytes / self.sustained_bandwidth * (wave if self.memory_wave else 1)
         return self.launch_ps + math.ceil(max(compute, memory) * 1e12)
 
     def gemm_tiles(self, m: int, n: int, k: int) -> int:
@@ -54,16 +77,72 @@ class GPU:
         split = max(1, min(self.max_split_k, self.sms // tiles, k // self.tile_k))
         return tiles * split
 
-    @lru_cache(maxsize=65536)
     def fc_ps(self, op: FC) -> int:
         """One FC operator as one GEMM kernel (output tiles over tokens x n)."""
-        return self.kernel_ps(op.flops, op.bytes_total, self.gemm_tiles(op.tokens, op.n, op.k))
+        return self.fc_kernel(op).ps
+
+    @lru_cache(maxsize=65536)
+    def fc_kernel(self, op: FC) -> "Kernel":
+        """Time and traffic of one FC operator's GEMM kernel."""
+        m, n, k, b = op.tokens, op.n, op.k, op.bpe
+        if not self.tile_candidates:
+            return Kernel(self.kernel_ps(op.flops, op.bytes_total, self.gemm_tiles(m, n, k)),
+                          op.bytes_total, op.bytes_total, op.bytes_total, 0)
+        tm, tn, blocks = self.searched_tile(m, n, k, b)
+        dram = self.l2_blocked_bytes(m, n, k, b, tm, tn)
+        r = self.register_tile
+        return Kernel(self.kernel_ps(op.flops, dram, blocks), dram, _tile_bytes(m, n, k, b, tm, tn),
+                      _tile_bytes(m, n, k, b, r, r), 3 * m * n * k)
+
+    def searched_tile(self, m: int, n: int, k: int, bpe: int) -> tuple[int, int, int]:
+        """``(tile_m, tile_n, thread blocks)`` of a GEMM: among the candidate tiles that fit in
+        L1 (A and B slices of ``l1_tile_k`` plus the output tile), the one with the least L2
+        traffic divided by the square of its SM utilisation (first found on a tie)."""
+        best = None
+        for cm in self.tile_candidates:
+            tm = min(cm, m)
+            for cn in self.tile_candidates:
+                tn = min(cn, n)
+                if (tm + tn) * self.l1_tile_k * bpe + tm * tn * bpe > self.l1_bytes:
+                    continue
+                blocks = -(-m // tm) * -(-n // tn)
+                cost = _tile_bytes(m, n, k, bpe, tm, tn) * self.wave_factor(blocks) ** 2
+                if best is None or cost < best[0]:
+                    best = (cost, tm, tn, blocks)
+        if best is None:
+            raise ConfigError(f"{self.name}: no candidate GEMM tile fits in l1_bytes={self.l1_bytes}")
+        return best[1:]
+
+    def l2_blocked_bytes(self, m: int, n: int, k: int, bpe: int, tm: int, tn: int) -> int:
+        """DRAM traffic of a GEMM blocked for L2 in multiples of its L1 tile: the blocking with
+        the least traffic among those whose A and B slices (k / ``l2_k_slices`` deep) and output
+        block fit in L2 (the L1 tile itself always qualifies)."""
+        kk = k / self.l2_k_slices
+        best = None
+        for bm in [tm * i for i in range(1, m // tm + 1)] + [m]:
+            for bn in [tn * i for i in range(1, n // tn + 1)] + [n]:
+                bm_, bn_ = min(bm, m), min(bn, n)
+                if ((bm_ + bn_) * kk * bpe + bm_ * bn_ * bpe > self.l2_bytes
+                        and (bm_, bn_) != (tm, tn)):
+                    continue
+                traffic = _tile_bytes(m, n, k, bpe, bm_, bn_)
+                if best is None or traffic < best:
+                    best = traffic
+        return best
 
     def attention_ps(self, ops: Iterable[Attention]) -> int:
         """All the given attention phases (scalar or array-valued, see ``Attention``) as one
         fused (flash-decoding) kernel: DRAM traffic is K, V, Q and the output; one tile per
         (request, KV head, block of query rows, block of keys), query rows being query tokens x
-        query heads sharing the KV head."""
+        query heads sharing the KV head. Unfused (``attacc``): each phase its own kernel, of
+        one thread block per (request, KV head, block of query rows), reading and writing its
+        operands and intermediates."""
+        ops = list(ops)
+        if self.unfused_attention:
+            scores = next(op for op in ops if op.name == "scores")
+            blocks = int(np.sum(scores.kv_heads * -(-(scores.queries * scores.group) // self.tile_m)))
+            return sum(self.kernel_ps(int(np.sum(op.flops)), int(np.sum(op.bytes_total)), blocks)
+                       for op in ops) if blocks else 0
         flops = nbytes = tiles = 0
         for op in ops:
             flops += int(np.sum(op.flops))
@@ -85,23 +164,79 @@ class GPU:
     def fused_attention_ps(self, flops: int, nbytes: int, tiles: int) -> int:
         return self.kernel_ps(flops, nbytes, tiles) if tiles else 0
 
-    def elementwise_ps(self, flops: int, nbytes: int) -> int:
-        """Memory-bound streaming kernels: enough blocks to fill every SM."""
+    def elementwise_ps(self, flops: int, nbytes: int, kind: str = "") -> int:
+        """Memory-bound streaming kernels: enough blocks to fill every SM; with a fit, its
+        latency plus bytes at the fitted rate (``kind``: norm, activation)."""
+        for name, fixed_ps, ps_per_byte in self.elementwise_fit:
+            if name == kind:
+                return self.launch_ps + fixed_ps + math.ceil(nbytes * ps_per_byte)
         return self.kernel_ps(flops, nbytes, self.sms)
 
 
+@dataclass(frozen=True)
+class Kernel:
+    """One kernel's time and the bytes it moves through DRAM, L2 and L1, and its register
+    accesses (operands of its multiply-adds; 0 where the energy model does not count them)."""
+
+    ps: int
+    dram: int
+    l2: int
+    l1: int
+    registers: int
+
+
+def _tile_bytes(m: int, n: int, k: int, bpe: int, tm: int, tn: int) -> int:
+    """Traffic of an m x k by k x n product computed in tm x tn output tiles: A re-read once
+    per column of tiles, B once per row of tiles, C written once."""
+    return (-(-n // tn) * m * k + -(-m // tm) * n * k + m * n) * bpe
+
+
+ELEMENTWISE_KINDS = ("norm", "activation")
+
+
 @lru_cache(maxsize=None)
-def load_gpu(name: str = "a100") -> GPU:
+def load_gpu(name: str = "a100", calibration: str = "physical") -> GPU:
+    """The GPU ``configs/hardware/<name>.yaml`` under ``calibration``."""
     path = config_path("hardware", name)
-    data = load_yaml(path)
-    g = lambda k, kind=float: get(data, k, kind, source=path, positive=True)
+    data = calibrated(load_yaml(path), calibration, source=path)
+    g = lambda k, kind=float, **kw: get(data, k, kind, source=path, positive=True, **kw)
     for key in ("compute_efficiency", "memory_efficiency"):
         if g(key) > 1:
             raise ConfigError(f"{path}: {key}: expected a fraction in (0, 1], found {data[key]!r}")
-    return GPU(name=name, peak_flops=g("peak_flops_tflops") * 1e12,
-               bandwidth=g("memory_bandwidth_gbps") * 1e9,
+    bandwidth = g("memory_bandwidth_gbps") * 1e9
+    tiling = get(data, "tiling", str, source=path, default="fixed")
+    if tiling not in ("fixed", "search"):
+        raise ConfigError(f"{path}: tiling: expected 'fixed' or 'search', found {tiling!r}")
+    candidates = ()
+    if tiling == "search":
+        candidates = tuple(get(data, "tile_candidates", list, source=path))
+        if not candidates or not all(type(c) is int and c > 0 for c in candidates):
+            raise ConfigError(f"{path}: tile_candidates: expected a list of positive integers, "
+                              f"found {candidates!r}")
+    attention = get(data, "attention_kernel", str, source=path, default="fused")
+    if attention not in ("fused", "unfused"):
+        raise ConfigError(f"{path}: attention_kernel: expected 'fused' or 'unfused', found {attention!r}")
+    fit = []
+    for kind, entry in get(data, "elementwise_fit", dict, source=path, default={}).items():
+        if kind not in ELEMENTWISE_KINDS:
+            raise ConfigError(f"{path}: elementwise_fit.{kind}: expected one of {ELEMENTWISE_KINDS}")
+        prefix = f"elementwise_fit.{kind}"
+        e = lambda k: get(entry, k, float, source=path, prefix=prefix, positive=True)
+        # The fit's slope was measured at reference_bandwidth_gbps; bytes scale with bandwidth.
+        per_byte = e("ns_per_byte") * e("reference_bandwidth_gbps") * 1e9 / bandwidth * 1000
+        fit.append((kind, round(e("fixed_ns") * 1000), per_byte))
+    return GPU(name=name, peak_flops=g("peak_flops_tflops") * 1e12, bandwidth=bandwidth,
                memory_bytes=int(g("memory_gb") * 2**30), sms=g("sms", int),
                compute_efficiency=g("compute_efficiency"), memory_efficiency=g("memory_efficiency"),
                tile_m=g("tile_m", int), tile_n=g("tile_n", int),
                tile_k=g("tile_k", int), max_split_k=g("max_split_k", int),
-               launch_ps=round(get(data, "kernel_launch_ns", float, source=path) * 1000))
+               launch_ps=round(get(data, "kernel_launch_ns", float, source=path) * 1000),
+               calibration=calibration,
+               memory_wave=get(data, "memory_wave_quantization", bool, source=path, default=False),
+               tile_candidates=candidates,
+               l1_bytes=round(get(data, "l1_kb_per_sm", float, source=path, default=0) * 1024),
+               l1_tile_k=g("l1_tile_k", int, default=32),
+               l2_bytes=round(get(data, "l2_mb", float, source=path, default=0) * 2**20),
+               l2_k_slices=g("l2_k_slices", int, default=64),
+               register_tile=g("register_tile", int, default=16),
+               unfused_attention=attention == "unfused", elementwise_fit=tuple(fit))

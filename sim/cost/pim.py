@@ -24,7 +24,7 @@ from functools import lru_cache
 
 import numpy as np
 
-from sim.config import config_path, get, load_yaml
+from sim.config import calibrated, config_path, get, load_yaml
 from sim.errors import ConfigError, SaddleError
 
 TIMING_KEYS = ("CL", "RCD", "RP", "RAS", "RC", "WR", "RTP_L", "CCD_S", "CCD_L", "RRD_S", "RRD_L",
@@ -308,10 +308,11 @@ class GemvWork:
 
 
 @lru_cache(maxsize=None)
-def load_pim(name: str = "hbm3_pim") -> PimStack:
-    """The stack ``configs/hardware/<name>.yaml`` with its PE from ``pe: <file>``."""
+def load_pim(name: str = "hbm3_pim", calibration: str = "physical") -> PimStack:
+    """The stack ``configs/hardware/<name>.yaml`` with its PE from ``pe: <file>``, under
+    ``calibration``."""
     path = config_path("hardware", name)
-    data = load_yaml(path)
+    data = calibrated(load_yaml(path), calibration, source=path)
     g = lambda d, k, kind=int, prefix="": get(d, k, kind, source=path, prefix=prefix, positive=True)
     org = get(data, "organization", dict, source=path)
     orgv = {k: g(org, k, prefix="organization") for k in

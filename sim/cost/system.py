@@ -23,15 +23,16 @@ from types import MappingProxyType
 from functools import lru_cache
 from typing import Mapping, Sequence
 
-from sim.config import config_path, get, load_yaml
+from sim.config import CALIBRATIONS, config_path, get, load_yaml
 from sim.cost.energy import COMPONENTS, EnergyModel, load_energy
-from sim.cost.gpu import GPU, load_gpu
+from sim.cost.gpu import GPU, Kernel, load_gpu
 from sim.cost.links import Link, load_link
 from sim.cost.pim import PimStack, check_power, clear_memos, load_pim
 from sim.errors import ConfigError, SaddleError
-from sim.model import ModelSpec, check_requests, load_model
+from sim.model import Elementwise, ModelSpec, check_requests, load_model
 
 PLACES = ("gpu", "pim")
+ATTENTION_PHASES = ("scores", "softmax", "context")
 # (system has PIM, fc, attention) -> the checked mapping: all that validation depends on.
 _VALID_MAPPINGS: dict[tuple[bool, str, str], tuple[tuple[str, str], ...]] = {}
 # Energies of a step's parts are tuples in COMPONENTS order; the attention parts spell it out.
@@ -89,6 +90,8 @@ class _Dense:
     pim_flops: int
     attention_flops: tuple[int, int, int, int]   # per layer, see _bilinear_coefficients
     attention_bytes: tuple[int, int, int, int]   # fused-kernel traffic, per layer
+    # unfused kernels: (flops, bytes) coefficients of scores, softmax and context, per layer
+    attention_phases: tuple[tuple[tuple[int, int, int, int], tuple[int, int, int, int]], ...]
     attention_transfer: tuple[int, float] | None   # (ps, link pJ) of attention on PIM
 
 class _Acc:
@@ -115,10 +118,11 @@ class System:
     gpu_pim_link: Link | None
     energy: EnergyModel
     default_mapping: tuple[tuple[str, str], ...]
+    calibration: str = "physical"
 
     def __hash__(self) -> int:
         # Every price cache is keyed by the system: hash its name, not every parameter.
-        return hash(self.name)
+        return hash((self.name, self.calibration))
 
     # --- public API -----------------------------------------------------------------------
 
@@ -256,15 +260,20 @@ class System:
                       flops=sum(op.flops * op.repeat for op in fc + other), pim_flops=acc.pim_flops,
                       attention_flops=_bilinear_coefficients(shard, lambda op: op.flops),
                       attention_bytes=_bilinear_coefficients(shard, lambda op: op.streamed_bytes),
+                      attention_phases=tuple(
+                          (_bilinear_coefficients(shard, lambda op, p=p: op.flops if op.name == p else 0),
+                           _bilinear_coefficients(shard, lambda op, p=p: op.bytes_total if op.name == p else 0))
+                          for p in ATTENTION_PHASES) if self.gpu.unfused_attention else (),
                       attention_transfer=self._attention_transfer(shard, tokens) if self.pim else None)
 
     def _fc_gpu(self, shard: ModelSpec, tokens: int, acc: _Acc) -> None:
         fc, _ = shard.dense_ops(tokens)
         for op in fc:
-            ps = self.gpu.fc_ps(op) * op.repeat
+            kernel = self.gpu.fc_kernel(op)
+            ps = kernel.ps * op.repeat
             acc.t["fc"] += ps
             acc.t["gpu"] += ps
-            acc.add_energy(self.energy.gpu(op.flops, op.bytes_total), op.repeat)
+            acc.add_energy(self.energy.gpu(op.flops, kernel.dram, kernel), op.repeat)
 
     def _fc_pim(self, shard: ModelSpec, tokens: int, power: bool, acc: _Acc) -> None:
         fc, _ = shard.dense_ops(tokens)
@@ -282,15 +291,38 @@ class System:
                        sums: tuple[int, int, int, int]) -> tuple[int, int, tuple[float, ...]]:
         """(time, communication time, energy per component) of every layer's attention, priced
         as ``GPU.attention_ps`` prices the step's ``attention_batch``."""
+        gpu, g = self.gpu, shard.group
+        layers = shard.layers
+        if gpu.unfused_attention:
+            return self._attention_gpu_unfused(shard, reqs, dense, sums)
         flops = _bilinear(dense.attention_flops, sums)
         nbytes = _bilinear(dense.attention_bytes, sums)
-        gpu, g = self.gpu, shard.group
         tiles = shard.kv_heads * sum(gpu.tiles_per_kv_head(L, q * g) for L, q in reqs)
         ps = gpu.fused_attention_ps(flops, nbytes, tiles)
         parts = self.energy.gpu(flops, nbytes)
-        layers = shard.layers
         return ps * layers, 0, (parts["gpu_dram"] * layers, parts["gpu_onchip"] * layers,
                                 parts["gpu_mac"] * layers, 0.0, 0.0, 0.0, 0.0)
+
+    def _attention_gpu_unfused(self, shard: ModelSpec, reqs: tuple[tuple[int, int], ...],
+                               dense: "_Dense", sums: tuple[int, int, int, int]
+                               ) -> tuple[int, int, tuple[float, ...]]:
+        """Scores, softmax and context as three kernels, each of one thread block per request x
+        KV head and block of ``tile_m`` query rows; the score and context products read their
+        operands once (their tiles cover a whole head) and make three register accesses per
+        multiply-add."""
+        gpu, g = self.gpu, shard.group
+        blocks = shard.kv_heads * sum(-(-(q * g) // gpu.tile_m) for _, q in reqs)
+        ps = 0
+        energy = dict.fromkeys(("gpu_dram", "gpu_onchip", "gpu_mac"), 0.0)
+        for phase, (fc, bc) in zip(ATTENTION_PHASES, dense.attention_phases):
+            flops, nbytes = _bilinear(fc, sums), _bilinear(bc, sums)
+            ps += gpu.kernel_ps(flops, nbytes, blocks)
+            regs = 3 * flops // 2 if phase != "softmax" else 0
+            for k, v in self.energy.gpu(flops, nbytes, Kernel(0, nbytes, nbytes, nbytes, regs)).items():
+                energy[k] += v
+        layers = shard.layers
+        return ps * layers, 0, (energy["gpu_dram"] * layers, energy["gpu_onchip"] * layers,
+                                energy["gpu_mac"] * layers, 0.0, 0.0, 0.0, 0.0)
 
     def _attention_pim(self, shard: ModelSpec, reqs: tuple[tuple[int, int], ...], dense: "_Dense",
                        power: bool) -> tuple[int, int, tuple[float, ...]]:
@@ -303,7 +335,14 @@ class System:
         layers = shard.layers
         parts = self.energy.pim(reads, pim.column_bytes, pim.lanes)
         comm_ps, link_pj = dense.attention_transfer
-        return (load.cycles * pim.tck_ps * layers, comm_ps,
+        att_ps = load.cycles * pim.tck_ps * layers
+        if self.gpu_pim_link.overlap_attention:
+            # Heads pipelined: the transfers of one head overlap the attention of the others,
+            # so 1/heads of them shows when attention is the longer of the two, and what
+            # attention cannot hide otherwise.
+            h = shard.heads
+            comm_ps = -(-comm_ps // h) if att_ps > comm_ps else comm_ps - att_ps + -(-att_ps // h)
+        return (att_ps, comm_ps,
                 (0.0, 0.0, 0.0, parts["pim_bank"] * layers, parts["pim_mac"] * layers, link_pj, 0.0))
 
     def _attention_transfer(self, shard: ModelSpec, tokens: int) -> tuple[int, float]:
@@ -323,7 +362,10 @@ class System:
     @lru_cache(maxsize=4096)
     def _other_cost(self, shard: ModelSpec, tokens: int) -> tuple[int, dict[str, float]]:
         _, other = shard.dense_ops(tokens)
-        ps = sum(self.gpu.elementwise_ps(op.flops, op.bytes_total) * op.repeat for op in other)
+        if self.gpu.elementwise_fit:
+            other = _fused_elementwise(other)
+        ps = sum(self.gpu.elementwise_ps(op.flops, op.bytes_total, _ELEMENTWISE_KIND.get(op.name, ""))
+                 * op.repeat for op in other)
         flops = sum(op.flops * op.repeat for op in other)
         nbytes = sum(op.bytes_total * op.repeat for op in other)
         return ps, self.energy.gpu(flops, nbytes)
@@ -336,6 +378,18 @@ class System:
         acc.t["comm"] += self.device_link.allreduce_ps(nbytes, devices) * count
         sent = Link.allreduce_bytes_sent(nbytes, devices)
         acc.e["link"] += sent * self.device_link.energy_pj_per_byte * count
+
+_ELEMENTWISE_KIND = {"attn_norm": "norm", "ffn_norm": "norm", "final_norm": "norm",
+                     "activation": "activation"}
+
+
+def _fused_elementwise(ops: tuple[Elementwise, ...]) -> tuple[Elementwise, ...]:
+    """Norms, activations, residual adds and rotary embedding as the kernels that run: each
+    norm also reads the residual stream (the residual add fused into it); rotary embedding
+    runs inside the attention kernel."""
+    return tuple(replace(op, inputs=op.inputs + 1) if _ELEMENTWISE_KIND.get(op.name) == "norm" else op
+                 for op in ops if op.name not in ("attn_residual", "ffn_residual", "rope"))
+
 
 def _bilinear_coefficients(shard: ModelSpec, count) -> tuple[int, int, int, int]:
     """``(a, b, c, e)`` with ``count`` summed over a request's attention phases (one layer) =
@@ -355,13 +409,19 @@ def _bilinear(coefficients: tuple[int, int, int, int], sums: tuple[int, int, int
     return a * n + b * sum_l + c * sum_q + e * sum_lq
 
 @lru_cache(maxsize=None)
-def load_system(name: str) -> System:
-    """The system ``configs/hardware/<name>.yaml`` (a file with ``kind: system``)."""
+def load_system(name: str, calibration: str | None = None) -> System:
+    """The system ``configs/hardware/<name>.yaml`` (a file with ``kind: system``), its
+    components under ``calibration`` (default: the file's ``calibration``)."""
     path = config_path("hardware", name)
     data = load_yaml(path)
     if data.get("kind") != "system":
         raise ConfigError(f"{path}: kind: expected 'system' (this is a component preset, not a "
                           f"system), found {data.get('kind')!r}")
+    if calibration is None:
+        calibration = get(data, "calibration", str, source=path)
+    if calibration not in CALIBRATIONS:
+        raise ConfigError(f"{path}: calibration: expected one of {', '.join(CALIBRATIONS)}, "
+                          f"found {calibration!r}")
     devices = get(data, "devices", int, source=path, positive=True)
     pim_name = get(data, "pim", (str, type(None)), source=path)
     stacks = get(data, "stacks_per_device", int, source=path)
@@ -375,12 +435,12 @@ def load_system(name: str) -> System:
     dm = get(data, "default_mapping", dict, source=path)
     mapping = {k: get(dm, k, str, source=path, prefix="default_mapping") for k in ("fc", "attention")}
     system = System(
-        name=name, devices=devices, gpu=load_gpu(get(data, "gpu", str, source=path)),
-        pim=load_pim(pim_name) if pim_name else None, stacks_per_device=stacks,
+        name=name, devices=devices, gpu=load_gpu(get(data, "gpu", str, source=path), calibration),
+        pim=load_pim(pim_name, calibration) if pim_name else None, stacks_per_device=stacks,
         memory_bytes=int(get(data, "memory_gb", float, source=path, positive=True) * 2**30),
-        device_link=load_link(get(data, "device_link", str, source=path), links),
-        gpu_pim_link=load_link(gpu_pim_name, links) if gpu_pim_name else None,
-        energy=load_energy(), default_mapping=())
+        device_link=load_link(get(data, "device_link", str, source=path), links, calibration),
+        gpu_pim_link=load_link(gpu_pim_name, links, calibration) if gpu_pim_name else None,
+        energy=load_energy("energy", calibration), default_mapping=(), calibration=calibration)
     try:
         default = system._mapping(mapping)
     except SaddleError as exc:
@@ -389,7 +449,7 @@ def load_system(name: str) -> System:
 
 def clear_caches() -> None:
     """Forget every cached price and operator (for cold-start measurements)."""
-    for fn in (ModelSpec.attention_ops, ModelSpec.dense_ops, ModelSpec.shard, GPU.fc_ps,
+    for fn in (ModelSpec.attention_ops, ModelSpec.dense_ops, ModelSpec.shard, GPU.fc_kernel,
                PimStack.gemv, Link.allreduce_ps, System._price_cached, System._dense,
                System._other_cost):
         fn.cache_clear()

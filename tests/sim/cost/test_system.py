@@ -157,11 +157,14 @@ def test_steps_are_bit_identical_to_pricing_operator_by_operator():
     """88 steps (sampled from fig12 runs, plus every mapping x power constraint on each system
     kind) as the implementation priced them operator by operator before the per-token-count
     caches, the bilinear attention sums and the plain-Python request loop: every field equal,
-    energies to the last bit. A deliberate cost-model or config change regenerates the file."""
+    energies to the last bit, under the ``physical`` calibration (the model of that time). A
+    deliberate cost-model or config change regenerates the file (last: the attacc and
+    specpim-4gpu systems' GPU <-> PIM link became AttAcc's NVLink3, 300 GB/s per direction,
+    which moved their steps' communication, time and energy and nothing else)."""
     cases = json.loads(GOLDEN_STEPS.read_text())
     assert len(cases) == 88
     for case in cases:
-        c = load_system(case["system"]).price_step(
+        c = load_system(case["system"], "physical").price_step(
             case["model"], [tuple(r) for r in case["requests"]], **case["kwargs"])
         got = {f.name: getattr(c, f.name) for f in dataclasses.fields(c)}
         got |= {"energy_by_component_pj": dict(c.energy_by_component_pj),

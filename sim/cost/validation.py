@@ -1,0 +1,130 @@
+"""Our cost models against the reference tables of ``validation/tables/`` (AttAcc's simulator
+and Ramulator2 with AttAcc's PIM patches, run by ``validation/regenerate.py``).
+
+``compare(calibration)`` prices every reference point with our models and returns, per table
+and component, the relative error at every point; ``summarize`` reduces them to mean and worst
+(with where the worst occurs) and checks them against the bounds the project holds itself to
+(``BOUNDS``)."""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, replace
+from functools import lru_cache
+from pathlib import Path
+
+from sim.config import CALIBRATIONS
+from sim.errors import ConfigError
+from sim.paths import ROOT
+
+TABLES = ROOT / "validation" / "tables"
+SCHEMA = "saddle-validation/1"
+TABLE_FILES = {"pim_attention": "ramulator_pim_attention.json", "decode_steps": "attacc_steps.json"}
+STEP_COMPONENTS = ("attention", "fc", "comm", "other", "total")
+# (mean |error| bound, worst |error| bound) per component; None: no bound on the mean.
+BOUNDS = {"pim_cycles": (0.03, 0.10), **{c: (None, 0.10) for c in STEP_COMPONENTS},
+          "energy": (None, 0.15)}
+SYSTEMS = {"dgx": "dgx-a100", "attacc": "attacc"}
+
+
+@dataclass(frozen=True)
+class Point:
+    component: str
+    where: str          # the point's parameters, for a reader
+    ours: float
+    reference: float
+
+    @property
+    def error(self) -> float:
+        return self.ours / self.reference - 1
+
+
+def load_table(kind: str, folder: Path = TABLES) -> dict:
+    """A reference table, checked for format and provenance."""
+    path = folder / TABLE_FILES[kind]
+    if not path.is_file():
+        raise ConfigError(f"{path}: no such reference table (validation/README.md says how to "
+                          "regenerate it)")
+    doc = json.loads(path.read_text())
+    for key in ("schema", "kind", "sources", "command", "parameters", "columns", "rows"):
+        if key not in doc:
+            raise ConfigError(f"{path}: missing key {key!r}")
+    if doc["schema"] != SCHEMA or doc["kind"] != kind:
+        raise ConfigError(f"{path}: expected schema {SCHEMA!r} kind {kind!r}, found "
+                          f"{doc['schema']!r} {doc['kind']!r}")
+    for name, src in doc["sources"].items():
+        if not (isinstance(src, dict) and len(str(src.get("commit", ""))) == 40):
+            raise ConfigError(f"{path}: sources.{name}: expected a repository and a 40-digit commit")
+    width = len(doc["columns"])
+    for i, row in enumerate(doc["rows"]):
+        if len(row) != width:
+            raise ConfigError(f"{path}: rows[{i}]: expected {width} values, found {len(row)}")
+    return doc
+
+
+def _records(doc: dict):
+    cols = doc["columns"]
+    return (dict(zip(cols, row)) for row in doc["rows"])
+
+
+def pim_points(calibration: str, folder: Path = TABLES) -> list[Point]:
+    """PIM attention cycles of ``heads`` instances on one stack, one query each."""
+    from sim.cost.pim import load_pim
+    pim = load_pim("hbm3_pim", calibration)
+    out = []
+    for r in _records(load_table("pim_attention", folder)):
+        load = pim.attention_channels([(r["context"], r["head_dim"], 1)] * r["heads"], 2,
+                                      r["power_constraint"])
+        where = (f"heads {r['heads']}, L {r['context']}, head dim {r['head_dim']}, "
+                 f"{'power constraint' if r['power_constraint'] else 'no power constraint'}")
+        out.append(Point("pim_cycles", where, load.cycles, r["cycles"]))
+    return out
+
+
+@lru_cache(maxsize=None)
+def _attacc_model(name: str):
+    """Our model as AttAcc models it: no grouped-query attention (one KV head per head)."""
+    from sim.model import load_model
+    spec = load_model(name)
+    return replace(spec, kv_heads=spec.heads)
+
+
+def step_points(calibration: str, folder: Path = TABLES) -> list[Point]:
+    """Per-component time and dynamic energy of one decoding step per reference point."""
+    from sim.cost.system import load_system
+    out = []
+    for r in _records(load_table("decode_steps", folder)):
+        system = load_system(SYSTEMS[r["system"]], calibration)
+        cost = system.price_step(_attacc_model(r["model"]), [(r["context"], 1)] * r["batch"],
+                                 power_constrained=r["power_constraint"])
+        pc = ", power constraint" if r["power_constraint"] else ""
+        where = f"{r['model']} on {r['system']}{pc}, batch {r['batch']}, L {r['context']}"
+        ours = {"attention": cost.attention_ps, "fc": cost.fc_ps, "comm": cost.comm_ps,
+                "other": cost.other_ps, "total": cost.time_ps}
+        for c in STEP_COMPONENTS:
+            out.append(Point(c, where, ours[c] / 1000, r[f"{c}_ns"]))
+        dynamic = cost.energy_pj - cost.energy_by_component_pj["static"]
+        out.append(Point("energy", where, dynamic, r["energy_pj"]))
+    return out
+
+
+def compare(calibration: str, folder: Path = TABLES) -> list[Point]:
+    if calibration not in CALIBRATIONS:
+        raise ConfigError(f"unknown calibration {calibration!r}; known: {', '.join(CALIBRATIONS)}")
+    return pim_points(calibration, folder) + step_points(calibration, folder)
+
+
+def summarize(points: list[Point]) -> list[dict]:
+    """Per component: points, mean |error|, worst error (signed) and where, within bounds."""
+    rows = []
+    for component in dict.fromkeys(p.component for p in points):
+        mine = [p for p in points if p.component == component]
+        worst = max(mine, key=lambda p: abs(p.error))
+        mean = sum(abs(p.error) for p in mine) / len(mine)
+        mean_bound, worst_bound = BOUNDS[component]
+        ok = abs(worst.error) <= worst_bound and (mean_bound is None or mean <= mean_bound)
+        rows.append({"component": component, "points": len(mine), "mean_abs_error": mean,
+                     "mean_error": sum(p.error for p in mine) / len(mine),
+                     "worst_error": worst.error, "worst_at": worst.where,
+                     "worst_ours": worst.ours, "worst_reference": worst.reference,
+                     "bound_mean": mean_bound, "bound_worst": worst_bound, "within": ok})
+    return rows
