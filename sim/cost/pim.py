@@ -49,6 +49,19 @@ class PimWork:
 
 
 @dataclass(frozen=True)
+class AttaccSchedule:
+    """AttAcc's bank-level attention schedule (``PimStack.attacc_attention``); cycle counts
+    fitted to Ramulator2 with AttAcc's PIM patches (validation/tables)."""
+
+    token_units: int          # keys spread over pseudo-channels x stack IDs x bank groups
+    dim_banks: int            # a key's dimensions over the banks of a group
+    per_score_group: int      # broadcast of 16 score columns' probabilities
+    per_context_group: int    # barrier after a group of context MACs
+    fixed: int
+    pair_overlap: int
+
+
+@dataclass(frozen=True)
 class Timing:
     RCD: int
     RP: int
@@ -81,6 +94,8 @@ class PimStack:
     mac_spacing_power: int
     softmax_elements_per_cycle: int
     partial_sum_bytes: int
+    # None: the command model below; else AttAcc's schedule (``attacc_attention``)
+    attacc: "AttaccSchedule | None" = None
     _memo: dict = field(default_factory=dict, init=False, repr=False, compare=False)
 
     def __post_init__(self):
@@ -160,6 +175,42 @@ class PimStack:
 
     def attention_cycles(self, context: int, head_dim: int, queries: int, bpe: int,
                          power_constrained: bool) -> tuple[int, int]:
+        if self.attacc is not None:
+            return self.attacc_attention(context, head_dim, queries, bpe, power_constrained)
+        return self.command_attention(context, head_dim, queries, bpe, power_constrained)
+
+    def attacc_attention(self, context: int, head_dim: int, queries: int, bpe: int,
+                         power_constrained: bool) -> tuple[int, int]:
+        """One attention instance as AttAcc's bank-level PIM runs it (its trace generator and
+        Ramulator2's PIM controller): keys spread over the ``token_units`` = pseudo-channels x
+        stack IDs x bank groups of the channel, and each key's dimensions over the banks of a
+        group and the PE lanes; a MAC command per column (times the query rows), back to back
+        at the MAC spacing; a row change costs RTP_L + RP + RCD beyond the spacing; every 16
+        score columns a group of probabilities is broadcast back (``per_score_group``), every
+        group of context MACs ends at a barrier (``per_context_group``), plus ``fixed``. Two
+        instances on one channel overlap one's broadcast with the other's scores
+        (``pair_overlap``): this instance is charged half of it (``round_robin`` gives an odd
+        channel's last instance the other half back)."""
+        a, t = self.attacc, self.t
+        s = self.spacing(power_constrained)
+        tokens = -(-context // a.token_units)
+        dims = -(-head_dim * bpe // (a.dim_banks * self.column_bytes))
+        cols = tokens * dims                       # columns per bank, for K and for V each
+        rows = 2 * -(-cols // self.columns_per_row)
+        groups = -(-tokens // 16)
+        macs = 2 * cols * queries
+        row_change = t.RTP_L + t.RP + t.RCD - s
+        cycles = (macs * s + (rows - 2) * row_change + groups * a.per_score_group
+                  + dims * a.per_context_group + a.fixed)
+        return cycles - self.attacc_overlap(context, bpe) // 2, macs * self.banks_per_channel
+
+    def attacc_overlap(self, context: int, bpe: int) -> int:
+        """Cycles two instances on one channel save by overlapping (AttAcc's head pairs)."""
+        a = self.attacc
+        return -(-context // a.token_units // 16) * a.per_score_group + a.pair_overlap
+
+    def command_attention(self, context: int, head_dim: int, queries: int, bpe: int,
+                          power_constrained: bool) -> tuple[int, int]:
         """Cycles and PE column reads of one attention instance (one request x one KV head;
         ``queries`` = query tokens x query heads per KV head) on all banks of one channel.
 
@@ -228,38 +279,56 @@ class PimStack:
                                        [instances[i][2] for i in idx], bpe, power_constrained)
             cycles[idx] = c
             reads += r
-        return self.round_robin(cycles, channels or self.channels, reads)
+        return self.round_robin(cycles, channels or self.channels, reads,
+                                odd_extra=self.pair_extra([c for c, _, _ in instances], bpe))
 
     def round_robin(self, cycles, channels: int, column_reads: int,
-                    repeat: int = 1) -> "ChannelLoad":
+                    repeat: int = 1, odd_extra: int = 0) -> "ChannelLoad":
         """Jobs ``cycles[0]`` x ``repeat``, then ``cycles[1]`` x ``repeat``, ...: job ``i`` of
         that sequence runs on channel ``i mod channels``, jobs of one channel one after
-        another; the slowest channel, refresh included, sets the time."""
+        another; the slowest channel, refresh included, sets the time. A channel with an odd
+        number of jobs takes ``odd_extra`` more (its last job runs without a partner)."""
         n = len(cycles) * repeat
         if n == 0:
             return ChannelLoad(0, 0, 0, 0)
         if n <= channels:
-            busiest = int(max(cycles))
+            busiest = int(max(cycles)) + odd_extra
+        elif odd_extra:
+            loads = self._channel_loads(cycles, channels, repeat)
+            counts = self._channel_loads([1] * len(cycles), channels, repeat)
+            busiest = max(load + odd_extra * (count % 2) for load, count in zip(loads, counts))
         else:
-            # The copies of job r fill whole rounds of the channels (``laps``, the same on every
-            # channel) and then the ``rest`` channels from (r x repeat) mod channels on: added
-            # as +cycles at the first and -cycles past the last channel of that range (it may
-            # wrap), the running sum over the channels is each channel's load.
-            laps, rest = divmod(repeat, channels)
-            edge = [0] * (channels + 1)
-            for r, c in enumerate(cycles):
-                first = r * repeat % channels
-                last = first + rest
-                edge[first] += c
-                if last <= channels:
-                    edge[last] -= c
-                else:
-                    edge[channels] -= c
-                    edge[0] += c
-                    edge[last - channels] -= c
-            busiest = int(laps * sum(cycles) + max(accumulate(edge[:channels])))
+            busiest = int(max(self._channel_loads(cycles, channels, repeat)))
         return ChannelLoad(cycles=self.with_refresh(busiest), busy_cycles=busiest,
                            channels_used=min(n, channels), column_reads=column_reads)
+
+    @staticmethod
+    def _channel_loads(cycles, channels: int, repeat: int) -> list[int]:
+        """Each channel's summed job cycles under ``round_robin``'s placement."""
+        # The copies of job r fill whole rounds of the channels (``laps``, the same on every
+        # channel) and then the ``rest`` channels from (r x repeat) mod channels on: added as
+        # +cycles at the first and -cycles past the last channel of that range (it may wrap),
+        # the running sum over the channels is each channel's load.
+        laps, rest = divmod(repeat, channels)
+        edge = [0] * (channels + 1)
+        for r, c in enumerate(cycles):
+            first = r * repeat % channels
+            last = first + rest
+            edge[first] += c
+            if last <= channels:
+                edge[last] -= c
+            else:
+                edge[channels] -= c
+                edge[0] += c
+                edge[last - channels] -= c
+        base = laps * sum(cycles)
+        return [base + v for v in accumulate(edge[:channels])]
+
+    def pair_extra(self, contexts, bpe: int) -> int:
+        """What a channel's unpaired last instance gives back (0 but for AttAcc's schedule)."""
+        if self.attacc is None:
+            return 0
+        return max(self.attacc_overlap(int(L), bpe) // 2 for L in contexts)
 
     # --- FC (GEMV) ------------------------------------------------------------------------
 
@@ -351,7 +420,26 @@ def load_pim(name: str = "hbm3_pim", calibration: str = "physical") -> PimStack:
         mac_spacing=g(pim, "mac_spacing", prefix="pim"),
         mac_spacing_power=g(pim, "mac_spacing_power_constrained", prefix="pim"),
         softmax_elements_per_cycle=g(pim, "softmax_elements_per_cycle", prefix="pim"),
-        partial_sum_bytes=g(pim, "partial_sum_bytes", prefix="pim"))
+        partial_sum_bytes=g(pim, "partial_sum_bytes", prefix="pim"),
+        attacc=_attacc_schedule(pim, orgv, path))
+
+
+def _attacc_schedule(pim: dict, org: dict, path) -> "AttaccSchedule | None":
+    model = get(pim, "attention_schedule", str, source=path, prefix="pim", default="command")
+    if model == "command":
+        return None
+    if model != "attacc":
+        raise ConfigError(f"{path}: pim.attention_schedule: expected 'command' or 'attacc', "
+                          f"found {model!r}")
+    sched = get(pim, "attacc_schedule", dict, source=path, prefix="pim")
+    c = lambda k: get(sched, k, int, source=path, prefix="pim.attacc_schedule")
+    for key in ("per_score_group", "per_context_group", "fixed", "pair_overlap"):
+        if c(key) < 0:
+            raise ConfigError(f"{path}: pim.attacc_schedule.{key}: expected >= 0 cycles")
+    return AttaccSchedule(
+        token_units=org["pseudo_channels"] * org["stack_ids"] * org["bank_groups"],
+        dim_banks=org["banks_per_group"], per_score_group=c("per_score_group"),
+        per_context_group=c("per_context_group"), fixed=c("fixed"), pair_overlap=c("pair_overlap"))
 
 
 def check_power(flag) -> bool:

@@ -331,7 +331,8 @@ class System:
                                            [q * g for _, q in reqs], shard.bpe, power)
         reads *= kvh
         # Instances request-major: request r's KV heads are jobs r * kvh ... r * kvh + kvh - 1.
-        load = pim.round_robin(cycles, pim.channels * self.stacks_per_device, reads, repeat=kvh)
+        load = pim.round_robin(cycles, pim.channels * self.stacks_per_device, reads, repeat=kvh,
+                               odd_extra=pim.pair_extra([L for L, _ in reqs], shard.bpe))
         layers = shard.layers
         parts = self.energy.pim(reads, pim.column_bytes, pim.lanes)
         comm_ps, link_pj = dense.attention_transfer

@@ -14,7 +14,8 @@ def run(capsys, *argv):
 
 def test_pim_attention_json(capsys):
     code, out, _ = run(capsys, "cost", "pim-attention", "--instances", "1", "--context", "64",
-                       "--head-dim", "64", "--query-tokens", "1", "--json")
+                       "--head-dim", "64", "--query-tokens", "1", "--calibration", "physical",
+                       "--json")
     data = json.loads(out)
     assert code == 0
     assert data["cycles"] == 128                   # the hand-worked schedule (test_pim.py)
