@@ -76,7 +76,7 @@ def pim_points(calibration: str, folder: Path = TABLES) -> list[Point]:
                                       r["power_constraint"])
         where = (f"heads {r['heads']}, L {r['context']}, head dim {r['head_dim']}, "
                  f"{'power constraint' if r['power_constraint'] else 'no power constraint'}")
-        out.append(Point("pim_cycles", where, load.cycles, r["cycles"]))
+        out.append(Point("pim_cycles", where, int(load.cycles), r["cycles"]))
     return out
 
 
