@@ -114,7 +114,7 @@ def attacc_modules(src: Path, ramulator: Path):
             os.chdir(cwd)
 
 
-def model_info(config, types, name: str) -> dict:
+def model_info(types, name: str) -> dict:
     attacc_name, layers, hidden, heads, head_dim, ff_scale = MODELS[name]
     return {"name": attacc_name, "ndec": layers, "hdim": hidden, "num_heads": heads,
             "dhead": head_dim, "ff_scale": ff_scale, "gqa_size": 1, "dtype": types.DataType.W16A16}
@@ -122,7 +122,7 @@ def model_info(config, types, name: str) -> dict:
 
 def step_point(mods, model: str, system_name: str, pc: bool, batch: int, context: int) -> list:
     config, system, types, _ = mods
-    info = model_info(config, types, model)
+    info = model_info(types, model)
     xpu = config.make_xpu_config(types.GPUType.A100a, num_gpu=GPUS, mem_cap=80 * 2**30,
                                  mem_bw=A100_BANDWIDTH)
     s = system.System(xpu["GPU"], info)

@@ -126,10 +126,16 @@ def _roofline(args) -> int:
 
 
 def _validate(args) -> int:
-    from sim.cost.validation import compare, load_table, summarize, TABLE_FILES
+    from sim.cost.pim import load_pim
+    from sim.cost.validation import compare, fit_attacc_schedule, load_table, summarize, TABLE_FILES
 
     calibrations = CALIBRATIONS if args.calibration == "all" else (args.calibration,)
-    report = {"tables": {k: load_table(k)["sources"] for k in TABLE_FILES}, "calibrations": {}}
+    schedule = load_pim("hbm3_pim", "attacc").attacc
+    fitted = fit_attacc_schedule()
+    report = {"tables": {k: load_table(k)["sources"] for k in TABLE_FILES},
+              "attacc_pim_schedule": {"configured": {k: getattr(schedule, k) for k in fitted},
+                                      "fitted": fitted},
+              "calibrations": {}}
     failed = False
     for cal in calibrations:
         points = compare(cal)
@@ -157,6 +163,9 @@ def _validate(args) -> int:
         for p in body.get("points", []):
             print(f"    {p['component']:<11}{p['error']:>+8.2%}  ours {p['ours']:.6g} "
                   f"reference {p['reference']:.6g}  {p['where']}")
+    sched = report["attacc_pim_schedule"]
+    print(f"attacc PIM schedule (configs/hardware/hbm3_pim.yaml): {sched['configured']}; "
+          f"fitted to the Ramulator2 table: {sched['fitted']}")
     print("validation/tables: " + "; ".join(
         f"{name} {src['commit'][:12]}" for name, src in report["tables"]["decode_steps"].items()))
     return int(failed)

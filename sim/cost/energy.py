@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import lru_cache
 
-from sim.errors import ConfigError
 from sim.config import calibrated, config_path, get, load_yaml
+from sim.errors import ConfigError
 
 COMPONENTS = ("gpu_dram", "gpu_onchip", "gpu_mac", "pim_bank", "pim_mac", "link", "static")
 

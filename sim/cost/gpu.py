@@ -40,7 +40,6 @@ class GPU:
     tile_k: int
     max_split_k: int
     launch_ps: int
-    calibration: str = "physical"
     memory_wave: bool = False            # SM utilisation also limits achieved bandwidth
     tile_candidates: tuple[int, ...] = ()    # non-empty: GEMM tiles searched per shape
     l1_bytes: int = 0                    # per SM, bounds a searched tile
@@ -140,7 +139,7 @@ class GPU:
         ops = list(ops)
         if self.unfused_attention:
             scores = next(op for op in ops if op.name == "scores")
-            blocks = int(np.sum(scores.kv_heads * -(-(scores.queries * scores.group) // self.tile_m)))
+            blocks = self.unfused_blocks(scores.kv_heads, scores.queries * scores.group)
             return sum(self.kernel_ps(int(np.sum(op.flops)), int(np.sum(op.bytes_total)), blocks)
                        for op in ops) if blocks else 0
         flops = nbytes = tiles = 0
@@ -150,6 +149,11 @@ class GPU:
             if op.name == "scores":
                 tiles += self.attention_tiles(op.context, op.queries, op.kv_heads, op.group)
         return self.fused_attention_ps(flops, nbytes, tiles)
+
+    def unfused_blocks(self, kv_heads: int, query_rows) -> int:
+        """Thread blocks of an unfused attention kernel over requests with these query rows
+        (an integer or an integer array): one per (request, KV head, block of tile_m rows)."""
+        return int(np.sum(kv_heads * -(-query_rows // self.tile_m)))
 
     def attention_tiles(self, contexts, queries, kv_heads: int, group: int) -> int:
         """Tiles of the fused attention kernel over requests with these contexts and query
@@ -231,7 +235,6 @@ def load_gpu(name: str = "a100", calibration: str = "physical") -> GPU:
                tile_m=g("tile_m", int), tile_n=g("tile_n", int),
                tile_k=g("tile_k", int), max_split_k=g("max_split_k", int),
                launch_ps=round(get(data, "kernel_launch_ns", float, source=path) * 1000),
-               calibration=calibration,
                memory_wave=get(data, "memory_wave_quantization", bool, source=path, default=False),
                tile_candidates=candidates,
                l1_bytes=round(get(data, "l1_kb_per_sm", float, source=path, default=0) * 1024),

@@ -191,23 +191,32 @@ class PimStack:
         instances on one channel overlap one's broadcast with the other's scores
         (``pair_overlap``): this instance is charged half of it (``round_robin`` gives an odd
         channel's last instance the other half back)."""
+        a = self.attacc
+        streams, groups, dims, macs = self.attacc_layout(context, head_dim, queries, bpe,
+                                                         self.spacing(power_constrained))
+        cycles = streams + groups * a.per_score_group + dims * a.per_context_group + a.fixed
+        return cycles - self.attacc_overlap(context) // 2, macs * self.banks_per_channel
+
+    def attacc_layout(self, context: int, head_dim: int, queries: int, bpe: int,
+                      spacing: int) -> tuple[int, int, int, int]:
+        """``(stream cycles, score groups, context groups, MAC commands)`` of one instance in
+        AttAcc's layout: the MACs back to back plus the row changes (what the fitted counts of
+        ``AttaccSchedule`` do not cover)."""
         a, t = self.attacc, self.t
-        s = self.spacing(power_constrained)
         tokens = -(-context // a.token_units)
         dims = -(-head_dim * bpe // (a.dim_banks * self.column_bytes))
         cols = tokens * dims                       # columns per bank, for K and for V each
         rows = 2 * -(-cols // self.columns_per_row)
-        groups = -(-tokens // 16)
         macs = 2 * cols * queries
-        row_change = t.RTP_L + t.RP + t.RCD - s
-        cycles = (macs * s + (rows - 2) * row_change + groups * a.per_score_group
-                  + dims * a.per_context_group + a.fixed)
-        return cycles - self.attacc_overlap(context, bpe) // 2, macs * self.banks_per_channel
+        streams = macs * spacing + (rows - 2) * (t.RTP_L + t.RP + t.RCD - spacing)
+        return streams, -(-tokens // 16), dims, macs
 
-    def attacc_overlap(self, context: int, bpe: int) -> int:
-        """Cycles two instances on one channel save by overlapping (AttAcc's head pairs)."""
+    def attacc_overlap(self, context: int) -> int:
+        """Cycles two instances on one channel save by overlapping (AttAcc's head pairs): one's
+        probability broadcasts and ``pair_overlap`` more."""
         a = self.attacc
-        return -(-context // a.token_units // 16) * a.per_score_group + a.pair_overlap
+        tokens = -(-context // a.token_units)
+        return -(-tokens // 16) * a.per_score_group + a.pair_overlap
 
     def command_attention(self, context: int, head_dim: int, queries: int, bpe: int,
                           power_constrained: bool) -> tuple[int, int]:
@@ -280,7 +289,7 @@ class PimStack:
             cycles[idx] = c
             reads += r
         return self.round_robin(cycles, channels or self.channels, reads,
-                                odd_extra=self.pair_extra([c for c, _, _ in instances], bpe))
+                                odd_extra=self.pair_extra([c for c, _, _ in instances]))
 
     def round_robin(self, cycles, channels: int, column_reads: int,
                     repeat: int = 1, odd_extra: int = 0) -> "ChannelLoad":
@@ -324,11 +333,11 @@ class PimStack:
         base = laps * sum(cycles)
         return [base + v for v in accumulate(edge[:channels])]
 
-    def pair_extra(self, contexts, bpe: int) -> int:
+    def pair_extra(self, contexts) -> int:
         """What a channel's unpaired last instance gives back (0 but for AttAcc's schedule)."""
         if self.attacc is None:
             return 0
-        return max(self.attacc_overlap(int(L), bpe) // 2 for L in contexts)
+        return max(self.attacc_overlap(int(L)) // 2 for L in contexts)
 
     # --- FC (GEMV) ------------------------------------------------------------------------
 

@@ -291,10 +291,9 @@ class System:
                        sums: tuple[int, int, int, int]) -> tuple[int, int, tuple[float, ...]]:
         """(time, communication time, energy per component) of every layer's attention, priced
         as ``GPU.attention_ps`` prices the step's ``attention_batch``."""
-        gpu, g = self.gpu, shard.group
-        layers = shard.layers
-        if gpu.unfused_attention:
+        if self.gpu.unfused_attention:
             return self._attention_gpu_unfused(shard, reqs, dense, sums)
+        gpu, g, layers = self.gpu, shard.group, shard.layers
         flops = _bilinear(dense.attention_flops, sums)
         nbytes = _bilinear(dense.attention_bytes, sums)
         tiles = shard.kv_heads * sum(gpu.tiles_per_kv_head(L, q * g) for L, q in reqs)
@@ -311,7 +310,7 @@ class System:
         operands once (their tiles cover a whole head) and make three register accesses per
         multiply-add."""
         gpu, g = self.gpu, shard.group
-        blocks = shard.kv_heads * sum(-(-(q * g) // gpu.tile_m) for _, q in reqs)
+        blocks = sum(gpu.unfused_blocks(shard.kv_heads, q * g) for _, q in reqs)
         ps = 0
         energy = dict.fromkeys(("gpu_dram", "gpu_onchip", "gpu_mac"), 0.0)
         for phase, (fc, bc) in zip(ATTENTION_PHASES, dense.attention_phases):
@@ -332,7 +331,7 @@ class System:
         reads *= kvh
         # Instances request-major: request r's KV heads are jobs r * kvh ... r * kvh + kvh - 1.
         load = pim.round_robin(cycles, pim.channels * self.stacks_per_device, reads, repeat=kvh,
-                               odd_extra=pim.pair_extra([L for L, _ in reqs], shard.bpe))
+                               odd_extra=pim.pair_extra([L for L, _ in reqs]))
         layers = shard.layers
         parts = self.energy.pim(reads, pim.column_bytes, pim.lanes)
         comm_ps, link_pj = dense.attention_transfer

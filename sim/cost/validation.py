@@ -107,6 +107,38 @@ def step_points(calibration: str, folder: Path = TABLES) -> list[Point]:
     return out
 
 
+def fit_attacc_schedule(folder: Path = TABLES) -> dict[str, int]:
+    """The four cycle counts of the ``attacc`` PIM schedule (``AttaccSchedule``), fitted to the
+    Ramulator2 table as they are in ``configs/hardware/hbm3_pim.yaml``: ``per_score_group``,
+    ``per_context_group`` and ``fixed`` by least squares on the points of one instance per
+    channel (16 heads or fewer) without the power constraint and without a refresh (cycles below
+    REFI), after the MAC streams and row changes; ``pair_overlap`` as the mean of what two
+    instances per channel (32 heads, same selection) save beyond their score groups. Rounded to
+    whole cycles. The power-constrained points and the other head counts are not used."""
+    import numpy as np
+    from sim.cost.pim import load_pim
+    pim = load_pim("hbm3_pim", "attacc")
+    s = pim.mac_spacing
+    chosen = [r for r in _records(load_table("pim_attention", folder))
+              if not r["power_constraint"] and r["cycles"] < pim.t.REFI]
+    rows, rest = [], []
+    for r in chosen:
+        if r["heads"] <= 16:
+            streams, groups, dims, _ = pim.attacc_layout(r["context"], r["head_dim"], 1, 2, s)
+            rows.append([groups, dims, 1])
+            rest.append(r["cycles"] - streams)
+    coef = np.linalg.lstsq(np.array(rows, float), np.array(rest, float), rcond=None)[0]
+    score, context, fixed = (int(round(c)) for c in coef)
+    saved = []
+    for r in chosen:
+        if r["heads"] == 32:
+            streams, groups, dims, _ = pim.attacc_layout(r["context"], r["head_dim"], 1, 2, s)
+            single = streams + groups * score + dims * context + fixed
+            saved.append(2 * single - r["cycles"] - groups * score)
+    return {"per_score_group": score, "per_context_group": context, "fixed": fixed,
+            "pair_overlap": int(round(sum(saved) / len(saved)))}
+
+
 def compare(calibration: str, folder: Path = TABLES) -> list[Point]:
     if calibration not in CALIBRATIONS:
         raise ConfigError(f"unknown calibration {calibration!r}; known: {', '.join(CALIBRATIONS)}")

@@ -12,7 +12,8 @@ from sim.cost.gpu import load_gpu
 from sim.cost.links import load_link
 from sim.cost.pim import load_pim
 from sim.cost.system import load_system
-from sim.cost.validation import BOUNDS, TABLE_FILES, TABLES, compare, load_table, summarize
+from sim.cost.validation import (BOUNDS, TABLE_FILES, compare, fit_attacc_schedule, load_table,
+                                 summarize)
 from sim.errors import ConfigError
 from sim.model import FC, load_model
 
@@ -88,15 +89,22 @@ def test_attacc_pim_schedule_by_hand():
     pim = load_pim("hbm3_pim", "attacc")
     # One head, L = 1024, head dim 64, no power constraint: keys over 16 units -> 64 per unit,
     # one column each (64 dims = 4 banks x 16 lanes): 64 columns for K and 64 for V = 2 rows
-    # each. 128 MACs x 4 + (4 - 2) row changes x (8 + 19 + 19 - 4) + 4 score groups x 16 + one
-    # context group x 12 + 40 = 712; alone on its channel it runs unpaired. Ramulator2: 706.
-    assert pim.attention_channels([(1024, 64, 1)], 2, False).cycles == 712
-    # Two heads on one channel overlap one's probability broadcast with the other's scores:
-    # each is charged 712 - (4 x 16 + 11) // 2 = 675, 1350 for the pair. Ramulator2: 1355.
-    assert pim.attention_channels([(1024, 64, 1)] * 17, 2, False).cycles == 1350
+    # each. 128 MACs x 4 + (4 - 2) row changes x (8 + 19 + 19 - 4) + 4 score groups x 15 + one
+    # context group x 9 + 45 = 710; alone on its channel it runs unpaired. Ramulator2: 706.
+    assert pim.attention_channels([(1024, 64, 1)], 2, False).cycles == 710
+    # Two heads on one channel overlap one's probability broadcasts with the other's scores:
+    # each is charged 710 - (4 x 15 + 12) // 2 = 674, 1348 for the pair. Ramulator2: 1355.
+    assert pim.attention_channels([(1024, 64, 1)] * 17, 2, False).cycles == 1348
     # q query rows use every column q times while its row is open: only the MACs grow.
     one = pim.attacc_attention(1024, 64, 1, 2, False)[0]
     assert pim.attacc_attention(1024, 64, 9, 2, False)[0] - one == 8 * 128 * 4
+
+
+def test_attacc_schedule_counts_are_the_fit_to_the_ramulator_table():
+    a = load_pim("hbm3_pim", "attacc").attacc
+    configured = {k: getattr(a, k) for k in ("per_score_group", "per_context_group", "fixed",
+                                             "pair_overlap")}
+    assert fit_attacc_schedule() == configured
 
 
 @pytest.mark.parametrize("kind", sorted(TABLE_FILES))
