@@ -44,17 +44,14 @@ MODELS = {
     "llama-3.1-70b": ("LLAMA-3.1-70B", 80, 8192, 64, 128, 28672 / 8192),
 }
 STEP_BATCHES = (1, 4, 16, 32, 64, 128)
-# Context 4096 and the power-constrained AttAcc system are left out of the step table for the
-# run time of Ramulator2 on its largest points (the PIM table covers both at the stack level).
-STEP_CONTEXTS = (128, 512, 1024, 2048)
-STEP_SYSTEMS = (("dgx", False), ("attacc", False))
+STEP_CONTEXTS = (128, 512, 1024, 2048, 4096)
+STEP_SYSTEMS = (("dgx", False), ("attacc", False), ("attacc", True))
 
 # PIM attention points: heads on one stack, context, head dim, power constraint.
 PIM_HEADS = (1, 2, 4, 8, 15, 16, 17, 24, 32, 48, 64, 96, 128, 192, 256)
 PIM_CONTEXTS = (128, 256, 512, 1024, 2048, 4096)
-# (power constraint, head dim) blocks: the power-constrained head dim 128 block is left out for
-# the run time of Ramulator2 on its largest points (about an hour on 2 cores).
-PIM_BLOCKS = ((False, 64), (False, 128), (True, 64))
+# (power constraint, head dim) blocks.
+PIM_BLOCKS = ((False, 64), (False, 128), (True, 64), (True, 128))
 
 STEP_COLUMNS = ("model", "system", "power_constraint", "batch", "context",
                 "total_ns", "attention_ns", "fc_ns", "comm_ns", "other_ns",
@@ -74,11 +71,18 @@ def git_commit(path: Path) -> str:
 
 
 class Progress:
-    """Finished points of one table in a JSON-lines side file, so an interrupted run resumes."""
+    """Finished points of one table in a JSON-lines side file, so an interrupted run resumes;
+    with ``--extend``, also the rows of the existing table made from the same sources (a grid
+    grown in ``regenerate.py`` computes only its new points)."""
 
-    def __init__(self, table: Path, total: int):
+    def __init__(self, table: Path, total: int, key, sources: dict | None = None):
         self.path = table.with_suffix(".partial.jsonl")
         self.done: dict[str, list] = {}
+        if sources is not None and table.exists():
+            old = json.loads(table.read_text())
+            if old.get("sources") != sources:
+                raise SystemExit(f"{table}: made from other sources; --extend needs the same commits")
+            self.done = {key(*row): row for row in old["rows"]}
         if self.path.exists():
             for line in self.path.read_text().splitlines():
                 key, row = json.loads(line)
@@ -169,6 +173,14 @@ def pim_point(mods, ramulator_dir: Path, heads: int, context: int, head_dim: int
     return [heads, context, head_dim, pc, cycle, mac, sfm, mvgb, mvsb, wrgb]
 
 
+def pim_key(heads, context, head_dim, pc, *_) -> str:
+    return f"h{heads}_L{context}_d{head_dim}_pc{int(pc)}"
+
+
+def step_key(model, system, pc, batch, context, *_) -> str:
+    return f"{model}_{system}_pc{int(pc)}_b{batch}_L{context}"
+
+
 def write_table(path: Path, kind: str, columns, rows, sources: dict, command: str,
                 parameters: dict) -> None:
     doc = {"schema": SCHEMA, "kind": kind, "sources": sources, "command": command,
@@ -187,6 +199,8 @@ def main(argv=None) -> int:
     ap.add_argument("--attacc-commit", help="commit of --attacc if it is not a git checkout")
     ap.add_argument("--ramulator-commit", help="commit of --ramulator if it is not a git checkout")
     ap.add_argument("--only", choices=("steps", "pim"), help="one table only")
+    ap.add_argument("--extend", action="store_true",
+                    help="keep the rows of the existing tables (same sources) and run only new points")
     ap.add_argument("--out", type=Path, default=TABLES, help=f"output folder (default {TABLES})")
     args = ap.parse_args(argv)
     src, ram_dir = args.attacc.resolve(), args.ramulator.resolve()
@@ -210,12 +224,11 @@ def main(argv=None) -> int:
             table = args.out / "ramulator_pim_attention.json"
             points = [(h, L, d, pc) for pc, d in PIM_BLOCKS for h in PIM_HEADS
                       for L in PIM_CONTEXTS]
-            prog = Progress(table, len(points))
+            prog = Progress(table, len(points), pim_key, sources if args.extend else None)
             for h, L, d, pc in points:
-                key = f"h{h}_L{L}_d{d}_pc{int(pc)}"
-                if key not in prog.done:
-                    prog.add(key, pim_point(mods, ram_dir, h, L, d, pc))
-            rows = [prog.done[f"h{h}_L{L}_d{d}_pc{int(pc)}"] for h, L, d, pc in points]
+                if pim_key(h, L, d, pc) not in prog.done:
+                    prog.add(pim_key(h, L, d, pc), pim_point(mods, ram_dir, h, L, d, pc))
+            rows = [prog.done[pim_key(*p)] for p in points]
             write_table(table, "pim_attention", PIM_COLUMNS, rows, sources, command, {
                 "pim": "bank-level (AttAcc_bank), one HBM3 stack of 16 channels, "
                        "HBM3_8Gb_2R, HBM3_5.2Gbps (power constraint) or HBM3_5.2Gbps_NPC, "
@@ -230,12 +243,11 @@ def main(argv=None) -> int:
             table = args.out / "attacc_steps.json"
             points = [(m, s, pc, b, L) for m in MODELS for s, pc in STEP_SYSTEMS
                       for b in STEP_BATCHES for L in STEP_CONTEXTS]
-            prog = Progress(table, len(points))
-            for m, s, pc, b, L in points:
-                key = f"{m}_{s}_pc{int(pc)}_b{b}_L{L}"
-                if key not in prog.done:
-                    prog.add(key, step_point(mods, m, s, pc, b, L))
-            rows = [prog.done[f"{m}_{s}_pc{int(pc)}_b{b}_L{L}"] for m, s, pc, b, L in points]
+            prog = Progress(table, len(points), step_key, sources if args.extend else None)
+            for p in points:
+                if step_key(*p) not in prog.done:
+                    prog.add(step_key(*p), step_point(mods, *p))
+            rows = [prog.done[step_key(*p)] for p in points]
             write_table(table, "decode_steps", STEP_COLUMNS, rows, sources, command, {
                 "gpu": f"AttAcc's A100a preset with memory bandwidth overridden to "
                        f"{A100_BANDWIDTH / 1e9:.0f} GB/s (the paper's A100; the preset has "
@@ -250,6 +262,7 @@ def main(argv=None) -> int:
                 "models": {k: {"attacc_name": v[0], "layers": v[1], "hidden": v[2],
                                "heads": v[3], "head_dim": v[4], "ffn_scale": v[5]}
                            for k, v in MODELS.items()},
+                "systems": [{"system": s, "power_constraint": pc} for s, pc in STEP_SYSTEMS],
                 "batches": list(STEP_BATCHES), "contexts": list(STEP_CONTEXTS)})
             prog.path.unlink()
     return 0

@@ -12,7 +12,9 @@ from dataclasses import dataclass, replace
 from functools import lru_cache
 from pathlib import Path
 
-from sim.config import CALIBRATIONS
+import yaml
+
+from sim.config import CALIBRATIONS, get
 from sim.errors import ConfigError
 from sim.paths import ROOT
 
@@ -145,12 +147,36 @@ def compare(calibration: str, folder: Path = TABLES) -> list[Point]:
     return pim_points(calibration, folder) + step_points(calibration, folder)
 
 
-def summarize(points: list[Point]) -> list[dict]:
-    """Per component: points, mean |error|, worst error (signed) and where, within bounds."""
+def known_deviations(folder: Path = TABLES) -> dict[tuple[str, str], str]:
+    """``(component, where) -> why`` of ``validation/known_deviations.yaml``."""
+    path = folder.parent / "known_deviations.yaml"
+    if not path.is_file():
+        return {}
+    entries = yaml.safe_load(path.read_text()) or []
+    if not isinstance(entries, list):
+        raise ConfigError(f"{path}: expected a list of entries")
+    out = {}
+    for i, e in enumerate(entries):
+        if not isinstance(e, dict):
+            raise ConfigError(f"{path}: [{i}]: expected a mapping")
+        key = tuple(get(e, k, str, source=path, prefix=f"[{i}]") for k in ("component", "where"))
+        if key[0] not in BOUNDS:
+            raise ConfigError(f"{path}: [{i}].component: expected one of {', '.join(BOUNDS)}")
+        out[key] = get(e, "why", str, source=path, prefix=f"[{i}]")
+    return out
+
+
+def summarize(points: list[Point], known: dict[tuple[str, str], str] | None = None) -> list[dict]:
+    """Per component: points, mean |error|, worst error (signed) and where, and whether the
+    bounds hold; the worst error and the bound are over the points not in ``known`` (listed
+    apart with their errors, each expected out of its bound)."""
+    known = known or {}
     rows = []
     for component in dict.fromkeys(p.component for p in points):
         mine = [p for p in points if p.component == component]
-        worst = max(mine, key=lambda p: abs(p.error))
+        checked = [p for p in mine if (component, p.where) not in known]
+        listed = [p for p in mine if (component, p.where) in known]
+        worst = max(checked, key=lambda p: abs(p.error))
         mean = sum(abs(p.error) for p in mine) / len(mine)
         mean_bound, worst_bound = BOUNDS[component]
         ok = abs(worst.error) <= worst_bound and (mean_bound is None or mean <= mean_bound)
@@ -158,5 +184,8 @@ def summarize(points: list[Point]) -> list[dict]:
                      "mean_error": sum(p.error for p in mine) / len(mine),
                      "worst_error": worst.error, "worst_at": worst.where,
                      "worst_ours": worst.ours, "worst_reference": worst.reference,
-                     "bound_mean": mean_bound, "bound_worst": worst_bound, "within": ok})
+                     "bound_mean": mean_bound, "bound_worst": worst_bound, "within": ok,
+                     "known_deviations": [{"where": p.where, "error": p.error,
+                                           "still_out": abs(p.error) > worst_bound,
+                                           "why": known[(component, p.where)]} for p in listed]})
     return rows
