@@ -8,12 +8,21 @@ independent of file order and of how many requests the trace has.
 
 Batch formation. ``continuous`` (default, as serving systems do): a slot freed by a finished
 request is refilled at once with the next request in split order. ``fixed``: the next batch
-starts only when every request of the current one has finished. A request's output length is
-its trace length, cut so that prompt plus output fit ``max_seq_len``.
+starts only when every request of the current one has finished.
 
-Sequence-length sweeps (fig15). With ``sequence_length`` L, every request's prompt is
-lengthened to L - (its output length) when shorter, so each request ends at context L: the
-acceptance still comes from the trace's output positions, the cost from the longer context.
+Output length, two modes:
+
+- natural (``sequence_length`` None): a request ends where the target's output ended (the
+  record's ``natural_len``, or its whole length), cut so that prompt plus output fit
+  ``max_seq_len``;
+- the paper's fixed sequence length L: every request decodes until its context reaches L, i.e.
+  L - prompt_len output tokens, read from the trace's positions past the natural end (the
+  synthetic traces are extended for it, traces/synth.py). A trace that does not reach L (a real
+  trace stays as captured, it ends at the target's end of sequence) is an error naming the
+  file and the request, never a silent cut.
+
+Either way each request of the workload is the trace's request truncated to that output length
+(``RequestTrace.truncated``), so a run never reads a position past its request's end.
 """
 from __future__ import annotations
 
@@ -30,24 +39,36 @@ BATCHING = ("continuous", "fixed")
 
 @dataclass(frozen=True)
 class Workload:
+    """``requests``: truncated to their output length in this workload (module doc)."""
     header: TraceHeader
     requests: tuple[RequestTrace, ...]
     max_seq_len: int
     sequence_length: int | None = None
 
-    def output_len(self, request: RequestTrace) -> int:
-        if self.sequence_length:
-            return max(1, min(request.output_len, self.sequence_length - 1))
-        return max(1, min(request.output_len, self.max_seq_len - request.prompt_len))
-
-    def prompt_len(self, request: RequestTrace) -> int:
-        if self.sequence_length:
-            return max(request.prompt_len, self.sequence_length - self.output_len(request))
-        return request.prompt_len
-
     @property
     def total_output(self) -> int:
-        return sum(self.output_len(r) for r in self.requests)
+        return sum(r.output_len for r in self.requests)
+
+
+def output_length(request: RequestTrace, max_seq_len: int, sequence_length: int | None,
+                  source: str, trace: str) -> int:
+    """Output tokens of ``request`` in the natural mode or at ``sequence_length`` (module doc)."""
+    if sequence_length is None:
+        return max(1, min(request.natural_output_len, max_seq_len - request.prompt_len))
+    n = sequence_length - request.prompt_len
+    if n < 1:
+        raise ConfigError(f"{source}: sequence_length {sequence_length}: request {request.id} of "
+                          f"{trace} has a prompt of {request.prompt_len} tokens, so its context "
+                          f"is already past it")
+    if n > request.output_len:
+        what = ("ends at its natural end (a captured trace stays as captured)"
+                if request.natural_len is None else "was extended only that far")
+        raise ConfigError(f"{source}: sequence_length {sequence_length}: request {request.id} of "
+                          f"{trace} reaches context {request.prompt_len + request.output_len} "
+                          f"(prompt {request.prompt_len} + {request.output_len} output positions; "
+                          f"it {what}); use the natural workload (no sequence_length) or a trace "
+                          f"extended to >= {sequence_length} (saddle trace synth --context)")
+    return n
 
 
 def _hash_fraction(seed: int, rid: str) -> float:
@@ -89,9 +110,12 @@ def load_workload(trace_path: str | Path, *, split: str, n_requests: int | None,
         chosen = chosen[:n_requests]
     if not chosen:
         raise ConfigError(f"{source}: the {split} split of {trace_path} is empty")
-    if sequence_length is not None and sequence_length < 2:
+    if sequence_length is not None and (isinstance(sequence_length, bool) or sequence_length < 2):
         raise ConfigError(f"{source}: sequence_length: expected an integer >= 2, found {sequence_length}")
-    return Workload(header, tuple(chosen), max_seq_len or header.max_seq_len, sequence_length)
+    max_seq = max_seq_len or header.max_seq_len
+    truncated = tuple(r.truncated(output_length(r, max_seq, sequence_length, source, str(trace_path)))
+                      for r in chosen)
+    return Workload(header, truncated, max_seq, sequence_length)
 
 
 class BatchFormer:

@@ -30,7 +30,7 @@ DECODING_MODES = ("greedy",)
 
 _HEADER_FIELDS = ("record", "schema", "pair", "target", "draft", "dataset", "decoding",
                   "max_seq_len", "offpath_len", "provenance")
-_REQUEST_FIELDS = ("record", "id", "category", "prompt_len", "p", "accepted", "offpath")
+_REQUEST_FIELDS = ("record", "id", "category", "prompt_len", "p", "accepted", "offpath", "natural_len")
 # Optional per-position arrays with a defined meaning. Any other extra request field must
 # also be a per-position array (a list with one entry per output position).
 OPTIONAL_ARRAYS = ("target_p", "entropy", "topk")
@@ -192,6 +192,9 @@ class RequestTrace:
     ``offpath[k]``: for the k-th position i with ``accepted[i] == False``, the DLM's
     probabilities of its greedy tokens at i+1, i+2, ... continuing from its own wrong token.
     ``extra``: optional per-position arrays (``target_p``, ``entropy``, ``topk``, ...).
+    ``natural_len``: where the target's own output ended (its end-of-sequence token) when the
+    record goes on past it (a synthetic trace extended for a fixed sequence length, see
+    traces/synth.py); ``None``: the record is the natural output (every captured trace).
     Treat the arrays as read-only: the acceptance accessors index them once and cache that.
     """
 
@@ -202,18 +205,41 @@ class RequestTrace:
     accepted: np.ndarray
     offpath: list[np.ndarray]
     extra: dict = field(default_factory=dict)
+    natural_len: int | None = None
     _run: np.ndarray | None = field(default=None, init=False, repr=False, compare=False)
     _mismatch_rank: np.ndarray | None = field(default=None, init=False, repr=False, compare=False)
 
     @property
     def output_len(self) -> int:
+        """Output positions recorded (natural output and any extension)."""
         return len(self.p)
+
+    @property
+    def natural_output_len(self) -> int:
+        """Output positions up to the target's natural end."""
+        return len(self.p) if self.natural_len is None else self.natural_len
+
+    def truncated(self, n: int) -> "RequestTrace":
+        """The first ``n`` output positions (1 <= n <= output_len) as a request of their own:
+        the off-path lists of mismatches before n, each cut so it never passes position
+        n - 1, the optional arrays cut to n. What a run that ends the output at n reads."""
+        if not 1 <= n <= len(self.p):
+            raise ValueError(f"request {self.id}: cannot keep {n} of {len(self.p)} output positions")
+        if n == len(self.p):
+            return self
+        miss = np.flatnonzero(~self.accepted[:n])
+        offpath = [self.offpath[k][:n - 1 - i] for k, i in enumerate(miss.tolist())]
+        extra = {k: v[:n] for k, v in self.extra.items()}
+        natural = None if self.natural_len is None or self.natural_len >= n else self.natural_len
+        return RequestTrace(self.id, self.category, self.prompt_len, self.p[:n], self.accepted[:n],
+                            offpath, extra, natural)
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, RequestTrace):
             return NotImplemented
         return (self.id == other.id and self.category == other.category
                 and self.prompt_len == other.prompt_len
+                and self.natural_len == other.natural_len
                 and np.array_equal(self.p, other.p)
                 and np.array_equal(self.accepted, other.accepted)
                 and len(self.offpath) == len(other.offpath)
@@ -298,6 +324,8 @@ class RequestTrace:
                   "prompt_len": int(self.prompt_len), "p": self.p.tolist(),
                   "accepted": self.accepted.astype(np.int8).tolist(),
                   "offpath": [o.tolist() for o in self.offpath]}
+        if self.natural_len is not None:
+            record["natural_len"] = int(self.natural_len)
         record.update(_plain(self.extra))
         return record
 
@@ -306,6 +334,8 @@ class RequestTrace:
         record = {"record": "request", "id": self.id, "category": self.category,
                   "prompt_len": int(self.prompt_len), "p": self.p,
                   "accepted": self.accepted.view(np.uint8), "offpath": self.offpath}
+        if self.natural_len is not None:
+            record["natural_len"] = int(self.natural_len)
         record.update(self.extra)
         try:
             return orjson.dumps(record, option=orjson.OPT_SERIALIZE_NUMPY)
@@ -345,12 +375,15 @@ class RequestTrace:
         flat = check.floats(list(chain.from_iterable(raw_off)), "offpath", _PROB, 0.0, 1.0,
                             True, sizes)
         offpath = split_flat(flat, sizes)
+        natural_len = record.get("natural_len")
+        if natural_len is not None and (type(natural_len) is not int or not 1 <= natural_len <= len(p)):
+            check.fail("natural_len", _show(natural_len), f"an integer in [1, {len(p)}] (= len(p))")
         extra = {}
         for key, value in record.items():
             if key in _REQUEST_FIELDS:
                 continue
             extra[key] = _optional_array(check, key, value, len(p))
-        request = cls(rid, category, prompt_len, p, acc.astype(bool), offpath, extra)
+        request = cls(rid, category, prompt_len, p, acc.astype(bool), offpath, extra, natural_len)
         request.validate(header, check, values=False)
         return request
 
@@ -373,6 +406,8 @@ class RequestTrace:
         if self.prompt_len + n > header.max_seq_len:
             check.fail("p", f"{n} output positions after a prompt of {self.prompt_len}",
                        f"prompt_len + len(p) <= max_seq_len {header.max_seq_len}")
+        if self.natural_len is not None and not 1 <= self.natural_len <= n:
+            check.fail("natural_len", _show(self.natural_len), f"an integer in [1, {n}] (= len(p))")
         if len(self.accepted) != n:
             check.fail("accepted", f"length {len(self.accepted)}", f"length {n} (= len(p))")
         mismatches = int(n - np.count_nonzero(self.accepted))

@@ -7,6 +7,10 @@ simulator's ``draft_probs``): a round at output position t drafts m = min(d, out
 tokens, k of them are accepted, the round emits k + 1 tokens (k accepted plus the target's
 correction or bonus token) and the next round starts at t + k + 1. The rate is
 sum(k) / sum(m) over all rounds of all requests of a category.
+
+Every statistic is of the natural outputs (each request up to its ``natural_len``): what the
+generator's parameters describe and what the acceptance shape was checked against; an
+extended trace's positions past the natural end are only counted in ``extension_tokens``.
 """
 from __future__ import annotations
 
@@ -47,6 +51,8 @@ def reliability_table(requests: Iterable[RequestTrace], bins: int) -> dict:
 
 def trace_stats(header: TraceHeader, requests: list[RequestTrace], bins: int = 10) -> dict:
     """Everything ``saddle trace stats`` reports, as a JSON-ready dict."""
+    extension = int(sum(r.output_len - r.natural_output_len for r in requests))
+    requests = [r.truncated(r.natural_output_len) for r in requests]
     present = [c for c in CATEGORIES if any(r.category == c for r in requests)]
     by_cat = {c: [r for r in requests if r.category == c] for c in present}
     categories = {}
@@ -79,6 +85,7 @@ def trace_stats(header: TraceHeader, requests: list[RequestTrace], bins: int = 1
         "dataset": header.dataset, "splits": header.splits,
         "requests": len(requests), "tokens": int(sum(r.output_len for r in requests)),
         "prompt_tokens": int(sum(r.prompt_len for r in requests)),
+        "extension_tokens": extension,
         "categories": categories,
         "fixed_d_acceptance": rates,
         "fixed_d_acceptance_all": {str(d): _r(k / m) if m else None for d, (k, m) in totals.items()},
@@ -106,7 +113,9 @@ def summary_text(stats: dict) -> str:
     """The human-readable form of ``trace_stats``."""
     lines = [f"pair {stats['pair']} (target {stats['target']}, draft {stats['draft']}), "
              f"dataset {stats['dataset']}: {stats['requests']} requests, "
-             f"{stats['tokens']} output tokens, {stats['prompt_tokens']} prompt tokens"]
+             f"{stats['tokens']} output tokens, {stats['prompt_tokens']} prompt tokens"
+             + (f" (natural outputs; {stats['extension_tokens']} more positions extend them)"
+                if stats["extension_tokens"] else "")]
     head = f"{'category':24s}{'requests':>9s}{'tokens':>8s}{'out len':>9s}{'prompt':>8s}" + \
         "".join(f"{'d=' + str(d):>7s}" for d in FIXED_D)
     lines += ["", "fixed-d acceptance = accepted draft tokens / drafted tokens", head]

@@ -18,6 +18,17 @@ at i+1+j are logit(p_off) = logit(p[i+1+j]) + offpath.logit_shift + offpath.nois
 
 Everything runs vectorised over a padded (requests x positions) matrix; one numpy Generator
 seeded from ``seed`` draws every random number in a fixed order, so a seed fixes the bytes.
+
+Extension to a fixed context (the paper's workload: every request decodes until its context
+reaches the sequence length). With ``context`` C, each request's record goes on past its
+natural end n (recorded as ``natural_len``) up to C - prompt positions, with the same process:
+the drift keeps its formula (by then it is at accept_end), the difficulty stays, the AR(1)
+burst continues from its value at n - 1, and the off-path lists of the last natural mismatches
+are completed past n. The extension draws from its own Generators, one per block of
+``EXTENSION_BLOCK`` extension positions, seeded from (seed, block), and indexed by (request,
+position - n): the natural part is exactly the trace without extension, and a longer context
+only appends positions (the first C - prompt positions of every request are the same for
+every context >= C).
 """
 from __future__ import annotations
 
@@ -35,6 +46,8 @@ from traces.format import CATEGORIES, RequestTrace, TraceHeader, split_flat
 from traces.io import write_trace
 
 GENERATOR = "saddle.traces.synth"
+EXTENSION_BLOCK = 256     # extension positions per seeded Generator (see the module doc)
+_EXTENSION_TAG = 0x5AD1E  # mixed into the extension's seeds, apart from the main Generator
 
 
 @dataclass(frozen=True)
@@ -77,6 +90,7 @@ class SynthParams:
     offpath_noise_sd: float
     default_seed: int
     default_splits: dict[str, int]
+    default_context: int | None          # the shipped trace's extension (None: natural only)
     source: dict = field(default_factory=dict, compare=False)  # the YAML, for provenance
     config: str = field(default="", compare=False)             # its path, for provenance
 
@@ -148,10 +162,15 @@ def load_params(pair: str, path: str | Path | None = None) -> SynthParams:
         offpath_logit_shift=get(off, "logit_shift", float, source=src, prefix="offpath"),
         offpath_noise_sd=get(off, "noise_sd", float, source=src, prefix="offpath"),
         default_seed=get(defaults, "seed", int, source=src, prefix="defaults"),
-        default_splits=dict(splits), source=data, config=str(src))
+        default_splits=dict(splits),
+        default_context=get(defaults, "context", int, source=src, prefix="defaults", default=None),
+        source=data, config=str(src))
     for key in ("difficulty_sd", "burst_sd", "offpath_noise_sd"):
         if getattr(params, key) < 0:
             raise ConfigError(f"{src}: {key}: expected a number >= 0, found {getattr(params, key)!r}")
+    if params.default_context is not None and params.default_context < params.max_seq_len:
+        raise ConfigError(f"{src}: defaults.context: {params.default_context}, expected >= "
+                          f"max_seq_len {params.max_seq_len} (the extension only adds positions)")
     if params.offpath_len < 0:
         raise ConfigError(f"{src}: offpath_len: expected an integer >= 0, found {params.offpath_len!r}")
     for c, cp in categories.items():
@@ -183,12 +202,17 @@ def _sigmoid(x: np.ndarray) -> np.ndarray:
 
 
 def synthesize(params: SynthParams, splits: dict[str, int], seed: int,
-               output_len: int | None = None) -> tuple[TraceHeader, list[RequestTrace]]:
+               output_len: int | None = None,
+               context: int | None = None) -> tuple[TraceHeader, list[RequestTrace]]:
     """Requests for each split (consecutive in file order, ids ``<split>-<index>``).
 
     ``output_len`` fixes every request's output length (benchmarks); prompts are then capped
-    to ``max_seq_len - output_len``.
+    to ``max_seq_len - output_len``. ``context``: extend every request to ``context - prompt``
+    output positions (module doc); at least ``max_seq_len``.
     """
+    if context is not None and context < params.max_seq_len:
+        raise ConfigError(f"context {context}: expected >= max_seq_len {params.max_seq_len} of "
+                          f"{params.pair} (the extension only adds positions)")
     rng = np.random.default_rng(seed)
     names = list(params.category_mix)
     cat_blocks, ids = [], []
@@ -198,7 +222,8 @@ def synthesize(params: SynthParams, splits: dict[str, int], seed: int,
         ids += [f"{split}-{i:04d}" for i in range(n)]
     cat = np.concatenate(cat_blocks) if cat_blocks else np.zeros(0, dtype=np.int64)
     prompt, out = _lengths(params, names, cat, rng, output_len)
-    logit_p, accepted = _acceptance(params, names, cat, out, rng)
+    logit_p, accepted, burst, difficulty = _acceptance(params, names, cat, out, rng)
+    burst_end = burst[np.maximum(out - 1, 0), np.arange(len(cat))]   # AR(1) state at each end
     off_values, off_len = _offpath(params, logit_p, accepted, out, rng)
     recorded = np.arange(params.offpath_len)[None, :] < off_len[:, None]
     offpath = split_flat(off_values[recorded], off_len)
@@ -211,12 +236,16 @@ def synthesize(params: SynthParams, splits: dict[str, int], seed: int,
         requests.append(RequestTrace(ids[r], names[cat[r]], int(prompt[r]), p[r, :n_out],
                                      acc_row, offpath[first_miss:first_miss + n_miss]))
         first_miss += n_miss
+    provenance = {"generator": GENERATOR, "config": params.config, "seed": seed,
+                  "output_len": output_len, "parameters": params.source}
+    if context is not None:
+        requests = _extend(params, names, cat, requests, logit_p, difficulty, burst_end, seed,
+                           context)
+        provenance["context"] = context
     header = TraceHeader(
         pair=params.pair, target=params.target, draft=params.draft, dataset=params.dataset,
-        max_seq_len=params.max_seq_len, offpath_len=params.offpath_len,
-        provenance={"generator": GENERATOR, "config": params.config, "seed": seed,
-                    "output_len": output_len, "parameters": params.source},
-        splits=dict(splits))
+        max_seq_len=params.max_seq_len if context is None else context,
+        offpath_len=params.offpath_len, provenance=provenance, splits=dict(splits))
     return header, requests
 
 
@@ -249,8 +278,8 @@ def _lengths(params: SynthParams, names: list[str], cat: np.ndarray, rng: np.ran
 
 def _acceptance(params: SynthParams, names: list[str], cat: np.ndarray, out: np.ndarray,
                 rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
-    """logit(p) and accepted, both (requests x longest output); entries past a request's
-    output length are padding."""
+    """logit(p) and accepted, both (requests x longest output), and the AR(1) burst term
+    (positions x requests) and difficulty (requests); entries past a request's output length are padding."""
     n, width = len(cat), int(out.max(initial=1))
     cps = [params.categories[c] for c in names]
     start = _per_request([_logit(cp.accept_start) for cp in cps], cat)
@@ -270,7 +299,75 @@ def _acceptance(params: SynthParams, names: list[str], cat: np.ndarray, out: np.
     log_odds = mean + difficulty[:, None] + burst.T
     accepted = rng.random((n, width)) < _sigmoid(log_odds)
     logit_p = (log_odds - params.calibration_bias) / params.calibration_slope
-    return logit_p, accepted
+    return logit_p, accepted, burst, difficulty
+
+
+def _logit_mean(cp: CategoryParams, pos: np.ndarray) -> np.ndarray:
+    start, end = _logit(cp.accept_start), _logit(cp.accept_end)
+    return end + (start - end) * np.exp(-pos / cp.drift_tokens)
+
+
+def _extend(params: SynthParams, names: list[str], cat: np.ndarray, requests: list[RequestTrace],
+            logit_p: np.ndarray, difficulty: np.ndarray, burst_end: np.ndarray, seed: int,
+            context: int) -> list[RequestTrace]:
+    """Each request continued to ``context - prompt`` positions (module doc)."""
+    n = len(requests)
+    natural = np.array([r.output_len for r in requests], dtype=np.int64)
+    total = np.array([context - r.prompt_len for r in requests], dtype=np.int64)
+    width = int((total - natural).max(initial=0))
+    if width == 0:
+        return requests
+    m, rho = params.offpath_len, params.burst_corr
+    innovation = math.sqrt(1.0 - rho * rho) * params.burst_sd
+    shocks, uniforms, noise = [], [], []
+    for b in range(-(-width // EXTENSION_BLOCK)):
+        g = np.random.default_rng([seed, _EXTENSION_TAG, b])
+        shocks.append(g.standard_normal((EXTENSION_BLOCK, n)))
+        uniforms.append(g.random((n, EXTENSION_BLOCK)))
+        noise.append(g.standard_normal((n, EXTENSION_BLOCK, m)))
+    shocks = np.concatenate(shocks)[:width]
+    uniforms = np.concatenate(uniforms, axis=1)[:, :width]
+    noise = np.concatenate(noise, axis=1)[:, :width]
+    # The natural part's last off-path lists, completed past n, use the noise of a Generator of
+    # their own (never more than offpath_len mismatches per request need it).
+    tail_noise = np.random.default_rng([seed, _EXTENSION_TAG, -1 & 0xFFFFFFFF]).standard_normal((n, m, m))
+    burst = np.empty((width, n))
+    burst[0] = rho * burst_end + innovation * shocks[0]
+    for j in range(1, width):
+        burst[j] = rho * burst[j - 1] + innovation * shocks[j]
+    out = []
+    for r, req in enumerate(requests):
+        n0, e = int(natural[r]), int(total[r] - natural[r])
+        if e <= 0:
+            out.append(req)
+            continue
+        cp = params.categories[names[cat[r]]]
+        pos = np.arange(n0, n0 + e, dtype=np.float64)
+        log_odds = _logit_mean(cp, pos) + difficulty[r] + burst[:e, r]
+        acc = uniforms[r, :e] < _sigmoid(log_odds)
+        lp = np.concatenate([logit_p[r, :n0],
+                             (log_odds - params.calibration_bias) / params.calibration_slope])
+        offpath = []
+        miss_nat = np.flatnonzero(~req.accepted)
+        for k, i in enumerate(miss_nat.tolist()):
+            have = req.offpath[k]
+            want = min(m, n0 + e - 1 - i)
+            if len(have) >= want:
+                offpath.append(have)
+                continue
+            j = np.arange(len(have), want)
+            slot = m - (n0 - i)        # 0..m-1: the i-th from the end among the last m positions
+            vals = lp[i + 1 + j] + params.offpath_logit_shift + params.offpath_noise_sd * tail_noise[r, slot, j]
+            offpath.append(np.concatenate([have, _round_prob(_sigmoid(vals), params.decimals)]))
+        for c in np.flatnonzero(~acc).tolist():
+            i = n0 + c
+            j = np.arange(min(m, n0 + e - 1 - i))
+            vals = lp[i + 1 + j] + params.offpath_logit_shift + params.offpath_noise_sd * noise[r, c, j]
+            offpath.append(_round_prob(_sigmoid(vals), params.decimals))
+        p = np.concatenate([req.p, _round_prob(_sigmoid(lp[n0:]), params.decimals)])
+        out.append(RequestTrace(req.id, req.category, req.prompt_len, p,
+                                np.concatenate([req.accepted, acc]), offpath, natural_len=n0))
+    return out
 
 
 def _offpath(params: SynthParams, logit_p: np.ndarray, accepted: np.ndarray, out: np.ndarray,
@@ -310,7 +407,8 @@ def write_default_trace(pair: str, path: Path | None = None) -> Path:
     path = path or default_trace_path(pair)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + ".tmp.gz")
-    write_trace(tmp, *synthesize(params, params.default_splits, params.default_seed))
+    write_trace(tmp, *synthesize(params, params.default_splits, params.default_seed,
+                                 context=params.default_context))
     os.replace(tmp, path)
     return path
 

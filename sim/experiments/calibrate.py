@@ -53,7 +53,8 @@ def _trace_for(pair: str, config_text: str, tag: str) -> Path:
     cfg.write_text(config_text)
     params = load_params(pair, cfg)
     trace = folder / f"{tag}.jsonl.gz"
-    write_trace(trace, *synthesize(params, params.default_splits, params.default_seed))
+    write_trace(trace, *synthesize(params, params.default_splits, params.default_seed,
+                                   context=params.default_context))
     return trace
 
 

@@ -86,9 +86,8 @@ class BaseRun:
         out = []
         for trace in traces:
             slot = self._free_slots.pop(0)
-            work = self.setup.workload
-            live = Live(slot, slot % self.n_devices, trace, work.output_len(trace), self.queue.now,
-                        work.prompt_len(trace))
+            live = Live(slot, slot % self.n_devices, trace, trace.output_len, self.queue.now,
+                        trace.prompt_len)
             self.live[slot] = live
             self.by_mb[live.mb][slot] = live
             out.append(live)

@@ -98,7 +98,7 @@ def simulate(p: RunParams, timeline: bool = False, record: bool = False) -> tupl
             raise ConfigError(f"{p.source}: system {p.system} needs draft_length (a number or 'search')")
         if draft_length == "search":
             validation = _workload(trace, "validation", None, p.seed, p.validation_fraction,
-                                   max_seq, p.source)
+                                   max_seq, p.source, p.sequence_length)
             mapping_for = ((lambda d: offline.specpim_mapping(costs, p.batch, max_seq, d))
                            if spec.mapping == "specpim" else (lambda d: mapping))
             draft_length, mapping = offline.search_draft_length(
