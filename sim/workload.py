@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 
 from sim.errors import ConfigError
@@ -94,13 +95,24 @@ def split_requests(header: TraceHeader, requests: list[RequestTrace], split: str
             if (_hash_fraction(seed, r.id) < validation_fraction) == want_validation]
 
 
+def _stamp(path: str | Path) -> tuple[int, int]:
+    st = Path(path).stat()
+    return st.st_mtime_ns, st.st_size
+
+
+@lru_cache(maxsize=4)
+def _read(path: str, mtime_ns: int, size: int):
+    """A trace read once per process while the file is unchanged (a grid reads the same
+    trace for every batch size and for the validation split)."""
+    from traces.io import read_trace   # the trace reader validates every record
+    return read_trace(path)
+
+
 def load_workload(trace_path: str | Path, *, split: str, n_requests: int | None, seed: int,
                   validation_fraction: float, max_seq_len: int | None, source: str,
                   sequence_length: int | None = None) -> Workload:
     """Requests of ``split`` (first ``n_requests`` of it, if given) from a trace file."""
-    from traces.io import read_trace   # the trace reader validates every record
-
-    header, requests = read_trace(trace_path)
+    header, requests = _read(str(trace_path), *_stamp(trace_path))
     chosen = split_requests(header, requests, split, seed=seed,
                             validation_fraction=validation_fraction, source=source)
     if n_requests is not None:

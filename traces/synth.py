@@ -41,7 +41,7 @@ import numpy as np
 
 from sim.config import config_path, get, load_yaml
 from sim.errors import ConfigError
-from sim.paths import CONFIGS, TRACE_DATA
+from sim.paths import BUILD, CONFIGS, TRACE_DATA
 from traces.format import CATEGORIES, RequestTrace, TraceHeader, split_flat
 from traces.io import write_trace
 
@@ -319,34 +319,44 @@ def _extend(params: SynthParams, names: list[str], cat: np.ndarray, requests: li
         return requests
     m, rho = params.offpath_len, params.burst_corr
     innovation = math.sqrt(1.0 - rho * rho) * params.burst_sd
-    shocks, uniforms, noise = [], [], []
+    # Burst and acceptance for every extension position first; the off-path noise is drawn
+    # with them, block by block, and only the rows of mismatches are kept (memory stays one
+    # block's worth at any context).
+    burst = np.empty((width, n))
+    accepted = np.empty((n, width), dtype=bool)
+    log_odds = np.empty((n, width))
+    pos = natural[:, None] + np.arange(width)[None, :]
+    mean = np.empty((n, width))
+    for r in range(n):
+        mean[r] = _logit_mean(params.categories[names[cat[r]]], pos[r].astype(np.float64))
+    state = burst_end
+    noise_rows: dict[tuple[int, int], np.ndarray] = {}
     for b in range(-(-width // EXTENSION_BLOCK)):
         g = np.random.default_rng([seed, _EXTENSION_TAG, b])
-        shocks.append(g.standard_normal((EXTENSION_BLOCK, n)))
-        uniforms.append(g.random((n, EXTENSION_BLOCK)))
-        noise.append(g.standard_normal((n, EXTENSION_BLOCK, m)))
-    shocks = np.concatenate(shocks)[:width]
-    uniforms = np.concatenate(uniforms, axis=1)[:, :width]
-    noise = np.concatenate(noise, axis=1)[:, :width]
+        shocks = g.standard_normal((EXTENSION_BLOCK, n))
+        uniforms = g.random((n, EXTENSION_BLOCK))
+        noise = g.standard_normal((n, EXTENSION_BLOCK, m))
+        lo, hi = b * EXTENSION_BLOCK, min(width, (b + 1) * EXTENSION_BLOCK)
+        for j in range(lo, hi):
+            state = rho * state + innovation * shocks[j - lo]
+            burst[j] = state
+        log_odds[:, lo:hi] = mean[:, lo:hi] + difficulty[:, None] + burst[lo:hi].T
+        accepted[:, lo:hi] = uniforms[:, :hi - lo] < _sigmoid(log_odds[:, lo:hi])
+        rows, cols = np.nonzero(~accepted[:, lo:hi] & (pos[:, lo:hi] < total[:, None]))
+        for r, c in zip(rows.tolist(), cols.tolist()):
+            noise_rows[r, lo + c] = noise[r, c]
     # The natural part's last off-path lists, completed past n, use the noise of a Generator of
     # their own (never more than offpath_len mismatches per request need it).
     tail_noise = np.random.default_rng([seed, _EXTENSION_TAG, -1 & 0xFFFFFFFF]).standard_normal((n, m, m))
-    burst = np.empty((width, n))
-    burst[0] = rho * burst_end + innovation * shocks[0]
-    for j in range(1, width):
-        burst[j] = rho * burst[j - 1] + innovation * shocks[j]
     out = []
     for r, req in enumerate(requests):
         n0, e = int(natural[r]), int(total[r] - natural[r])
         if e <= 0:
             out.append(req)
             continue
-        cp = params.categories[names[cat[r]]]
-        pos = np.arange(n0, n0 + e, dtype=np.float64)
-        log_odds = _logit_mean(cp, pos) + difficulty[r] + burst[:e, r]
-        acc = uniforms[r, :e] < _sigmoid(log_odds)
+        acc = accepted[r, :e]
         lp = np.concatenate([logit_p[r, :n0],
-                             (log_odds - params.calibration_bias) / params.calibration_slope])
+                             (log_odds[r, :e] - params.calibration_bias) / params.calibration_slope])
         offpath = []
         miss_nat = np.flatnonzero(~req.accepted)
         for k, i in enumerate(miss_nat.tolist()):
@@ -362,7 +372,7 @@ def _extend(params: SynthParams, names: list[str], cat: np.ndarray, requests: li
         for c in np.flatnonzero(~acc).tolist():
             i = n0 + c
             j = np.arange(min(m, n0 + e - 1 - i))
-            vals = lp[i + 1 + j] + params.offpath_logit_shift + params.offpath_noise_sd * noise[r, c, j]
+            vals = lp[i + 1 + j] + params.offpath_logit_shift + params.offpath_noise_sd * noise_rows[r, c][j]
             offpath.append(_round_prob(_sigmoid(vals), params.decimals))
         p = np.concatenate([req.p, _round_prob(_sigmoid(lp[n0:]), params.decimals)])
         out.append(RequestTrace(req.id, req.category, req.prompt_len, p,
@@ -415,3 +425,22 @@ def write_default_trace(pair: str, path: Path | None = None) -> Path:
 
 def default_trace_path(pair: str) -> Path:
     return TRACE_DATA / f"{pair}.synth.jsonl.gz"
+
+
+def trace_for_context(pair: str, context: int | None) -> Path:
+    """The synthetic trace of ``pair`` that reaches ``context``: the shipped one when its
+    extension does (or for the natural workload, ``None``); otherwise the same generation
+    (config, seed, splits) extended to ``context``, made once under build/traces/ (not
+    shipped: a 8192-token extension is tens of MB). Its first positions are the shipped
+    trace's (the extension is prefix-consistent, module doc)."""
+    params = load_params(pair)
+    if context is None or context <= (params.default_context or params.max_seq_len):
+        return default_trace(pair)
+    path = BUILD / "traces" / f"{pair}.synth.context{context}.jsonl.gz"
+    if not path.is_file():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(path.name + ".tmp.gz")
+        write_trace(tmp, *synthesize(params, params.default_splits, params.default_seed,
+                                     context=context))
+        os.replace(tmp, path)
+    return path

@@ -70,6 +70,11 @@ def run_handler(args) -> int:
         print(json.dumps({"experiment": experiment["name"], "runs": records}, sort_keys=True))
     else:
         print(table(records))
+        if "published" in experiment:
+            from sim.experiments import published
+            print()
+            print(published.table(experiment["published"],
+                                  published.compare(experiment["published"], records)))
         print(f"\nresults: {out}/results.json, results.csv, config.yaml"
               + "".join(f"\nplot: {p}" for p in plots))
     return 0

@@ -10,10 +10,16 @@ An experiment (``configs/experiments/NAME.yaml``)::
                                      # optional per-entry batches: [...] (subset of batches)
       - {system: gpu-ad}
       - {system: gpu-sd, draft_length: search}
-                                     # per entry also tau, max_draft_len, capacity_slack
+                                     # per entry also tau, max_draft_len, capacity_slack,
+                                     # issue_rule, label (the name records and plots use,
+                                     # e.g. pim-sd-best for a second pim-sd entry)
     workload: {split: test, requests: 256, batching: continuous, seed: 0}
-    sequence_length: [1024, 2048]    # optional sweep: every request ends at this context
-                                     # (prompts lengthened; see sim/workload.py)
+                                     # or requests_per_batch: K (K x batch requests per run)
+    sequence_length: [1024, 2048]    # optional sweep: every request decodes until its context
+                                     # reaches this (sim/workload.py); max = the pair's
+                                     # max_sequence_length (configs/models/pairs); null = natural
+    published: {...}                 # optional: published values to print ours beside
+                                     # (sim/experiments/published.py)
     select: [{pair: P, batch: [1, 2]}]  # optional: keep only runs matching one rule
     plot: {x: batch, metric: tokens_per_s, normalize: gpu-ad}   # or a list of such, each with
                                      # optional name and where: {batch: 64}
@@ -32,6 +38,7 @@ from pathlib import Path
 from sim.config import config_path, get, load_yaml
 from sim.errors import ConfigError
 from sim.experiments.plots import check_spec
+from sim.model import load_pair
 from sim.systems.run import RunParams
 
 PLOT_X = ("batch", "draft_length", "sequence_length", "system")
@@ -63,7 +70,7 @@ def load_experiment(path: Path, trace: str | None = None,
     batches = get(data, "batches", list, source=src)
     systems = get(data, "systems", list, source=src)
     work = get(data, "workload", dict, source=src, default={})
-    seqs = _list(get(data, "sequence_length", (int, list), source=src, default=[None]),
+    seqs = _list(get(data, "sequence_length", (int, str, list), source=src, default=[None]),
                  "sequence_length", src)
     tau = get(data, "tau", float, source=src, default=None)
     if trace is not None and len(pairs) != 1:
@@ -71,16 +78,24 @@ def load_experiment(path: Path, trace: str | None = None,
     for i, b in enumerate(batches):
         if isinstance(b, bool) or not isinstance(b, int) or b < 1:
             raise ConfigError(f"{src}: batches[{i}]: expected an integer >= 1, found {b!r}")
-    known = {"split", "requests", "batching", "seed", "validation_fraction"}
+    known = {"split", "requests", "requests_per_batch", "batching", "seed", "validation_fraction"}
     unknown = sorted(set(work) - known)
     if unknown:
         raise ConfigError(f"{src}: workload: unknown key(s) {unknown}; expected some of {sorted(known)}")
     n_requests = get(work, "requests", int, source=src, default=None)
+    per_batch = get(work, "requests_per_batch", int, source=src, prefix="workload", default=None,
+                    positive=True)
+    if per_batch is not None and n_requests is not None:
+        raise ConfigError(f"{src}: workload: give requests or requests_per_batch, not both")
     if requests is not None:
-        n_requests = None if requests == "all" else requests
+        n_requests, per_batch = (None if requests == "all" else requests), None
+    for i, seq in enumerate(seqs):
+        if seq is not None and seq != "max" and (isinstance(seq, bool) or not isinstance(seq, int)):
+            raise ConfigError(f"{src}: sequence_length[{i}]: expected an integer, max or null, found {seq!r}")
     runs = []
     for pair in pairs:
-        for seq in seqs:
+        for seq_entry in seqs:
+            seq = load_pair(pair).max_sequence_length if seq_entry == "max" else seq_entry
             for batch in batches:
                 for i, entry in enumerate(systems):
                     if not isinstance(entry, dict):
@@ -97,8 +112,12 @@ def load_experiment(path: Path, trace: str | None = None,
                                               prefix=f"systems[{i}]", default=None),
                             capacity_slack=get(entry, "capacity_slack", float, source=src,
                                                prefix=f"systems[{i}]", default=None),
+                            issue_rule=get(entry, "issue_rule", str, source=src,
+                                           prefix=f"systems[{i}]", default=None),
+                            label=get(entry, "label", str, source=src, prefix=f"systems[{i}]",
+                                      default=None),
                             trace=trace, split=get(work, "split", str, source=src, default="test"),
-                            requests=n_requests,
+                            requests=n_requests if per_batch is None else per_batch * batch,
                             seed=get(work, "seed", int, source=src, default=0),
                             validation_fraction=get(work, "validation_fraction", float, source=src,
                                                     default=0.5),
@@ -116,6 +135,9 @@ def load_experiment(path: Path, trace: str | None = None,
         if spec.get("x", "batch") not in PLOT_X:
             raise ConfigError(f"{where}.x: expected one of {list(PLOT_X)}, found {spec.get('x')!r}")
         check_spec(spec, where)
+    if "published" in data:
+        from sim.experiments.published import check
+        check(data["published"], src)
     data = dict(data, name=name, plot=plot)
     return data, runs
 
@@ -129,7 +151,7 @@ def _matches(p: RunParams, rule: dict, where: str) -> bool:
         if key not in ("pair", "batch", "system", "sequence_length", "draft_length"):
             raise ConfigError(f"{where}: unknown field {key!r}; expected pair, batch, system, "
                               "sequence_length or draft_length")
-        have = getattr(p, key)
+        have = (p.label or p.system) if key == "system" else getattr(p, key)
         if have not in (want if isinstance(want, list) else [want]):
             return False
     return True
@@ -140,4 +162,4 @@ def run_key(p: RunParams) -> str:
     digest = hashlib.sha256(text.encode()).hexdigest()[:10]
     d = "" if p.draft_length is None else f"_d{p.draft_length}"
     s = "" if p.sequence_length is None else f"_L{p.sequence_length}"
-    return f"{p.pair}_{p.system}_b{p.batch}{d}{s}_{digest}"
+    return f"{p.pair}_{p.label or p.system}_b{p.batch}{d}{s}_{digest}"

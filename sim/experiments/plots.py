@@ -28,6 +28,12 @@ def plot_all(out: Path, experiment: dict, records: list[dict]) -> list[Path]:
         rows = [r for r in records if all(r.get(k) == v for k, v in where.items())]
         suffix = f"-{spec['name']}" if "name" in spec else ("" if len(specs) == 1 else f"-{i}")
         paths.append(plot(out / f"{experiment['name']}{suffix}.png", experiment, spec, rows))
+    if "published" in experiment:
+        from sim.experiments import published
+        path = published.plot(out, experiment["name"],
+                              published.compare(experiment["published"], records))
+        if path is not None:
+            paths.append(path)
     return paths
 
 

@@ -46,7 +46,7 @@ def resolved(p: RunParams) -> RunParams:
     tau = p.tau
     if tau is None and spec.stop == "threshold":
         tau = load_tau(p.pair)
-    return dataclasses.replace(p, tau=tau, trace=str(p.trace or default_trace(p.pair)))
+    return dataclasses.replace(p, tau=tau, trace=str(p.trace or default_trace(p.pair, p.sequence_length)))
 
 
 def default_jobs() -> int:
@@ -167,8 +167,13 @@ def _flat(record: dict, key: str):
 
 def write_results(out: Path, experiment: dict, runs: list[RunParams], records: list[dict]) -> None:
     out.mkdir(parents=True, exist_ok=True)
-    (out / "results.json").write_text(json.dumps({"experiment": experiment["name"], "runs": records},
-                                                 indent=1, sort_keys=True))
+    summary = {"experiment": experiment["name"], "runs": records}
+    if "published" in experiment:
+        from sim.experiments import published
+        rows = published.compare(experiment["published"], records)
+        summary["published"] = {"source": experiment["published"]["source"], "claims": rows}
+        published.write(out, rows)
+    (out / "results.json").write_text(json.dumps(summary, indent=1, sort_keys=True))
     with (out / "results.csv").open("w", newline="") as f:
         w = csv.writer(f)
         w.writerow(CSV_FIELDS)
@@ -180,12 +185,12 @@ def write_results(out: Path, experiment: dict, runs: list[RunParams], records: l
 
 
 def table(records: list[dict]) -> str:
-    head = f"{'system':<10} {'pair':<28} {'batch':>5} {'d':>6} {'tok/s':>9} {'tok/J':>7} " \
+    head = f"{'system':<11} {'pair':<28} {'batch':>5} {'d':>6} {'tok/s':>9} {'tok/J':>7} " \
            f"{'accept':>6} {'PIM ops':>7} {'GPU':>5} {'PIM':>5} {'p50 s':>7} {'p99 s':>7}"
     lines = [head, "-" * len(head)]
     for r in records:
         d = "adapt" if r["draft_length"] is None and r["tokens"]["drafted"] else (r["draft_length"] or "-")
-        lines.append(f"{r['system']:<10} {r['pair']:<28} {r['batch']:>5} {str(d):>6} "
+        lines.append(f"{r['system']:<11} {r['pair']:<28} {r['batch']:>5} {str(d):>6} "
                      f"{r['tokens_per_s']:>9.0f} {r['tokens_per_joule']:>7.2f} "
                      f"{r['acceptance_rate']:>6.2f} {r['pim_op_fraction']:>7.2f} "
                      f"{r['utilization']['gpu']:>5.2f} {r['utilization']['pim']:>5.2f} "

@@ -14,16 +14,30 @@ base + j - 1 along the DLM's own path, read from ``RequestTrace.draft_probs(base
 trace has no token ids: the Manager carries ``position mod 2**17`` in their place.
 
 Verification pass: request r with k selected tokens starting at round position f is priced
-with k + 1 queries (its draft tokens and the last token before them) over its own context.
+over its own context up to the chunk's last token, with k + 1 queries (its draft tokens and
+the last committed token) when f = 1, and k queries for a later chunk of the round (f > 1: the
+chunk before it was all accepted and its tokens are already in the TLM's KV cache).
 Its accepted count is how many of them lie inside the trace's leading accepted run. The TLM's
 own token (correction after a rejection, bonus when the round ended and everything was
 accepted) is committed exactly when the Manager resumes the request with a new round.
 
 Overlap. With an Eager Pool (SADDLE-s, SADDLE, oracle) each micro-batch's DLM keeps stepping
-while a pass is in flight (fluid device sharing, ``sim.engine.devices``); a verification is
-asked for whenever the TLM is idle. Without it (SADDLE-p), the micro-batches' prediction
-steps are synchronised and alternate with passes: after each step, a pass is issued if the
-Shared Pool holds one pass worth of tokens, or if no request can draft any more.
+while a pass is in flight (fluid device sharing, ``sim.engine.devices``). A verification is
+asked for (``VerifyIssue``) after every prediction step and at every Unlock; the Manager
+issues it when the Shared Pool holds one pass worth of tokens (N) or when its ``tlm_idle``
+input is true. What drives that input is the system's ``issue_rule`` (the paper's fig11: "or
+when the GPU is idle"; readings compared in sim/README.md):
+
+- ``gpu-idle``: no TLM pass and no DLM step with an operator on a GPU in flight (the GPUs of
+  all devices, since a pass spans them all);
+- ``tlm-idle``: no TLM pass in flight (so at Unlock a pass starts at once with the eager
+  tokens of the requests that had everything accepted);
+- ``drained``: no TLM pass in flight and no live request can draft any more (the pool cannot
+  grow before the next pass).
+
+Without an Eager Pool (SADDLE-p), the micro-batches' prediction steps are synchronised and
+alternate with passes: after each step, a pass is issued if the Shared Pool holds one pass
+worth of tokens, or if no request can draft any more (``drained``).
 """
 from __future__ import annotations
 
@@ -40,11 +54,13 @@ def _token_id(position: int) -> int:
 
 
 class PooledRun(BaseRun):
-    def __init__(self, setup, capacity: int) -> None:
+    def __init__(self, setup, capacity: int, issue_rule: str | None = None) -> None:
         super().__init__(setup)
         self.manager = Manager(setup.manager_config)
         self.capacity = capacity
         self.overlap = setup.spec.eager
+        self.issue_rule = issue_rule if self.overlap else "drained"
+        self.gpu_steps: set[int] = set()   # micro-batches whose DLM step in flight uses a GPU
         self.dlm_fc = {mb: setup.mapping["dlm_fc"] for mb in range(self.n_devices)}
         self.in_pass = False
         self.tlm_busy = False
@@ -102,12 +118,15 @@ class PooledRun(BaseRun):
             return
         priced = self.price_dlm([(l.context(l.extra["base"] - l.t + l.extra["pos"]), 1)
                                  for l in drafting], fc=self.dlm_fc[mb])
+        if "gpu" in (self.dlm_fc[mb], self.setup.mapping["dlm_attention"]):
+            self.gpu_steps.add(mb)
         self.mb_wait[mb] = True
         rounds = [(l, l.extra["round"]) for l in drafting]
         self.devices.start_background(mb, f"DLM/mb{mb}", priced.work,
                                       lambda: self.after_draft(mb, rounds))
 
     def after_draft(self, mb: int, rounds: list[tuple[Live, int]]) -> None:
+        self.gpu_steps.discard(mb)
         drafting = []
         for live, round_id in rounds:
             ex = live.extra
@@ -149,16 +168,25 @@ class PooledRun(BaseRun):
         # SADDLE-p: wait for every micro-batch's step, then verify or step again.
         if any(self.mb_wait.values()) or self.in_pass:
             return
-        nothing_left = not any(self.can_draft(l) for l in self.live.values())
-        if not self.try_issue(tlm_idle=nothing_left):
+        if not self.try_issue():
             self.kick()
 
     # -- verification --------------------------------------------------------------------
-    def try_issue(self, tlm_idle: bool | None = None) -> bool:
+    def below_capacity_ok(self) -> bool:
+        """The ``tlm_idle`` input of VerifyIssue: may a pass start with fewer than N tokens
+        (the issue rule, module doc)?"""
+        if self.tlm_busy:
+            return False
+        if self.issue_rule == "tlm-idle":
+            return True
+        if self.issue_rule == "gpu-idle":
+            return not self.gpu_steps
+        return not any(self.can_draft(l) for l in self.live.values())
+
+    def try_issue(self) -> bool:
         if self.in_pass:
             return False
-        idle = (not self.tlm_busy) if tlm_idle is None else tlm_idle
-        out = self.apply(VerifyIssue(idle, self.capacity))
+        out = self.apply(VerifyIssue(self.below_capacity_ok(), self.capacity))
         if not isinstance(out[0], Issued):
             return False
         issued = out[0]
@@ -176,8 +204,13 @@ class PooledRun(BaseRun):
         requests = []
         for slot in sorted(groups):
             live = self.live[slot]
-            k = len(groups[slot])
-            requests.append((live.context(k), k + 1))
+            positions = groups[slot]
+            k = len(positions)
+            # A round's first chunk also feeds the last committed token (k + 1 queries); a later
+            # chunk follows an all-accepted one whose tokens the TLM has already processed, so it
+            # feeds its own k tokens. Either way the last query attends up to the chunk's end:
+            # the committed prefix (live.t = base + first - 1 here) plus k.
+            requests.append((live.context(k), k + (positions[0] == 1)))
         priced = self.price_tlm(requests, attention=attention)
         self.devices.start_foreground("TLM", priced.work, lambda: self.after_pass(groups))
 
@@ -209,9 +242,10 @@ class PooledRun(BaseRun):
         if not self.live:
             return
         if self.overlap:
-            self.try_issue()
+            # The resumed requests' DLM steps start now, before the issue rule looks at the GPUs.
             self.kick()
-        elif not self.try_issue(tlm_idle=not any(self.can_draft(l) for l in self.live.values())):
+            self.try_issue()
+        elif not self.try_issue():
             self.kick()
 
     def resume_now(self, live: Live) -> None:

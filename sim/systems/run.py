@@ -19,13 +19,12 @@ from sim.manager.formats import quantize_prob
 from sim.manager.transactions import Device
 from sim.metrics import RunMetrics
 from sim.model import load_pair
-from sim.paths import TRACE_DATA
 from sim.systems import offline
 from sim.systems.lockstep import LockstepRun
 from sim.systems.pooled import PooledRun
 from sim.systems.registry import STOP_RULES
 from sim.systems.base import RunSetup
-from sim.systems.spec import load_manager_timing, load_system
+from sim.systems.spec import ISSUE_RULES, load_manager_timing, load_system
 from sim.workload import Workload, load_workload
 
 
@@ -46,6 +45,8 @@ class RunParams:
     max_seq_len: int | None = None
     sequence_length: int | None = None
     capacity_slack: float | None = None       # None: the system's configs/systems/ value
+    issue_rule: str | None = None             # None: the system's configs/systems/ value
+    label: str | None = None                  # the name in records and plots (None: system)
     manager: str | None = None                # Manager config file (pool sizes); None: configs/manager.yaml
     search_d_max: int = 12
     source: str = "<run>"
@@ -54,8 +55,10 @@ class RunParams:
         return f"{self.system}|{self.pair}|b{self.batch}|d{self.draft_length}|tau{self.tau}"
 
 
-def default_trace(pair: str) -> Path:
-    return TRACE_DATA / f"{pair}.synth.jsonl.gz"
+def default_trace(pair: str, sequence_length: int | None = None) -> Path:
+    """The pair's synthetic trace, long enough for ``sequence_length`` (traces/synth.py)."""
+    from traces.synth import trace_for_context
+    return trace_for_context(pair, sequence_length)
 
 
 def load_tau(pair: str) -> float:
@@ -83,7 +86,7 @@ def simulate(p: RunParams, timeline: bool = False, record: bool = False) -> tupl
     spec = load_system(p.system)
     pair = load_pair(p.pair)
     costs = adapter(spec.hardware, pair.tlm.name, pair.dlm.name)
-    trace = str(p.trace or default_trace(p.pair))
+    trace = str(p.trace or default_trace(p.pair, p.sequence_length))
     max_seq = max(p.max_seq_len or pair.max_sequence_length, p.sequence_length or 0)
     work = _workload(trace, p.split, p.requests, p.seed, p.validation_fraction, max_seq, p.source,
                      p.sequence_length)
@@ -143,18 +146,32 @@ def simulate(p: RunParams, timeline: bool = False, record: bool = False) -> tupl
         ridge = offline.verify_capacity(costs, cfg.shared_entries, slack)
         capacity = min(max(ridge, p.batch), cfg.shared_entries)
         setup_extra["verify_capacity"] = capacity
+    issue_rule = spec.issue_rule
+    if p.issue_rule is not None:
+        if not spec.eager:
+            raise ConfigError(f"{p.source}: issue_rule: system {p.system} has no Eager Pool; drafting "
+                              f"and verification alternate (leave issue_rule out)")
+        if p.issue_rule not in ISSUE_RULES:
+            raise ConfigError(f"{p.source}: issue_rule: expected one of {list(ISSUE_RULES)}, "
+                              f"found {p.issue_rule!r}")
+        issue_rule = p.issue_rule
+    if issue_rule is not None:
+        setup_extra["issue_rule"] = issue_rule
     setup = RunSetup(spec=spec, pair=p.pair, workload=work, batch=p.batch, batching=p.batching,
                      costs=costs, stop=stop, mapping=mapping,
                      timing=load_manager_timing() if spec.manager_hardware else None,
                      manager_config=cfg,
                      draft_length=draft_length if spec.stop == "fixed" else None)
-    run = (PooledRun(setup, setup_extra["verify_capacity"]) if spec.verify == "shared_pool"
-           else LockstepRun(setup))
+    run = (PooledRun(setup, setup_extra["verify_capacity"], issue_rule)
+           if spec.verify == "shared_pool" else LockstepRun(setup))
     if record:
         if not isinstance(run, PooledRun):
             raise ConfigError(f"{p.source}: system {p.system} has no Manager to record (verify: shared_pool)")
         run.record = True
     metrics = run.execute()
+    if p.label is not None:
+        metrics.system = p.label
+        setup_extra["system_config"] = p.system
     metrics.extra.update(setup_extra)
     if spec.stop == "threshold":
         metrics.extra["tau"] = tau

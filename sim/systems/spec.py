@@ -13,6 +13,8 @@ VERIFY = ("lockstep", "shared_pool")
 MAPPING = ("static", "specpim", "dynamic")
 OPERATORS = ("dlm_fc", "dlm_attention", "tlm_fc", "tlm_attention")
 DEVICES = ("gpu", "pim")
+# When a verification may start with fewer tokens than one pass holds (sim/systems/pooled.py).
+ISSUE_RULES = ("gpu-idle", "tlm-idle", "drained")
 
 
 @dataclass(frozen=True)
@@ -27,6 +29,7 @@ class SystemSpec:
     static_mapping: dict[str, str] | None
     manager_hardware: bool            # Manager latency (monitoring, decision) is charged
     capacity_slack: float | None = None   # shared_pool: TLM pass capacity = ridge within 1 + slack
+    issue_rule: str | None = None         # eager: when a pass below capacity may start (ISSUE_RULES)
 
     @property
     def speculative(self) -> bool:
@@ -75,8 +78,14 @@ def load_system(name: str) -> SystemSpec:
             raise ConfigError(f"{src}: capacity_slack: expected a number in [0, 10], found {slack!r}")
     elif "capacity_slack" in data:
         raise ConfigError(f"{src}: capacity_slack: only systems with verify: shared_pool have a pass capacity")
+    issue_rule = None
+    if eager:
+        issue_rule = _choice(data, "issue_rule", ISSUE_RULES, src)
+    elif "issue_rule" in data:
+        raise ConfigError(f"{src}: issue_rule: only systems with an Eager Pool (eager: true) choose it; "
+                          "without one, drafting and verification alternate")
     known = {"hardware", "decoding", "stop", "verify", "eager", "mapping", "static_mapping",
-             "manager_hardware", "capacity_slack"}
+             "manager_hardware", "capacity_slack", "issue_rule"}
     unknown = sorted(set(data) - known)
     if unknown:
         raise ConfigError(f"{src}: unknown key(s) {unknown}; expected some of {sorted(known)}")
@@ -84,7 +93,7 @@ def load_system(name: str) -> SystemSpec:
                       decoding=decoding, stop=stop, verify=verify, eager=eager, mapping=mapping,
                       static_mapping=dict(static) if static else None,
                       manager_hardware=get(data, "manager_hardware", bool, source=src, default=False),
-                      capacity_slack=slack)
+                      capacity_slack=slack, issue_rule=issue_rule)
 
 
 @dataclass(frozen=True)

@@ -197,9 +197,11 @@ def test_shipped_trace_is_a_fresh_generation(tmp_path, monkeypatch, pair):
     monkeypatch.undo()
     shipped_path = synth.default_trace_path(pair)
     assert fresh.read_bytes() == shipped_path.read_bytes(), "run: saddle trace defaults"
-    assert shipped_path.stat().st_size < 5_000_000
+    # 1280 requests extended to the pair's maximum sequence length
+    assert shipped_path.stat().st_size < 10_000_000
     header, reqs = shipped(pair)
-    assert header.splits == {"validation": 256, "test": 256} and len(reqs) == 512
+    assert header.splits == {"validation": 256, "test": 1024} and len(reqs) == 1280
+    assert all(r.prompt_len + r.output_len == header.max_seq_len for r in reqs)
 
 
 # -- the published shape (DESIGN.md section 6) -------------------------------------------------

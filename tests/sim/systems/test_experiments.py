@@ -90,7 +90,7 @@ def test_requests_override_replaces_the_workload_size():
     from sim.experiments.grid import load_experiment, resolve_path
     path = resolve_path("default")
     _, runs = load_experiment(path)
-    assert {r.requests for r in runs} == {256}
+    assert {r.requests for r in runs} == {8 * 64}          # requests_per_batch: 8 at batch 64
     _, runs = load_experiment(path, requests=5)
     assert {r.requests for r in runs} == {5}
     _, runs = load_experiment(path, requests="all")

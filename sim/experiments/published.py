@@ -1,0 +1,183 @@
+"""Published values of a paper figure next to ours (``published:`` of an experiment file).
+
+::
+
+    published:
+      source: "where the numbers come from"
+      metric: tokens_per_s            # the record field compared (default tokens_per_s)
+      claims:
+        - {kind: mean_ratio, label: "SADDLE / PIM-SD", num: saddle, den: pim-sd, value: 1.71}
+        - {kind: best_count, systems: [gpu-ad, gpu-sd, pim-ad, pim-sd, saddle], best: saddle,
+           value: 12}                 # points (pair, batch) where `best` has the highest metric
+        - {kind: below, lower: gpu-sd, higher: gpu-ad, where: {batch: 128}, value: all}
+        - {kind: ratio, num: {system: specpim-sd, draft_length: 4}, den: specpim-ad,
+           where: {batch: 64}, value: 1.41}
+        - {kind: argmax, system: specpim-sd, over: draft_length, where: {batch: 64}, value: 4}
+
+A system reference is a name (a record's ``system``, i.e. the entry's label if it has one) or
+a mapping of record fields. Records are matched into points by (pair, batch, sequence_length);
+a ratio is taken per point, a mean_ratio is the geometric mean of the per-point ratios (the
+arithmetic mean is reported beside it; the paper does not say which it uses). ``where``
+restricts the points. Every claim gives one row: the claim, the published value, ours, and
+whether ours agrees (mean_ratio and ratio: within ``tolerance``, default 10 %).
+"""
+from __future__ import annotations
+
+import csv
+import math
+from pathlib import Path
+
+from sim.errors import ConfigError
+
+KINDS = ("mean_ratio", "ratio", "best_count", "below", "argmax")
+POINT = ("pair", "batch", "sequence_length")
+
+
+def check(published: dict, src: str) -> None:
+    """Errors name the file and the claim."""
+    if not isinstance(published, dict) or not isinstance(published.get("claims"), list):
+        raise ConfigError(f"{src}: published: expected a mapping with source and claims: [...]")
+    if not isinstance(published.get("source"), str) or not published["source"]:
+        raise ConfigError(f"{src}: published.source: expected the text saying where the values come from")
+    need = {"mean_ratio": ("num", "den", "value"), "ratio": ("num", "den", "value"),
+            "best_count": ("systems", "best", "value"), "below": ("lower", "higher", "value"),
+            "argmax": ("system", "over", "value")}
+    for i, claim in enumerate(published["claims"]):
+        where = f"{src}: published.claims[{i}]"
+        if not isinstance(claim, dict) or claim.get("kind") not in KINDS:
+            raise ConfigError(f"{where}: expected a mapping with kind one of {list(KINDS)}")
+        missing = [k for k in need[claim["kind"]] if k not in claim]
+        if missing:
+            raise ConfigError(f"{where}: kind {claim['kind']} needs {missing}")
+
+
+def _matches(record: dict, ref, where: dict) -> bool:
+    want = dict(where)
+    want.update({"system": ref} if isinstance(ref, str) else ref)
+    for key, value in want.items():
+        allowed = value if isinstance(value, list) else [value]
+        if record.get(key) not in allowed:
+            return False
+    return True
+
+
+def _points(records: list[dict], ref, where: dict, metric: str) -> dict[tuple, float]:
+    out = {}
+    for r in records:
+        if _matches(r, ref, where):
+            key = tuple(r.get(k) for k in POINT)
+            if key in out:
+                raise ConfigError(f"published: {ref!r} matches more than one run at {dict(zip(POINT, key))}")
+            out[key] = r[metric]
+    return out
+
+
+def _name(ref) -> str:
+    if isinstance(ref, str):
+        return ref
+    return ref.get("system", "?") + "".join(f" {k}={v}" for k, v in ref.items() if k != "system")
+
+
+def _ratios(records, claim, metric) -> list[float]:
+    where = claim.get("where", {})
+    num = _points(records, claim["num"], where, metric)
+    den = _points(records, claim["den"], where, metric)
+    keys = sorted(set(num) & set(den), key=str)
+    if not keys:
+        raise ConfigError(f"published: no point has both {_name(claim['num'])} and {_name(claim['den'])}")
+    return [num[k] / den[k] for k in keys]
+
+
+def compare(published: dict, records: list[dict]) -> list[dict]:
+    """One row per claim: claim, published, ours, agrees (see module doc)."""
+    metric = published.get("metric", "tokens_per_s")
+    rows = []
+    for claim in published["claims"]:
+        kind, where = claim["kind"], claim.get("where", {})
+        scope = "".join(f", {k} {v}" for k, v in where.items())
+        tol = claim.get("tolerance", 0.10)
+        if kind in ("mean_ratio", "ratio"):
+            ratios = _ratios(records, claim, metric)
+            text = claim.get("label") or f"{_name(claim['num'])} / {_name(claim['den'])}"
+            if kind == "mean_ratio":
+                geo = math.exp(sum(map(math.log, ratios)) / len(ratios))
+                ours, detail = geo, f"geometric mean of {len(ratios)} points (arithmetic {sum(ratios) / len(ratios):.2f})"
+            else:
+                if len(ratios) != 1:
+                    raise ConfigError(f"published: ratio {text}{scope}: expected one point, found {len(ratios)}")
+                ours, detail = ratios[0], ""
+            rows.append({"claim": f"{text}{scope}", "published": claim["value"], "ours": round(ours, 3),
+                         "agrees": abs(ours / claim["value"] - 1) <= tol, "detail": detail})
+        elif kind == "best_count":
+            per = {}
+            for s in claim["systems"]:
+                for key, v in _points(records, s, where, metric).items():
+                    per.setdefault(key, {})[_name(s)] = v
+            full = [p for p in per.values() if len(p) == len(claim["systems"])]
+            wins = sum(max(p, key=p.get) == _name(claim["best"]) for p in full)
+            rows.append({"claim": f"{_name(claim['best'])} best of {len(claim['systems'])} systems{scope}",
+                         "published": f"{claim['value']} of {len(full)}", "ours": f"{wins} of {len(full)}",
+                         "agrees": wins == claim["value"], "detail": ""})
+        elif kind == "below":
+            lo = _points(records, claim["lower"], where, metric)
+            hi = _points(records, claim["higher"], where, metric)
+            keys = sorted(set(lo) & set(hi), key=str)
+            held = [k for k in keys if lo[k] < hi[k]]
+            want = len(keys) if claim["value"] == "all" else claim["value"]
+            detail = ", ".join(f"{k[0]} b{k[1]}: {lo[k] / hi[k]:.2f}" for k in keys)
+            rows.append({"claim": f"{_name(claim['lower'])} < {_name(claim['higher'])}{scope}",
+                         "published": f"{want} of {len(keys)}", "ours": f"{len(held)} of {len(keys)}",
+                         "agrees": len(held) == want, "detail": f"ratio {detail}"})
+        else:   # argmax
+            over = claim["over"]
+            vals = {r[over]: r[metric] for r in records if _matches(r, claim["system"], where)}
+            if not vals:
+                raise ConfigError(f"published: argmax: no run of {_name(claim['system'])}{scope}")
+            best = max(vals, key=vals.get)
+            rows.append({"claim": f"best {over} of {_name(claim['system'])}{scope}",
+                         "published": claim["value"], "ours": best, "agrees": best == claim["value"],
+                         "detail": ""})
+    return rows
+
+
+def table(published: dict, rows: list[dict]) -> str:
+    width = max(len(r["claim"]) for r in rows)
+    lines = [f"published ({published['source']}) vs ours:",
+             f"{'claim':<{width}}  {'published':>10}  {'ours':>10}  agrees"]
+    for r in rows:
+        lines.append(f"{r['claim']:<{width}}  {str(r['published']):>10}  {str(r['ours']):>10}  "
+                     f"{'yes' if r['agrees'] else 'NO'}" + (f"  ({r['detail']})" if r["detail"] else ""))
+    return "\n".join(lines)
+
+
+def write(out: Path, rows: list[dict]) -> None:
+    with (out / "published.csv").open("w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(("claim", "published", "ours", "agrees", "detail"))
+        for r in rows:
+            w.writerow((r["claim"], r["published"], r["ours"], r["agrees"], r["detail"]))
+
+
+def plot(out: Path, name: str, rows: list[dict]) -> Path | None:
+    """Bars of ours next to published for the numeric claims (ratios); None if there is none."""
+    numeric = [r for r in rows if isinstance(r["published"], (int, float)) and isinstance(r["ours"], float)]
+    if not numeric:
+        return None
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(max(5.0, 1.3 * len(numeric)), 3.6))
+    x = range(len(numeric))
+    ax.bar([i - 0.2 for i in x], [r["published"] for r in numeric], 0.4, label="published")
+    ax.bar([i + 0.2 for i in x], [r["ours"] for r in numeric], 0.4, label="ours")
+    ax.axhline(1.0, color="grey", lw=0.8)
+    ax.set_xticks(list(x))
+    ax.set_xticklabels([r["claim"] for r in numeric], rotation=20, ha="right", fontsize=8)
+    ax.legend()
+    ax.set_title(f"{name}: ours vs published")
+    fig.tight_layout()
+    path = out / f"{name}-published.png"
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path

@@ -1,0 +1,73 @@
+"""Published values beside ours (sim/experiments/published.py) and the grid's paper-workload keys."""
+import math
+
+import pytest
+
+from sim.errors import ConfigError
+from sim.experiments import published
+from sim.experiments.grid import load_experiment, resolve_path
+
+
+def rec(system, pair, batch, tps, d=None):
+    return {"system": system, "pair": pair, "batch": batch, "sequence_length": None,
+            "draft_length": d, "tokens_per_s": tps}
+
+
+RECORDS = [rec("ad", "p", 16, 100), rec("sd", "p", 16, 200), rec("new", "p", 16, 300),
+           rec("ad", "p", 128, 100), rec("sd", "p", 128, 50), rec("new", "p", 128, 400),
+           rec("ad", "q", 128, 10), rec("sd", "q", 128, 20), rec("new", "q", 128, 5)]
+
+
+def test_claims_by_hand():
+    pub = {"source": "hand", "claims": [
+        {"kind": "mean_ratio", "num": "new", "den": "sd", "value": 2.0},
+        {"kind": "best_count", "systems": ["ad", "sd", "new"], "best": "new", "value": 3},
+        {"kind": "below", "lower": "sd", "higher": "ad", "where": {"batch": 128}, "value": "all"},
+        {"kind": "ratio", "num": "new", "den": "ad", "where": {"batch": 16}, "value": 3.3},
+        {"kind": "argmax", "system": "sd", "over": "batch", "where": {"pair": "p"}, "value": 16}]}
+    published.check(pub, "x.yaml")
+    rows = published.compare(pub, RECORDS)
+    # new / sd = 1.5, 8, 0.25 -> geometric mean 3 ** (1/3) * ... = (1.5 * 8 * 0.25) ** (1/3)
+    assert rows[0]["ours"] == pytest.approx(round(3 ** (1 / 3), 3))
+    assert "arithmetic 3.25" in rows[0]["detail"] and not rows[0]["agrees"]
+    assert rows[1]["ours"] == "2 of 3" and not rows[1]["agrees"]
+    assert rows[2]["ours"] == "1 of 2" and rows[2]["published"] == "2 of 2"
+    assert rows[3]["ours"] == 3.0 and rows[3]["agrees"]                 # within 10 %
+    assert rows[4]["ours"] == 16 and rows[4]["agrees"]
+    text = published.table(pub, rows)
+    assert text.startswith("published (hand) vs ours:") and "NO" in text
+
+
+def test_bad_published_section_names_the_file():
+    with pytest.raises(ConfigError, match=r"x.yaml: published.claims\[0\]: kind ratio needs \['den'"):
+        published.check({"source": "s", "claims": [{"kind": "ratio", "num": "a", "value": 1}]}, "x.yaml")
+    with pytest.raises(ConfigError, match="x.yaml: published.source"):
+        published.check({"claims": []}, "x.yaml")
+
+
+def test_fig12_and_fig3_use_the_papers_workload():
+    data, runs = load_experiment(resolve_path("fig12"))
+    lengths = {(r.pair, r.sequence_length) for r in runs}
+    assert lengths == {("opt-66b+opt-1.3b", 1024), ("opt-175b+opt-6.7b", 512),
+                       ("llama-3.1-70b+llama-3.2-1b", 1024)}
+    assert {r.requests for r in runs if r.batch == 128} == {1024}
+    assert {r.requests for r in runs if r.batch == 16} == {128}
+    sd = {(r.label or r.system, r.draft_length) for r in runs if "sd" in r.system}
+    assert sd == {("gpu-sd", 8), ("pim-sd", 8), ("gpu-sd-best", "search"), ("pim-sd-best", "search")}
+    values = {c.get("label"): c["value"] for c in data["published"]["claims"] if "label" in c}
+    assert values["SADDLE / PIM-SD"] == 1.71 and values["SADDLE / GPU-AD"] == 3.36
+    fig3, runs3 = load_experiment(resolve_path("fig3"))
+    assert {r.sequence_length for r in runs3} == {1024}
+    assert fig3["published"]["claims"][1]["value"] == 1.41
+
+
+def test_requests_and_requests_per_batch_exclude_each_other(tmp_path):
+    path = tmp_path / "e.yaml"
+    path.write_text("name: e\npairs: [opt-66b+opt-1.3b]\nbatches: [4]\nsystems: [{system: gpu-ad}]\n"
+                    "workload: {requests: 4, requests_per_batch: 2}\n")
+    with pytest.raises(ConfigError, match="give requests or requests_per_batch, not both"):
+        load_experiment(path)
+    path.write_text("name: e\npairs: [opt-66b+opt-1.3b]\nbatches: [4]\nsystems: [{system: gpu-ad}]\n"
+                    "sequence_length: long\n")
+    with pytest.raises(ConfigError, match=r"sequence_length\[0\]: expected an integer, max or null"):
+        load_experiment(path)
