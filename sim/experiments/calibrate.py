@@ -7,8 +7,9 @@ over a request's life, bursts, calibration and off-path behaviour stay as the tr
 set them). Each candidate delta writes a variant config under ``build/calibration/`` and a
 trace from it (``traces.synth``, the generator of the shipped traces, same seed and splits).
 
-Criteria, on the 4-GPU SpecPIM system with the VALIDATION split (``configs/experiments/
-calibrate.yaml``): speedup s_d(b) = tokens/s of specpim-sd with fixed d over specpim-ad at batch
+Criteria, on the 4-GPU SpecPIM system with the VALIDATION split and fig3's workload (every
+request decoding until its context reaches ``sequence_length``, the pair's maximum by default;
+``configs/experiments/calibrate.yaml``): speedup s_d(b) = tokens/s of specpim-sd with fixed d over specpim-ad at batch
 b. Constraints: s_8(b) > 1 for b in 8, 16, 32; s_8(b) < 1 for b in 64, 128; s_12(64) < 1;
 s_4(64) > s_8(64) and s_4(64) > s_12(64). Score = (violated constraints, |ln(s_4(64) / 1.41)|),
 lexicographically; the lowest wins. ``--write`` stores the winner's values in
@@ -24,6 +25,7 @@ from pathlib import Path
 import yaml
 
 from sim.config import config_path, get, load_yaml
+from sim.experiments.grid import check_sequence_length, resolve_sequence_length
 from sim.paths import BUILD, CONFIGS
 from sim.systems.run import RunParams, simulate
 
@@ -61,12 +63,14 @@ def _trace_for(pair: str, config_text: str, tag: str) -> Path:
 def evaluate(pair: str, trace: Path, settings: dict, src: str) -> dict:
     requests = get(settings, "requests", int, source=src, default=None)
     batches = get(settings, "batches", list, source=src)
+    check_sequence_length(settings.get("sequence_length"), f"{src}: sequence_length")
+    seq = resolve_sequence_length(settings.get("sequence_length"), pair)
     speed = {}
 
     def tps(system, batch, d=None):
         m, _ = simulate(RunParams(system=system, pair=pair, batch=batch, draft_length=d,
                                   trace=str(trace), split="validation", requests=requests,
-                                  source=src))
+                                  sequence_length=seq, source=src))
         return m.to_dict()["tokens_per_s"]
 
     ad = {b: tps("specpim-ad", b) for b in batches}
@@ -140,7 +144,8 @@ def calibrate(pair: str, write: bool, from_log: str | None = None) -> float:
         record = {
             "pair": pair, "chosen_delta_logodds": best,
             "method": "saddle calibrate (sim/experiments/calibrate.py): shift of every category's "
-            "accept_start/accept_end in log-odds; fig3 criteria on the validation split",
+            "accept_start/accept_end in log-odds; fig3 criteria on the validation split at fig3's "
+            "sequence length",
             "settings": {k: settings[k] for k in settings},
             "candidates": {d: {"violations": r[0][0], "log_gap_s4_64": round(r[0][1], 4),
                                "speedups": {k: round(v, 4) for k, v in r[1].items()}}

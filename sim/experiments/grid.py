@@ -59,6 +59,18 @@ def _list(value, what: str, src: str) -> list:
     return value if isinstance(value, list) else [value]
 
 
+def check_sequence_length(value, where: str) -> None:
+    """A ``sequence_length`` setting: a positive integer, ``max`` (the pair's maximum) or null
+    (each request's natural end)."""
+    if value is not None and value != "max" and (isinstance(value, bool) or not isinstance(value, int)
+                                                 or value < 1):
+        raise ConfigError(f"{where}: expected a positive integer, max or null, found {value!r}")
+
+
+def resolve_sequence_length(value, pair: str) -> int | None:
+    return load_pair(pair).max_sequence_length if value == "max" else value
+
+
 def load_experiment(path: Path, trace: str | None = None,
                     requests: int | str | None = None) -> tuple[dict, list[RunParams]]:
     """The experiment's runs. ``trace`` replaces the (single) pair's trace; ``requests``
@@ -90,12 +102,11 @@ def load_experiment(path: Path, trace: str | None = None,
     if requests is not None:
         n_requests, per_batch = (None if requests == "all" else requests), None
     for i, seq in enumerate(seqs):
-        if seq is not None and seq != "max" and (isinstance(seq, bool) or not isinstance(seq, int)):
-            raise ConfigError(f"{src}: sequence_length[{i}]: expected an integer, max or null, found {seq!r}")
+        check_sequence_length(seq, f"{src}: sequence_length[{i}]")
     runs = []
     for pair in pairs:
         for seq_entry in seqs:
-            seq = load_pair(pair).max_sequence_length if seq_entry == "max" else seq_entry
+            seq = resolve_sequence_length(seq_entry, pair)
             for batch in batches:
                 for i, entry in enumerate(systems):
                     if not isinstance(entry, dict):

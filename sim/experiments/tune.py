@@ -15,6 +15,7 @@ import yaml
 
 from sim.config import config_path, get, load_yaml
 from sim.errors import ConfigError
+from sim.experiments.grid import check_sequence_length, resolve_sequence_length
 from sim.paths import CONFIGS
 from sim.systems.run import RunParams, simulate
 
@@ -27,6 +28,8 @@ def tune_tau(pair: str, settings: str = "tune-tau", write: bool = True) -> float
     batches = get(data, "batches", list, source=src)
     system = get(data, "system", str, source=src, default="saddle")
     requests = get(data, "requests", int, source=src, default=None)
+    check_sequence_length(data.get("sequence_length"), f"{src}: sequence_length")
+    seq = resolve_sequence_length(data.get("sequence_length"), pair)
     if not grid or not all(isinstance(t, (int, float)) and 0 <= t <= 1 for t in grid):
         raise ConfigError(f"{src}: tau_grid: expected a non-empty list of probabilities in [0, 1]")
     scores = {}
@@ -34,7 +37,8 @@ def tune_tau(pair: str, settings: str = "tune-tau", write: bool = True) -> float
         rates = []
         for batch in batches:
             m, _ = simulate(RunParams(system=system, pair=pair, batch=batch, tau=float(tau),
-                                      split="validation", requests=requests, source=src))
+                                      split="validation", requests=requests, sequence_length=seq,
+                                      source=src))
             rates.append(m.to_dict()["tokens_per_s"])
         scores[float(tau)] = math.exp(sum(math.log(r) for r in rates) / len(rates))
         print(f"tau {tau:.3f}: {scores[float(tau)]:.1f} tokens/s (geomean over batches {batches})")
@@ -45,7 +49,7 @@ def tune_tau(pair: str, settings: str = "tune-tau", write: bool = True) -> float
         record = {
             "tau": best,
             "method": (f"saddle tune-tau --pair {pair}: system {system} on the validation split, "
-                       f"batches {batches}, highest geometric-mean tokens/s over tau_grid "
+                       f"batches {batches}, sequence length {seq or 'natural'}, highest geometric-mean tokens/s over tau_grid "
                        f"(settings {path.name})"),
             "tuned_at": datetime.now(timezone.utc).strftime("%Y-%m-%d"),
             "candidates_tokens_per_s": {t: round(v, 1) for t, v in scores.items()},

@@ -69,5 +69,24 @@ def test_requests_and_requests_per_batch_exclude_each_other(tmp_path):
         load_experiment(path)
     path.write_text("name: e\npairs: [opt-66b+opt-1.3b]\nbatches: [4]\nsystems: [{system: gpu-ad}]\n"
                     "sequence_length: long\n")
-    with pytest.raises(ConfigError, match=r"sequence_length\[0\]: expected an integer, max or null"):
+    with pytest.raises(ConfigError, match=r"sequence_length\[0\]: expected a positive integer, max or null"):
         load_experiment(path)
+
+
+def test_calibrate_and_tune_tau_run_the_experiments_sequence_length(tmp_path, monkeypatch):
+    """Both fit on the workload fig3 / fig12 report: the settings' sequence_length reaches every
+    simulated run, and a bad one is refused naming the file and key before anything runs."""
+    from sim.experiments import calibrate, tune
+    seen = []
+
+    class Metrics:
+        def to_dict(self):
+            return {"tokens_per_s": 100.0}
+
+    monkeypatch.setattr(tune, "simulate", lambda p: (seen.append(p.sequence_length), (Metrics(), None))[1])
+    monkeypatch.setattr(calibrate, "simulate", tune.simulate)
+    tune.tune_tau("opt-175b+opt-6.7b", write=False)
+    calibrate.evaluate("opt-175b+opt-6.7b", tmp_path / "t.jsonl", {"batches": [64], "sequence_length": "max"}, "c.yaml")
+    assert seen and set(seen) == {512}
+    with pytest.raises(ConfigError, match=r"c.yaml: sequence_length: expected a positive integer"):
+        calibrate.evaluate("opt-175b+opt-6.7b", tmp_path / "t.jsonl", {"batches": [64], "sequence_length": 0}, "c.yaml")
