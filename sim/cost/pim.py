@@ -11,7 +11,10 @@ Command model (see sim/cost/README.md for every assumption):
 - Operands move between the buffer die and the banks over the channel's data buses: a
   broadcast (same data to every bank) is one 32-B column write per CCD_S; a read-out is one
   32-B column per CCD_S on each pseudo-channel in parallel.
-- Refresh: an all-bank REF of RFC every REFI, issued when no row is open.
+- Refresh: an all-bank REF of RFC every REFI, issued when no row is open. Which ones delay a
+  job (``PimStack.refresh``): ``every`` one that falls due while the job runs, or
+  (``until_last_activate``, Ramulator2's controller) only those that fall due before the job's
+  last row activation.
 - Channels work independently; fewer instances than channels leave channels idle.
 """
 from __future__ import annotations
@@ -96,6 +99,9 @@ class PimStack:
     partial_sum_bytes: int
     # None: the command model below; else AttAcc's schedule (``attacc_attention``)
     attacc: "AttaccSchedule | None" = None
+    # Which refreshes delay a job: ``every`` one falling due while it runs, or only those falling
+    # due before its last row activation (``until_last_activate``; see ``with_refresh``).
+    refresh: str = "every"
     _memo: dict = field(default_factory=dict, init=False, repr=False, compare=False)
 
     def __post_init__(self):
@@ -161,12 +167,23 @@ class PimStack:
         """Read ``nbytes`` spread over the channel's banks out over its pseudo-channels."""
         return -(-nbytes // (self.column_bytes * self.pseudo_channels)) * self.t.CCD_S
 
-    def with_refresh(self, busy: int) -> int:
-        """``busy`` cycles of work stretched by the refreshes that fall into them."""
+    def with_refresh(self, busy: int, tail: int = 0) -> int:
+        """``busy`` cycles of work stretched by the refreshes that delay it: one all-bank REF
+        falls due every REFI (from the start of the work) and a REF that delays the work costs
+        RFC. ``tail``: cycles of the work after its last row activation (ACT).
+
+        A REF that falls due waits for the open rows to close and then holds back only the next
+        ACT: the column commands of the row still open (MACs, operand moves) keep issuing. So
+        only a REF that falls due no later than the last ACT delays the work; one that falls due
+        during the ``tail`` closes the row after the last MAC and is over when the job is
+        (Ramulator2's controller, and its run ends once no request is pending: RFC after the
+        REF is not part of the run). ``tail`` = 0 charges every REF that falls due while the
+        work runs (``refresh: every``)."""
         t = self.t
-        refreshes = busy // t.REFI
+        last_act = busy - tail
+        refreshes = last_act // t.REFI
         while True:
-            more = (busy + refreshes * t.RFC) // t.REFI
+            more = (last_act + refreshes * t.RFC) // t.REFI
             if more == refreshes:
                 return busy + refreshes * t.RFC
             refreshes = more
@@ -217,6 +234,36 @@ class PimStack:
         a = self.attacc
         tokens = -(-context // a.token_units)
         return -(-tokens // 16) * a.per_score_group + a.pair_overlap
+
+    def attacc_tail(self, context: int, head_dim: int, queries: int, bpe: int, spacing: int,
+                    paired: bool) -> int:
+        """Cycles of one instance in AttAcc's schedule after its last row activation: RCD, the
+        context MACs of its last V row and the barriers of the context groups that end in it.
+        ``paired``: the instance is the second of a pair on its channel; AttAcc's trace
+        generator (as published) issues the first instance's context MACs again for the second,
+        so when V fits in one row the second needs no ACT and the tail is both context phases."""
+        a, t = self.attacc, self.t
+        tokens = -(-context // a.token_units)
+        dims = -(-head_dim * bpe // (a.dim_banks * self.column_bytes))
+        cols = tokens * dims                       # V columns per bank, token-major per group
+        cpr = self.columns_per_row
+        before = (-(-cols // cpr) - 1) * cpr       # V columns in the rows before the last
+        if paired and before == 0:
+            macs, groups = 2 * cols * queries, 2 * dims
+        else:
+            macs, groups = (cols - before) * queries, dims - before // tokens
+        return t.RCD + macs * spacing + groups * a.per_context_group
+
+    def refresh_tail(self, instances: list[tuple[int, int, int]], bpe: int,
+                     power_constrained: bool):
+        """``tail(job, paired)`` for ``round_robin``: cycles of instance ``instances[job]`` =
+        ``(context, head_dim, queries)`` after its last ACT, alone or as the second of a pair;
+        None when every refresh that falls due is charged (``refresh: every``)."""
+        if self.refresh != "until_last_activate":
+            return None
+        s = self.spacing(power_constrained)
+        return lambda job, paired: self.attacc_tail(int(instances[job][0]), int(instances[job][1]),
+                                                    int(instances[job][2]), bpe, s, paired)
 
     def command_attention(self, context: int, head_dim: int, queries: int, bpe: int,
                           power_constrained: bool) -> tuple[int, int]:
@@ -289,14 +336,18 @@ class PimStack:
             cycles[idx] = c
             reads += r
         return self.round_robin(cycles, channels or self.channels, reads,
-                                odd_extra=self.pair_extra([c for c, _, _ in instances]))
+                                odd_extra=self.pair_extra([c for c, _, _ in instances]),
+                                tail=self.refresh_tail(instances, bpe, power_constrained))
 
     def round_robin(self, cycles, channels: int, column_reads: int,
-                    repeat: int = 1, odd_extra: int = 0) -> "ChannelLoad":
+                    repeat: int = 1, odd_extra: int = 0, tail=None) -> "ChannelLoad":
         """Jobs ``cycles[0]`` x ``repeat``, then ``cycles[1]`` x ``repeat``, ...: job ``i`` of
         that sequence runs on channel ``i mod channels``, jobs of one channel one after
         another; the slowest channel, refresh included, sets the time. A channel with an odd
-        number of jobs takes ``odd_extra`` more (its last job runs without a partner)."""
+        number of jobs takes ``odd_extra`` more (its last job runs without a partner).
+        ``tail(r, paired)``: cycles of job ``cycles[r]`` after its last row activation, when it
+        is a channel's last job (``paired``: that channel has an even number of jobs), for
+        ``with_refresh``; None: every refresh that falls due is charged."""
         n = len(cycles) * repeat
         if n == 0:
             return ChannelLoad(0, 0, 0, 0)
@@ -308,8 +359,26 @@ class PimStack:
             busiest = max(load + odd_extra * (count % 2) for load, count in zip(loads, counts))
         else:
             busiest = int(max(self._channel_loads(cycles, channels, repeat)))
-        return ChannelLoad(cycles=self.with_refresh(busiest), busy_cycles=busiest,
+        refreshed = self.with_refresh(busiest)
+        if tail is not None and refreshed > busiest:
+            refreshed = self._refreshed_by_channel(cycles, channels, repeat, odd_extra, tail)
+        return ChannelLoad(cycles=refreshed, busy_cycles=busiest,
                            channels_used=min(n, channels), column_reads=column_reads)
+
+    def _refreshed_by_channel(self, cycles, channels: int, repeat: int, odd_extra: int,
+                              tail) -> int:
+        """The slowest channel under ``round_robin``'s placement, each with the refreshes that
+        fall due before its last job's last row activation."""
+        n = len(cycles) * repeat
+        used = min(n, channels)
+        loads = self._channel_loads(cycles, channels, repeat)
+        slowest = 0
+        for c in range(used):
+            count = (n - 1 - c) // channels + 1            # jobs on channel c
+            last = (c + (count - 1) * channels) // repeat  # index into ``cycles`` of its last job
+            load = int(loads[c]) + odd_extra * (count % 2)
+            slowest = max(slowest, self.with_refresh(load, tail(last, count % 2 == 0)))
+        return slowest
 
     @staticmethod
     def _channel_loads(cycles, channels: int, repeat: int) -> list[int]:
@@ -417,6 +486,14 @@ def load_pim(name: str = "hbm3_pim", calibration: str = "physical") -> PimStack:
     # Banks one all-bank command drives; other stack IDs' banks wait their turn, so for timing
     # a channel behaves as if all its data sat in these banks.
     bpc = orgv["pseudo_channels"] * mac_sids * orgv["bank_groups"] * orgv["banks_per_group"]
+    attacc = _attacc_schedule(pim, orgv, path)
+    refresh = get(pim, "refresh", str, source=path, prefix="pim", default="every")
+    if refresh not in ("every", "until_last_activate"):
+        raise ConfigError(f"{path}: pim.refresh: expected 'every' or 'until_last_activate', "
+                          f"found {refresh!r}")
+    if refresh == "until_last_activate" and attacc is None:
+        raise ConfigError(f"{path}: pim.refresh: 'until_last_activate' needs the instance tails "
+                          "of pim.attention_schedule 'attacc'")
     return PimStack(
         name=name, tck_ps=tck_ps, channels=orgv["channels"], pseudo_channels=orgv["pseudo_channels"],
         banks_per_channel=bpc, row_bytes=row_bytes, column_bytes=column_bytes, lanes=lanes,
@@ -430,7 +507,7 @@ def load_pim(name: str = "hbm3_pim", calibration: str = "physical") -> PimStack:
         mac_spacing_power=g(pim, "mac_spacing_power_constrained", prefix="pim"),
         softmax_elements_per_cycle=g(pim, "softmax_elements_per_cycle", prefix="pim"),
         partial_sum_bytes=g(pim, "partial_sum_bytes", prefix="pim"),
-        attacc=_attacc_schedule(pim, orgv, path))
+        attacc=attacc, refresh=refresh)
 
 
 def _attacc_schedule(pim: dict, org: dict, path) -> "AttaccSchedule | None":

@@ -331,7 +331,9 @@ class System:
         reads *= kvh
         # Instances request-major: request r's KV heads are jobs r * kvh ... r * kvh + kvh - 1.
         load = pim.round_robin(cycles, pim.channels * self.stacks_per_device, reads, repeat=kvh,
-                               odd_extra=pim.pair_extra([L for L, _ in reqs]))
+                               odd_extra=pim.pair_extra([L for L, _ in reqs]),
+                               tail=pim.refresh_tail([(L, shard.head_dim, q * g) for L, q in reqs],
+                                                     shard.bpe, power))
         layers = shard.layers
         parts = self.energy.pim(reads, pim.column_bytes, pim.lanes)
         comm_ps, link_pj = dense.attention_transfer

@@ -12,7 +12,7 @@ from sim.cost.gpu import load_gpu
 from sim.cost.links import load_link
 from sim.cost.pim import load_pim
 from sim.cost.system import load_system
-from sim.cost.validation import (BOUNDS, TABLE_FILES, compare, fit_attacc_schedule,
+from sim.cost.validation import (BOUNDS, TABLE_FILES, Point, compare, fit_attacc_schedule,
                                  known_deviations, load_table, summarize)
 from sim.errors import ConfigError
 from sim.model import FC, load_model
@@ -98,6 +98,91 @@ def test_attacc_pim_schedule_by_hand():
     # q query rows use every column q times while its row is open: only the MACs grow.
     one = pim.attacc_attention(1024, 64, 1, 2, False)[0]
     assert pim.attacc_attention(1024, 64, 9, 2, False)[0] - one == 8 * 128 * 4
+
+
+def test_attacc_refresh_rule_by_hand():
+    """A refresh falls due every REFI = 5070; under ``until_last_activate`` it delays the work
+    (RFC = 456) only if it falls due before the busiest channel's last row activation."""
+    pim = load_pim("hbm3_pim", "attacc")
+    assert pim.refresh == "until_last_activate" and load_pim("hbm3_pim").refresh == "every"
+    # Skipped: 256 heads, L 512, head dim 64, no power constraint: 16 instances (8 pairs) per
+    # channel. One instance: 32 keys per unit, one column each, 32 columns of K and of V (one
+    # row each): 64 MACs x 4 + 2 score groups x 15 + one context group x 9 + 45 = 340, less
+    # half of (2 x 15 + 12) for its pair = 319; 16 x 319 = 5104 cycles. The last instance is
+    # the second of a pair and AttAcc's generator replays the first's context MACs on the row
+    # still open, so the last ACT opens the first's V row: RCD 19 + 2 x 32 MACs x 4 + 2 context
+    # groups x 9 = 293 cycles before the end, at 4811 < 5070. No refresh: 5104.
+    # Ramulator2: 5113, last ACT at 4825, the REF issued at 5107 (the last MAC + RTP_L + 1).
+    assert pim.attacc_tail(512, 64, 1, 2, 4, paired=True) == 293
+    skipped = pim.attention_channels([(512, 64, 1)] * 256, 2, False)
+    assert (skipped.busy_cycles, skipped.cycles) == (5104, 5104)
+    assert pim.with_refresh(5104) == 5104 + 456          # what the rule `every` charges
+    # Charged: 128 heads, L 1024, head dim 64, no power constraint: 8 per channel, 674 each
+    # (test_attacc_pim_schedule_by_hand) = 5392. V is 64 columns, two rows: the last ACT opens
+    # the second, 19 + 32 MACs x 4 + one context group x 9 = 156 before the end, at 5236 >=
+    # 5070: the REF holds that ACT back, 5392 + 456 = 5848. Ramulator2: 5879 (5441 without
+    # refresh; last ACT at 5283).
+    assert pim.attacc_tail(1024, 64, 1, 2, 4, paired=True) == 156
+    charged = pim.attention_channels([(1024, 64, 1)] * 128, 2, False)
+    assert (charged.busy_cycles, charged.cycles) == (5392, 5848)
+    # Alone on its channel (odd count) a one-row V is only its own context phase.
+    assert pim.attacc_tail(512, 64, 1, 2, 4, paired=False) == 19 + 32 * 4 + 9
+    # The boundary: an ACT at REFI - 1 goes ahead, one at REFI waits for the refresh.
+    assert pim.with_refresh(5069 + 100, 100) == 5169
+    assert pim.with_refresh(5070 + 100, 100) == 5170 + 456
+    # The second refresh falls due at 10140 on the stretched clock: a last ACT at 9800 moves to
+    # 10256 after the first and waits for it too (10200 + 2 x 456); one at 9600 moves to 10056
+    # and goes ahead (10000 + 456).
+    assert pim.with_refresh(10_200, 400) == 11_112 and pim.with_refresh(10_000, 400) == 10_456
+    # round_robin asks each channel's last job. Jobs [2600, 2500, 2700, 2400] on 2 channels:
+    # channel 0 runs jobs 0 and 2 (5300, its last job 2, second of a pair), channel 1 jobs 1
+    # and 3 (4900, below REFI). A tail of 300 puts channel 0's last ACT at 5000: no refresh,
+    # 5300; one of 200 at 5100: 5300 + 456.
+    seen = []
+    def tail(job, paired, cycles=300):
+        seen.append((job, paired))
+        return cycles
+    jobs = [2600, 2500, 2700, 2400]
+    assert pim.round_robin(jobs, 2, 0, tail=tail).cycles == 5300
+    assert seen == [(2, True), (3, True)]
+    assert pim.round_robin(jobs, 2, 0, tail=lambda job, paired: 200).cycles == 5756
+    assert pim.round_robin(jobs, 2, 0).cycles == 5756
+    # With repeat: [2600, 2500] x 2 -> 2600, 2600, 2500, 2500: 5100 on each channel, job 1
+    # last on both; a tail of 100 (last ACT 5000) skips, one of 20 (5080) charges.
+    assert pim.round_robin([2600, 2500], 2, 0, repeat=2, tail=lambda j, p: 100).cycles == 5100
+    assert pim.round_robin([2600, 2500], 2, 0, repeat=2, tail=lambda j, p: 20).cycles == 5556
+    # 3 jobs on 2 channels: channel 0 ends with job 2 as the second of a pair, channel 1 runs
+    # job 1 alone.
+    seen.clear()
+    pim.round_robin([2600, 100, 2700], 2, 0, tail=tail)
+    assert seen == [(2, True), (1, False)]
+
+
+def test_physical_calibration_charges_every_refresh():
+    phys = load_pim("hbm3_pim")
+    load = phys.attention_channels([(512, 64, 1)] * 256, 2, False)
+    assert load.cycles == phys.with_refresh(load.busy_cycles) > load.busy_cycles
+
+
+def test_known_deviations_are_listed_apart(tmp_path):
+    """The mechanism of validation/known_deviations.yaml: a listed point out of its bound does
+    not fail the component, is reported with its error and whether it is still out."""
+    points = [Point("attention", "a", 112, 100), Point("attention", "b", 101, 100)]
+    assert not summarize(points)[0]["within"]
+    (row,) = summarize(points, {("attention", "a"): "measured"})
+    assert row["within"] and row["worst_at"] == "b"
+    assert row["known_deviations"] == [{"where": "a", "error": pytest.approx(0.12),
+                                        "still_out": True, "why": "measured"}]
+    (row,) = summarize(points, {("attention", "b"): "fixed since"})
+    assert not row["within"] and not row["known_deviations"][0]["still_out"]
+    (tmp_path / "tables").mkdir()
+    assert known_deviations(tmp_path / "tables") == {}
+    (tmp_path / "known_deviations.yaml").write_text(
+        "- {component: attention, where: somewhere, why: because}\n")
+    assert known_deviations(tmp_path / "tables") == {("attention", "somewhere"): "because"}
+    (tmp_path / "known_deviations.yaml").write_text("- {component: typo, where: x, why: y}\n")
+    with pytest.raises(ConfigError, match="component: expected one of"):
+        known_deviations(tmp_path / "tables")
 
 
 def test_attacc_schedule_counts_are_the_fit_to_the_ramulator_table():
