@@ -1,0 +1,1 @@
+"""The RTL flow: block registry, Verilog export and lint, synthesis, simulators, co-verification, `saddle hw`."""
