@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from amaranth.lib import data
 
-from hw.manager.manager import DISCARD_CODES, NOT_ISSUED_CODES, EventKind, TxnKind, command_layout, event_layout
+from hw.manager.manager import (DISCARD_CODES, NOT_ISSUED_CODES, EventKind, TxnKind, command_layout,
+                                event_layout)
 from sim.manager import transactions as tx
 
 _KIND = {tx.Admit: TxnKind.ADMIT, tx.DraftToken: TxnKind.DRAFT, tx.DraftLogits: TxnKind.DRAFT,

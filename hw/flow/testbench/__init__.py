@@ -1,1 +1,2 @@
-"""cocotb testbench parts for the exported Verilog on Verilator (hw/flow/verilator_runner.py runs them)."""
+"""cocotb testbench parts for the exported Verilog on Verilator (hw/flow/verilator_runner.py
+runs them)."""
