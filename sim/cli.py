@@ -20,7 +20,7 @@ SUBCOMMAND_MODULES = [
     "traces.cli",
     "sim.cost.cli",
     "sim.manager.cli",
-    "hw.cli",
+    "hw.flow.cli",
 ]
 
 

@@ -1,4 +1,4 @@
-"""Bit-exact numpy model of the DRAM bank PE's arithmetic (hw/pe.py), and its parameters.
+"""Bit-exact numpy model of the DRAM bank PE's arithmetic (hw/pe/bank_pe.py), and its parameters.
 
 Pure numpy (no Amaranth): the cost model, the tests' golden vectors and any user can run it.
 Values travel as IEEE bit patterns (uint16 for binary16, uint32 for binary32) so that the model
@@ -47,7 +47,7 @@ class Mode(enum.IntEnum):
 
 @dataclass(frozen=True)
 class BankPEParams:
-    """configs/hardware/bank_pe.yaml: shared by the RTL (hw/pe.py) and the PIM cost model."""
+    """configs/hardware/bank_pe.yaml: shared by the RTL (hw/pe/bank_pe.py) and the PIM cost model."""
 
     lanes: int
     column_bytes: int
@@ -82,7 +82,7 @@ def _canon32(bits: np.ndarray) -> np.ndarray:
 
 
 def fp16_mul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """Exact binary32 products of binary16 bit patterns (hw/fp16_mul.py)."""
+    """Exact binary32 products of binary16 bit patterns (hw/pe/fp16_mul.py)."""
     fa = np.asarray(a, dtype=np.uint16).view(np.float16).astype(np.float32)
     fb = np.asarray(b, dtype=np.uint16).view(np.float16).astype(np.float32)
     with np.errstate(all="ignore"):
@@ -90,7 +90,7 @@ def fp16_mul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 
 def fp32_add(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """binary32 ``a + b`` (bit patterns), nearest even, as hw/fp32_add.py.
+    """binary32 ``a + b`` (bit patterns), nearest even, as hw/pe/fp32_add.py.
 
     The hardware flushes binary32 subnormal inputs and results, which the PE never produces;
     the model accepts subnormal inputs as signed zeros like the hardware, and raises
@@ -119,7 +119,7 @@ def adder_tree(products: np.ndarray) -> np.ndarray:
 
 
 def fp32_to_fp16(bits: np.ndarray) -> np.ndarray:
-    """binary16 rounding (nearest even) of binary32 bit patterns, as hw/fp16_round.py."""
+    """binary16 rounding (nearest even) of binary32 bit patterns, as hw/pe/fp16_round.py."""
     bits = np.asarray(bits, dtype=np.uint32)
     with np.errstate(all="ignore"):
         h = bits.view(np.float32).astype(np.float16).view(np.uint16).copy()

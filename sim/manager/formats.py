@@ -122,7 +122,7 @@ def prob_to_float(raw: int) -> float:
     return PROB.to_float(raw)
 
 
-# DLM logits at the Controller's softmax unit (hw/softmax.py, model sim/manager/softmax.py):
+# DLM logits at the Controller's softmax unit (hw/manager/softmax.py, model sim/manager/softmax.py):
 # Q8.8, natural-log units, range [-128, 128) in steps of 1/256. Logits are shift-invariant, so
 # the GPU may subtract any offset before quantizing; 1/256 of a logit is 0.4 % of a probability.
 LOGIT = FixedFormat("logit", 16, 8, signed=True)

@@ -1,4 +1,4 @@
-"""Bit-exact model of the Controller's softmax unit (`hw/softmax.py`).
+"""Bit-exact model of the Controller's softmax unit (`hw/manager/softmax.py`).
 
 The unit sees the DLM's logits of one draft step as a stream, ``lanes`` logits per beat, and
 returns the greedy token (first index of the largest logit) with its probability in UQ1.16.

@@ -82,7 +82,7 @@ def _workload(trace: str, split: str, requests: int | None, seed: int, fraction:
 def simulate(p: RunParams, timeline: bool = False, record: bool = False) -> tuple[RunMetrics, object]:
     """Run ``p``; returns the metrics and the run object (its interval log feeds a timeline).
     ``record``: a Shared Pool system keeps every Manager transaction and its events in
-    ``run.events`` (co-verification of the RTL, ``hw/coverify.py``)."""
+    ``run.events`` (co-verification of the RTL, ``hw/flow/coverify.py``)."""
     spec = load_system(p.system)
     pair = load_pair(p.pair)
     costs = adapter(spec.hardware, pair.tlm.name, pair.dlm.name)

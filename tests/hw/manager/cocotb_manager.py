@@ -13,7 +13,7 @@ import random
 import cocotb
 from cocotb.clock import Clock
 
-from hw.testbench.manager_cocotb import feed_logits, replay, reset
+from hw.flow.testbench.manager_cocotb import feed_logits, replay, reset
 from sim.manager.config import ManagerConfig
 from sim.manager.random_txns import coverage, generate_with_events
 from sim.manager.softmax import SoftmaxParams

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import random
 
-from hw.controller import Controller, CtlOp, SlotState
+from hw.flow.amaranth_sim import run, send
+from hw.flow.manager_codec import logits_beats
+from hw.manager.controller import Controller, CtlOp, SlotState
 from sim.manager.controller import Controller as ModelController, RequestState
 from sim.manager.formats import PROB_ONE
 from sim.manager.softmax import SoftmaxParams, softmax_greedy
-from hw.amaranth_sim import run, send
-from hw.manager_codec import logits_beats
 
 REQUESTS, MICRO_BATCHES = 8, 3
 SOFTMAX = SoftmaxParams(lanes=4, vocab=64, exp_frac_bits=24)

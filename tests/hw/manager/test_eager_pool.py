@@ -3,10 +3,10 @@ from __future__ import annotations
 
 import random
 
-from hw.eager_pool import EagerOp, EagerPools
+from hw.flow.amaranth_sim import run
+from hw.manager.eager_pool import EagerOp, EagerPools
 from sim.manager.eager_pool import EagerPools as ModelPools
 from sim.manager.shared_pool import PoolEntry, SharedPool as ModelShared
-from hw.amaranth_sim import run
 
 POOLS, ENTRIES, REQUESTS = 3, 12, 7
 

@@ -5,14 +5,14 @@ from __future__ import annotations
 
 import pytest
 
-from hw.blocks import BLOCKS
-from hw.controller import Controller
-from hw.eager_pool import EagerPools
-from hw.export import lint, write_verilog
-from hw.manager import Manager
-from hw.scheduler import Scheduler
-from hw.shared_pool import SharedPool
-from hw.softmax import Softmax
+from hw.flow.blocks import BLOCKS
+from hw.flow.export import lint, write_verilog
+from hw.manager.controller import Controller
+from hw.manager.eager_pool import EagerPools
+from hw.manager.manager import Manager
+from hw.manager.scheduler import Scheduler
+from hw.manager.shared_pool import SharedPool
+from hw.manager.softmax import Softmax
 from sim.manager.config import ManagerConfig
 from tests.hw.manager.test_manager import SMALL, SOFTMAX
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from hw import manager_replay
+from hw.flow import manager_replay
 from sim.manager.config import ManagerConfig
 from sim.manager.random_txns import coverage, generate_with_events
 from sim.manager.softmax import SoftmaxParams
@@ -18,7 +18,7 @@ SOFTMAX = SoftmaxParams(lanes=2, vocab=16, exp_frac_bits=12)
 
 def replay(config, pairs, name, *, stall: float = 0.0, seed: int = 0, long_stalls: bool = False):
     """Every transaction on the RTL, compared with the model's events; per transaction, the
-    clock edges it occupies the Manager when issued back to back (see hw/manager_replay.py)."""
+    clock edges it occupies the Manager when issued back to back (see hw/flow/manager_replay.py)."""
     result = manager_replay.replay(config, pairs, softmax=SOFTMAX, stall=stall, seed=seed,
                                    long_stalls=long_stalls, name=name)
     assert result.mismatch is None, result.mismatch

@@ -2,7 +2,7 @@
 10,000 seeded random transactions, random and long back-pressure on the event stream.
 
 CI builds a reduced Manager, the sizes of configs/manager_coverify.yaml (its Verilator build at
--O0 takes ~30 s; tests/hw/manager/test_coverify.py replays a real-trace run on the same build);
+-O0 takes ~30 s; tests/hw/flow/test_coverify.py replays a real-trace run on the same build);
 the shipped size runs
 with SADDLE_MGR_FULL=1 (see hw/README.md, Manager section), without DraftLogits there: its
 softmax has the full 128256-word vocabulary. The full run lowers tau, a configuration input of
@@ -17,9 +17,9 @@ from pathlib import Path
 
 import pytest
 
-from hw.coverify import design_name
-from hw.manager import Manager
-from hw.manager_replay import IDLE_SOFTMAX
+from hw.flow.coverify import design_name
+from hw.flow.manager_replay import IDLE_SOFTMAX
+from hw.manager.manager import Manager
 from sim.manager.config import ManagerConfig
 from sim.paths import CONFIGS
 
@@ -40,7 +40,7 @@ def _sizes(config: ManagerConfig) -> dict:
 def test_manager_on_verilator_matches_model(verilator_design):
     full = os.environ.get("SADDLE_MGR_FULL", "") not in ("", "0")
     if full:
-        from hw.manager_params import softmax_params
+        from hw.manager.sizes import softmax_params
         config, softmax = dataclasses.replace(ManagerConfig.load(), tau=FULL_TAU), softmax_params()
     else:
         config, softmax = REDUCED, SOFTMAX

@@ -3,10 +3,10 @@ from __future__ import annotations
 
 import random
 
-from hw.scheduler import Scheduler
+from hw.flow.amaranth_sim import run
+from hw.manager.scheduler import Scheduler
 from sim.manager.scheduler import Scheduler as ModelScheduler, dlm_fc_estimate
 from sim.manager.transactions import Device
-from hw.amaranth_sim import run
 
 REQUESTS, QUERIES = 128, 512
 

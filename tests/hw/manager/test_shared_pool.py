@@ -3,10 +3,10 @@ from __future__ import annotations
 
 import random
 
-from hw.shared_pool import PoolOp, SharedPool
+from hw.flow.amaranth_sim import run
+from hw.manager.shared_pool import PoolOp, SharedPool
 from sim.manager.formats import PROB_ONE
 from sim.manager.shared_pool import PoolEntry, SharedPool as ModelPool
-from hw.amaranth_sim import run
 
 ENTRIES, REQUESTS = 16, 6
 

@@ -5,11 +5,11 @@ import random
 
 import pytest
 
-from hw.softmax import Softmax
+from hw.flow.amaranth_sim import receive, run, send
+from hw.flow.manager_codec import logits_beats
+from hw.manager.softmax import Softmax
 from sim.manager.formats import LOGIT, PROB
 from sim.manager.softmax import SoftmaxModel, SoftmaxParams, reference_float, softmax_greedy
-from hw.amaranth_sim import receive, run, send
-from hw.manager_codec import logits_beats
 
 FULL = SoftmaxParams(lanes=8, vocab=128256, exp_frac_bits=24)
 SMALL = SoftmaxParams(lanes=4, vocab=512, exp_frac_bits=24)

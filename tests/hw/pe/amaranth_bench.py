@@ -2,7 +2,7 @@
 return what ``out`` showed, {cycle: (fp32 lanes, fp16 lanes)}."""
 from amaranth.sim import Simulator
 
-from hw.pe import BankPE
+from hw.pe.bank_pe import BankPE
 from tests.hw.pe.vectors import pack_command, program_cycles, unpack_result
 
 

@@ -5,9 +5,9 @@ import numpy as np
 import pytest
 from amaranth.sim import Simulator
 
-from hw.fp16_mul import FP16Mul
-from hw.fp16_round import FP32ToFP16
-from hw.fp32_add import FP32Add
+from hw.pe.fp16_mul import FP16Mul
+from hw.pe.fp16_round import FP32ToFP16
+from hw.pe.fp32_add import FP32Add
 from sim.pe_ref import Mode, fp16_mul, fp32_add, fp32_to_fp16
 from tests.hw.pe.amaranth_bench import run_program
 from tests.hw.pe.vectors import (any_fp16, corner_program, expected_outputs, long_program,

@@ -1,6 +1,6 @@
 """configs/hardware/bank_pe.yaml, the RTL and the PIM cost model agree: lanes and column size
 from the PE's ports, latencies measured in simulation of the shipped PE."""
-from hw.pe import BankPE
+from hw.pe.bank_pe import BankPE
 from sim.cost.pim import load_pim
 from sim.pe_ref import Mode, Op, load_params
 from tests.hw.pe.amaranth_bench import run_program

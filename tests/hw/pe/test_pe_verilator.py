@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from hw.pe import BankPE
+from hw.pe.bank_pe import BankPE
 from sim.pe_ref import load_params
 
 BENCH = Path(__file__).with_name("cocotb_pe.py")

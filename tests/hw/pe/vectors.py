@@ -5,7 +5,7 @@ the cocotb adapter (cocotb_pe.py) drive the same per-cycle programs and compare 
 expectations, computed by sim/pe_ref.py and the latencies of configs/hardware/bank_pe.yaml.
 
 A program is a list with one entry per cycle: None (no command) or a `Command`. Payloads are
-packed into the flat integer of the `cmd.payload` port (hw/pe.py: op[0:2], mode[2], row lanes,
+packed into the flat integer of the `cmd.payload` port (hw/pe/bank_pe.py: op[0:2], mode[2], row lanes,
 operand lanes), which is also the exported Verilog port `cmd__payload`.
 """
 from __future__ import annotations

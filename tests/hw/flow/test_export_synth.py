@@ -6,11 +6,11 @@ from amaranth import Module
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
-from hw.export import lint, write_verilog
-from hw.synth import (GenericWeights, fetch_celllib, generic_cell_kind, generic_nand2_eq,
+from hw.flow.export import lint, write_verilog
+from hw.flow.synth import (GenericWeights, fetch_celllib, generic_cell_kind, generic_nand2_eq,
                       load_flow, load_generic_weights, parse_liberty, synthesize)
 from sim.errors import SaddleError
-from tests.hw.accumulator import Accumulator
+from tests.hw.flow.accumulator import Accumulator
 
 
 @pytest.fixture(scope="module")
@@ -127,8 +127,8 @@ def test_synthesis_flow_config(tmp_path):
 def test_struct_payload_ports_survive_export():
     """Stream payloads with struct layouts flatten to Views; each must still become a port,
     and the constant `ready` of an always-ready stream must not."""
-    from hw.export import to_verilog
-    from hw.pe import BankPE
+    from hw.flow.export import to_verilog
+    from hw.pe.bank_pe import BankPE
 
     text = to_verilog(BankPE(lanes=1), "pe1")
     header = text[text.index("module pe1("):].split(";", 1)[0]
@@ -139,21 +139,21 @@ def test_struct_payload_ports_survive_export():
 
 
 def test_auto_library_falls_back_to_generic_with_a_note(monkeypatch, capsys):
-    import hw.synth
+    import hw.flow.synth
 
     def unavailable():
         raise SaddleError("cannot fetch qflow-tech-osu018: offline")
 
-    monkeypatch.setattr(hw.synth, "fetch_celllib", unavailable)
-    assert hw.synth.resolve_library("auto") is None
+    monkeypatch.setattr(hw.flow.synth, "fetch_celllib", unavailable)
+    assert hw.flow.synth.resolve_library("auto") is None
     assert "falling back to yosys-generic" in capsys.readouterr().err
-    assert hw.synth.resolve_library("generic") is None
+    assert hw.flow.synth.resolve_library("generic") is None
     with pytest.raises(SaddleError, match="offline"):
-        hw.synth.resolve_library("osu018")
+        hw.flow.synth.resolve_library("osu018")
 
 
 def test_liberty_override_must_exist(monkeypatch, tmp_path):
-    from hw.synth import cached_celllib
+    from hw.flow.synth import cached_celllib
 
     monkeypatch.setenv("SADDLE_LIBERTY", str(tmp_path / "missing.lib"))
     with pytest.raises(SaddleError, match="SADDLE_LIBERTY=.*missing.lib: no such file"):

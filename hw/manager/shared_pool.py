@@ -26,7 +26,7 @@ cycles, the first token is visible combinationally), invalidate/release of a who
 1 cycle. The prefix property of the selection follows from the key, as in the model.
 
 Structure: every entry and every tree node is its own submodule, so that the exported Verilog
-keeps them as modules and synthesis can map them one at a time (``hw/synth.py``, method
+keeps them as modules and synthesis can map them one at a time (``hw/flow/synth.py``, method
 ``osu018-hier``) instead of optimizing one flat 200k-gate netlist.
 """
 from __future__ import annotations
@@ -35,8 +35,8 @@ from amaranth.hdl import Cat, Module, Mux, Signal
 from amaranth.lib import enum, wiring
 from amaranth.lib.wiring import In, Out
 
-from hw.muxes import read
-from hw.priority import first_one_hot
+from hw.common.priority_encoder import first_one_hot
+from hw.common.read_mux import read
 from sim.manager.formats import CUM_PROB, MICROBATCH_ID, POSITION, REQUEST_ID, TOKEN_ID
 
 KEY_BITS = 1 + CUM_PROB.bits + REQUEST_ID.bits + POSITION.bits

@@ -22,7 +22,7 @@ Interface (``lib.wiring`` Component):
   ``sampled_token``/``sampled_prob`` (softmax result or ``prob``).
 - read port: ``req`` -> ``rd_mb``, ``rd_state``, ``rd_h``, ``rd_t``, ``rd_next_token``.
 - ``q_mb`` -> ``drafting``: one bit per slot, admitted, drafting and in micro-batch ``q_mb``.
-- ``logits`` (in stream): the softmax unit's input (`hw.softmax.Softmax`).
+- ``logits`` (in stream): the softmax unit's input (`hw.manager.softmax.Softmax`).
 
 Cycle behaviour: read, multiply, compare and write-back happen in one cycle, so one decision per
 cycle, back-to-back on the same request included; the state is in registers.
@@ -33,8 +33,8 @@ from amaranth.hdl import Cat, Module, Mux, Signal
 from amaranth.lib import enum, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from hw.muxes import read
-from hw.softmax import Softmax, logits_layout
+from hw.common.read_mux import read
+from hw.manager.softmax import Softmax, logits_layout
 from sim.manager.formats import MICROBATCH_ID, POSITION, PROB, PROB_ONE, REQUEST_ID, TOKEN_ID
 from sim.manager.softmax import SoftmaxParams
 

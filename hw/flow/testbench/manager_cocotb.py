@@ -1,6 +1,6 @@
 """cocotb coroutines that drive the exported Manager Verilog with model transactions and compare
 its events with the model's (used by tests/hw/manager/cocotb_manager.py and by
-`hw/testbench/manager_txlog.py`).
+`hw/flow/testbench/manager_txlog.py`).
 
 Inputs change and outputs are read at the falling edge (``ready`` and every event field are
 registered or decoded from registers); the rising edge transfers.
@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from cocotb.triggers import FallingEdge, RisingEdge
 
-from hw.manager import EventKind
-from hw.manager_codec import config_ports, decode, logits_beats, pack, pack_logits_beat, unpack
-from hw.softmax import logits_layout
+from hw.flow.manager_codec import config_ports, decode, logits_beats, pack, pack_logits_beat, unpack
+from hw.manager.manager import EventKind
+from hw.manager.softmax import logits_layout
 from sim.manager.transactions import DraftLogits
 
 

@@ -10,33 +10,33 @@ from typing import Callable
 
 
 def _bank_pe():
-    from hw.pe import BankPE
+    from hw.pe.bank_pe import BankPE
     from sim.pe_ref import load_params
 
     return BankPE(lanes=load_params().lanes)
 
 
 def _fp16_mul():
-    from hw.fp16_mul import FP16Mul
+    from hw.pe.fp16_mul import FP16Mul
 
     return FP16Mul()
 
 
 def _fp32_add():
-    from hw.fp32_add import FP32Add
+    from hw.pe.fp32_add import FP32Add
 
     return FP32Add()
 
 
 def _fp16_round():
-    from hw.fp16_round import FP32ToFP16
+    from hw.pe.fp16_round import FP32ToFP16
 
     return FP32ToFP16()
 
 
 def _manager(block: str) -> Callable[[], object]:
     def factory():
-        from hw.manager_params import full_size
+        from hw.manager.sizes import full_size
 
         return full_size(block)
     return factory

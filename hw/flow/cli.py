@@ -1,6 +1,6 @@
 """`saddle hw export | synth | fetch-lib`: Verilog, lint and Yosys figures of every RTL block.
 
-The blocks are those of `hw.blocks.BLOCKS` at their shipped size.
+The blocks are those of `hw.flow.blocks.BLOCKS` at their shipped size.
 """
 from __future__ import annotations
 
@@ -43,7 +43,7 @@ def register(subparsers) -> None:
                          description="Simulate one Shared Pool system on a trace with a small Manager, record "
                                      "its transactions and replay them on the Manager RTL (Amaranth's "
                                      "simulator or Verilator), every event compared with the model's "
-                                     "(hw/coverify.py).")
+                                     "(hw/flow/coverify.py).")
     cov.add_argument("--trace", default=str(TRACE_DATA / "smollm2-135m.self24.real.jsonl.gz"),
                      help="decoding trace (default: the real SmolLM2 trace)")
     cov.add_argument("--system", default="saddle", help="a Shared Pool system (default saddle)")
@@ -66,10 +66,10 @@ def register(subparsers) -> None:
 
 
 def _selected(names: list[str] | None) -> dict:
-    from hw.blocks import BLOCKS
+    from hw.flow.blocks import BLOCKS
 
     if not BLOCKS:
-        raise SaddleError("hw/blocks.py lists no blocks")
+        raise SaddleError("hw/flow/blocks.py lists no blocks")
     if not names:
         return dict(BLOCKS)
     unknown = [n for n in names if n not in BLOCKS]
@@ -79,7 +79,7 @@ def _selected(names: list[str] | None) -> dict:
 
 
 def _export(args) -> int:
-    from hw.export import lint, write_verilog
+    from hw.flow.export import lint, write_verilog
 
     failed = []
     for name, factory in _selected(args.block).items():
@@ -103,8 +103,8 @@ def _export(args) -> int:
 
 
 def _synth(args) -> int:
-    from hw.export import write_verilog
-    from hw.synth import resolve_library, synthesize
+    from hw.flow.export import write_verilog
+    from hw.flow.synth import resolve_library, synthesize
 
     liberty = resolve_library(args.library)
     results = []
@@ -130,14 +130,14 @@ def _synth(args) -> int:
 
 
 def _fetch_lib(args) -> int:
-    from hw.synth import fetch_celllib
+    from hw.flow.synth import fetch_celllib
 
     print(fetch_celllib())
     return 0
 
 
 def _coverify(args) -> int:
-    from hw.coverify import coverify, log_pairs, record_run
+    from hw.flow.coverify import coverify, log_pairs, record_run
 
     if not 0 <= args.stall < 1:
         raise SaddleError(f"--stall: expected a probability in [0, 1), found {args.stall}")

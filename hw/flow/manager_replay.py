@@ -4,7 +4,7 @@ transaction's events with the model's, bit for bit.
 The sequence is a list of ``(transaction, expected events)`` pairs: from
 ``sim.manager.random_txns.generate_with_events``, from a simulator run
 (``sim.systems.run.simulate(..., record=True)``) or from a transaction log
-(``sim.manager.txlog.read_txlog``). The design is ``hw.manager.Manager`` built with the
+(``sim.manager.txlog.read_txlog``). The design is ``hw.manager.manager.Manager`` built with the
 sequence's ``ManagerConfig`` and softmax sizes. Each transaction is driven on ``cmd`` as soon as
 the Manager is ready; ``event.ready`` is held low in a cycle with probability ``stall`` (with
 ``long_stalls`` 5 % of those stalls last 40 cycles), so back-pressure is exercised too. The
@@ -15,9 +15,9 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass, field
 
-from hw.amaranth_sim import run, send
-from hw.manager import Manager
-from hw.manager_codec import config_ports, decode, encode, from_view, logits_beats
+from hw.flow.amaranth_sim import run, send
+from hw.flow.manager_codec import config_ports, decode, encode, from_view, logits_beats
+from hw.manager.manager import Manager
 from sim.manager.softmax import SoftmaxParams
 from sim.manager.transactions import DraftLogits
 

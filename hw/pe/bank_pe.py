@@ -30,18 +30,18 @@ drain latency 2, throughput L MACs per cycle. Commands stay in order; the mode o
 command is the one latched by the latest START before it. Reset clears the accumulators and
 selects DOT.
 
-Arithmetic (bit-exact model: sim/pe_ref.py): exact binary32 products (hw/fp16_mul.py); binary32
-round-to-nearest-even additions (hw/fp32_add.py), in the tree level by level in lane order,
+Arithmetic (bit-exact model: sim/pe_ref.py): exact binary32 products (hw/pe/fp16_mul.py); binary32
+round-to-nearest-even additions (hw/pe/fp32_add.py), in the tree level by level in lane order,
 ((p0+p1)+(p2+p3))+..., then acc = acc + tree; binary16 output by round to nearest even
-(hw/fp16_round.py). NaN outputs are canonical (0x7FC00000 / 0x7E00).
+(hw/pe/fp16_round.py). NaN outputs are canonical (0x7FC00000 / 0x7E00).
 """
 from amaranth import Module, Mux, Signal
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from hw.fp16_mul import FP16Mul
-from hw.fp16_round import FP32ToFP16
-from hw.fp32_add import FP32Add
+from hw.pe.fp16_mul import FP16Mul
+from hw.pe.fp16_round import FP32ToFP16
+from hw.pe.fp32_add import FP32Add
 from sim.pe_ref import Mode, Op
 
 

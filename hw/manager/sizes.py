@@ -22,21 +22,21 @@ def full_size(block: str):
 
     cfg = ManagerConfig.load()
     if block == "softmax":
-        from hw.softmax import Softmax
+        from hw.manager.softmax import Softmax
         return Softmax(softmax_params())
     if block == "controller":
-        from hw.controller import Controller
+        from hw.manager.controller import Controller
         return Controller(cfg.max_requests, softmax_params())
     if block == "shared_pool":
-        from hw.shared_pool import SharedPool
+        from hw.manager.shared_pool import SharedPool
         return SharedPool(cfg.shared_entries, cfg.max_requests)
     if block == "eager_pool":
-        from hw.eager_pool import EagerPools
+        from hw.manager.eager_pool import EagerPools
         return EagerPools(cfg.micro_batches, cfg.eager_entries, cfg.max_requests)
     if block == "scheduler":
-        from hw.scheduler import Scheduler
+        from hw.manager.scheduler import Scheduler
         return Scheduler(cfg.max_requests, POOL_COUNT.max_raw)
     if block == "manager":
-        from hw.manager import Manager
+        from hw.manager.manager import Manager
         return Manager.from_config(cfg, softmax_params())
     raise ValueError(f"unknown Manager block {block!r}")

@@ -16,7 +16,7 @@ from amaranth import C, Cat, Module, Mux, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
-from hw.fp_bits import FP32_QNAN, normalize_left
+from hw.pe.fp_bits import FP32_QNAN, normalize_left
 
 
 class FP16Mul(wiring.Component):

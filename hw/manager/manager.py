@@ -11,7 +11,7 @@ Interface (``lib.wiring`` Component):
   the model's order, then one ``DONE`` beat. List-valued events are serialized: ``Issued`` as
   one ``ISSUED_TOKEN`` beat per token then an ``ISSUED`` beat; ``Discarded`` and ``Moved`` as one
   beat per position (consecutive beats of one request and reason form one model event).
-  ``hw/manager_codec.py`` converts both ways.
+  ``hw/flow/manager_codec.py`` converts both ways.
 - ``logits`` (in stream): the Controller's softmax unit; a ``DRAFT`` with ``use_logits`` (the
   model's DraftLogits) takes its token and probability from there instead of ``token`` and
   ``prob``, waiting for the softmax result; a refused one drops the result.
@@ -39,12 +39,12 @@ from amaranth.hdl import Cat, Module, Mux, Signal
 from amaranth.lib import data, enum, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from hw.controller import Controller, CtlOp, SlotState
-from hw.eager_pool import EagerOp, EagerPools
-from hw.priority import first_one_hot, one_hot_index
-from hw.scheduler import Scheduler
-from hw.shared_pool import PoolOp, SharedPool
-from hw.softmax import logits_layout
+from hw.common.priority_encoder import first_one_hot, one_hot_index
+from hw.manager.controller import Controller, CtlOp, SlotState
+from hw.manager.eager_pool import EagerOp, EagerPools
+from hw.manager.scheduler import Scheduler
+from hw.manager.shared_pool import PoolOp, SharedPool
+from hw.manager.softmax import logits_layout
 from sim.manager.formats import (CUM_PROB, MICROBATCH_ID, POOL_COUNT, POSITION, PROB, REQUEST_ID,
                                  THRESHOLD, TOKEN_ID, VERIFY_ID)
 from sim.manager.softmax import SoftmaxParams

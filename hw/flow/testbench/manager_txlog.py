@@ -4,7 +4,7 @@ Environment: SADDLE_MGR_TXLOG (the log, `sim/manager/txlog.py`; its outputs, or 
 it has inputs only, are the expected events), SADDLE_MGR_STALL (probability that event.ready is
 low in a cycle), SADDLE_SEED (the stall pattern), SADDLE_MGR_REPORT (a JSON file the test writes:
 transactions, compared, cycles, mismatches). The design must be built with the log's
-configuration (`hw/coverify.py` does both).
+configuration (`hw/flow/coverify.py` does both).
 """
 import json
 import os
@@ -13,8 +13,8 @@ import random
 import cocotb
 from cocotb.clock import Clock
 
-from hw.coverify import log_pairs
-from hw.testbench.manager_cocotb import feed_logits, replay, reset
+from hw.flow.coverify import log_pairs
+from hw.flow.testbench.manager_cocotb import feed_logits, replay, reset
 
 
 @cocotb.test()

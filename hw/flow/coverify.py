@@ -5,8 +5,8 @@ transactions of a simulated decoding run.
 a decoding trace (by default the real SmolLM2 trace in ``traces/data/``) with a Manager sized by
 a config file (``configs/manager_coverify.yaml``: small enough for Amaranth's simulator),
 records every transaction the simulator sent and the model's answer, writes them as a
-transaction log (``sim/manager/txlog.py``) and replays the log on ``hw.manager.Manager`` built
-with the same configuration (``hw/manager_replay.py``), comparing every event bit for bit. With
+transaction log (``sim/manager/txlog.py``) and replays the log on ``hw.manager.manager.Manager`` built
+with the same configuration (``hw/flow/manager_replay.py``), comparing every event bit for bit. With
 ``--log FILE`` it replays an existing log instead (recorded outputs, or the model's when the
 log has inputs only).
 
@@ -77,7 +77,7 @@ def coverify(config: ManagerConfig, pairs, *, source: str, softmax=None, stall: 
                             txlog=str(txlog) if txlog else None)
     started = time.monotonic()
     if simulator == "amaranth":
-        from hw.manager_replay import replay
+        from hw.flow.manager_replay import replay
 
         result = replay(config, pairs, softmax=softmax, stall=stall, seed=seed, name="coverify")
         report.compared, report.cycles, report.mismatch = result.transactions, result.total_cycles, result.mismatch
@@ -99,9 +99,9 @@ def design_name(config: ManagerConfig, softmax) -> str:
 def _on_verilator(config: ManagerConfig, softmax, txlog: Path, stall: float, seed: int):
     import json
 
-    from hw.manager import Manager
-    from hw.manager_replay import IDLE_SOFTMAX
-    from hw.verilator import VerilatorDesign
+    from hw.flow.manager_replay import IDLE_SOFTMAX
+    from hw.flow.verilator_runner import VerilatorDesign
+    from hw.manager.manager import Manager
 
     unit = softmax or IDLE_SOFTMAX
     design = VerilatorDesign(design_name(config, unit), lambda: Manager.from_config(config, unit))

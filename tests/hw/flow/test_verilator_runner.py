@@ -3,7 +3,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.hw.accumulator import Accumulator
+from tests.hw.flow.accumulator import Accumulator
 
 BENCH = Path(__file__).with_name("cocotb_counter.py")
 

@@ -17,7 +17,7 @@ Interface (``lib.wiring`` Component, one command per cycle, each completes in it
 
 Cycle cost: 1 cycle per insert, per moved token and per dropped request.
 
-Structure: every entry is its own submodule (see ``hw/shared_pool.py``: synthesis maps the
+Structure: every entry is its own submodule (see ``hw/manager/shared_pool.py``: synthesis maps the
 entries one at a time).
 """
 from __future__ import annotations
@@ -26,8 +26,8 @@ from amaranth.hdl import Cat, Module, Mux, Signal
 from amaranth.lib import enum, wiring
 from amaranth.lib.wiring import In, Out
 
-from hw.muxes import read
-from hw.priority import first_one_hot, one_hot_index
+from hw.common.priority_encoder import first_one_hot, one_hot_index
+from hw.common.read_mux import read
 from sim.manager.formats import CUM_PROB, MICROBATCH_ID, POSITION, REQUEST_ID, TOKEN_ID
 
 

@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from hw.coverify import coverify, record_run
+from hw.flow.coverify import coverify, record_run
 from sim.cli import main
 from sim.errors import SaddleError
 from sim.manager.random_txns import coverage
@@ -50,8 +50,8 @@ def test_cli_replays_a_log(recorded, tmp_path, capsys):
 
 
 def test_a_log_the_model_disagrees_with_is_refused(recorded, tmp_path):
+    from hw.flow.coverify import log_pairs
     from sim.manager.txlog import write_txlog
-    from hw.coverify import log_pairs
     config, pairs, _ = recorded
     (txn, events), *rest = pairs[:50]
     log = tmp_path / "bad.jsonl"
@@ -64,9 +64,9 @@ def test_a_log_the_model_disagrees_with_is_refused(recorded, tmp_path):
 def test_real_trace_run_on_verilator(tmp_path, verilator_design):
     """The exported Verilog on a longer real-trace run (the build is shared with
     test_manager_verilator.py: same sizes, same name)."""
-    from hw.coverify import design_name
-    from hw.manager import Manager
-    from hw.manager_replay import IDLE_SOFTMAX
+    from hw.flow.coverify import design_name
+    from hw.flow.manager_replay import IDLE_SOFTMAX
+    from hw.manager.manager import Manager
     params = RunParams(system="saddle", pair="opt-66b+opt-1.3b", batch=8, trace=str(REAL), split="all",
                        requests=16, manager=str(CONFIGS / "manager_coverify.yaml"))
     config, pairs, _ = record_run(params)

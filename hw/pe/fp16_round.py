@@ -3,14 +3,14 @@
 Results above the largest binary16 (65504, after rounding) become infinities; results below
 2^-14 become binary16 subnormals, rounded at 2^-24 (ties to even), or zeros of their sign. An
 FP32 input with a zero exponent field is a zero (the PE never holds FP32 subnormals, see
-hw/fp32_add.py). NaN gives the canonical quiet NaN 0x7E00. The same rounding as numpy's
+hw/pe/fp32_add.py). NaN gives the canonical quiet NaN 0x7E00. The same rounding as numpy's
 ``float32.astype(float16)``.
 """
 from amaranth import C, Cat, Module, Mux, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
-from hw.fp_bits import FP16_QNAN
+from hw.pe.fp_bits import FP16_QNAN
 
 _BIAS_SHIFT = 127 - 15   # FP32 exponent field of 2^-14 is 113 = _BIAS_SHIFT + 1
 _SUB_MAX_SHIFT = 25      # beyond this shift a subnormal candidate rounds to zero

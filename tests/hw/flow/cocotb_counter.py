@@ -1,4 +1,4 @@
-"""cocotb side of tests/hw/test_verilator_runner.py: an accumulator adds `d` while `en` is high."""
+"""cocotb side of tests/hw/flow/test_verilator_runner.py: an accumulator adds `d` while `en` is high."""
 import os
 
 import cocotb

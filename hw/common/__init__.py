@@ -1,0 +1,1 @@
+"""Shared RTL helpers: priority encoders, a lint-clean padded read mux."""

@@ -1,0 +1,2 @@
+"""The RTL flow: block registry, Verilog export and lint, synthesis, simulator runners,
+co-verification, `saddle hw`."""

@@ -1,0 +1,2 @@
+"""cocotb testbench parts for the exported Verilog on Verilator (hw/flow/verilator_runner.py
+runs them)."""
