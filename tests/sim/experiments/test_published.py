@@ -8,9 +8,13 @@ from sim.experiments import published
 from sim.experiments.grid import load_experiment, resolve_path
 
 
-def rec(system, pair, batch, tps, d=None):
+def rec(system, pair, batch, tps, d=None, passes=10, verify_s=1.0, time_s=1.0, window=1.0):
+    """A run record with tokens/s ``tps`` over its window; ``window`` = window / run tokens/s."""
+    run_tps = tps / window
     return {"system": system, "pair": pair, "batch": batch, "sequence_length": None,
-            "draft_length": d, "tokens_per_s": tps}
+            "draft_length": d, "tokens_per_s": tps, "run_tokens_per_s": run_tps,
+            "time_s": time_s, "verification_s": verify_s, "verification_passes": passes,
+            "tokens": {"generated": run_tps * time_s}}
 
 
 RECORDS = [rec("ad", "p", 16, 100), rec("sd", "p", 16, 200), rec("new", "p", 16, 300),
@@ -36,6 +40,24 @@ def test_claims_by_hand():
     assert rows[4]["ours"] == 16 and rows[4]["agrees"]
     text = published.table(pub, rows)
     assert text.startswith("published (hand) vs ours:") and "NO" in text
+
+
+def test_a_ratio_off_is_decomposed_into_factors_that_multiply_to_it():
+    # num: 600 tokens over 2 s (300/s), 10 passes of 0.1 s busy 1 s, window 1.5x the run rate.
+    # den: 400 tokens over 4 s (100/s), 40 passes of 0.075 s busy 3 s, window = run.
+    records = [rec("sd", "p", 16, 450, passes=10, verify_s=1.0, time_s=2.0, window=1.5),
+               rec("ad", "p", 16, 100, passes=40, verify_s=3.0, time_s=4.0)]
+    claim = {"kind": "mean_ratio", "num": "sd", "den": "ad", "value": 9.0}
+    f = published.decompose(records, claim)
+    assert f == pytest.approx({"tokens per pass": 60 / 10, "pass time": 0.075 / 0.1,
+                               "verifying share": 0.5 / 0.75, "window": 1.5})
+    assert math.prod(f.values()) == pytest.approx(4.5)
+    row, = published.compare({"source": "s", "claims": [claim]}, records)
+    assert row["ours"] == 4.5 and not row["agrees"] and row["factors"]["tokens per pass"] == 6.0
+    text = published.table({"source": "s"}, [row])
+    assert "why ours differs" in text and "6.000" in text and "0.750" in text
+    claim["value"] = 4.6                                # agrees: no decomposition
+    assert "factors" not in published.compare({"source": "s", "claims": [claim]}, records)[0]
 
 
 def test_bad_published_section_names_the_file():
