@@ -25,6 +25,8 @@ def register(subparsers) -> None:
     tune.add_argument("--pair", required=True)
     tune.add_argument("--config", default="tune-tau", help="tuning settings in configs/experiments/")
     tune.add_argument("--dry-run", action="store_true", help="print the choice, do not write configs/tau/")
+    tune.add_argument("--from-log", metavar="FILE",
+                      help="take the taus already evaluated from an earlier run's output")
     tune.set_defaults(func=tune_handler)
 
     cal = subparsers.add_parser("calibrate", help="fit a pair's synthetic acceptance to the fig3 shape")
@@ -82,7 +84,7 @@ def run_handler(args) -> int:
 
 def tune_handler(args) -> int:
     from sim.experiments.tune import tune_tau
-    tune_tau(args.pair, args.config, write=not args.dry_run)
+    tune_tau(args.pair, args.config, write=not args.dry_run, from_log=args.from_log)
     return 0
 
 

@@ -9,7 +9,9 @@ score, so how it was found stays next to the value. Experiments then evaluate on
 from __future__ import annotations
 
 import math
+import re
 from datetime import datetime, timezone
+from pathlib import Path
 
 import yaml
 
@@ -20,7 +22,22 @@ from sim.paths import CONFIGS
 from sim.systems.run import RunParams, simulate
 
 
-def tune_tau(pair: str, settings: str = "tune-tau", write: bool = True) -> float:
+_LOG_LINE = re.compile(r"^tau ([0-9.]+): ([0-9.]+) tokens/s")
+
+
+def read_log(path: str | Path) -> dict[float, float]:
+    """Scores printed by an earlier ``saddle tune-tau`` run (its standard output), so a tuning
+    that was interrupted or run with ``--dry-run`` is finished without simulating them again."""
+    found = {}
+    for line in Path(path).read_text().splitlines():
+        m = _LOG_LINE.match(line)
+        if m:
+            found[float(m.group(1))] = float(m.group(2))
+    return found
+
+
+def tune_tau(pair: str, settings: str = "tune-tau", write: bool = True,
+             from_log: str | None = None) -> float:
     path = config_path("experiments", settings)
     data = load_yaml(path)
     src = str(path)
@@ -33,7 +50,12 @@ def tune_tau(pair: str, settings: str = "tune-tau", write: bool = True) -> float
     if not grid or not all(isinstance(t, (int, float)) and 0 <= t <= 1 for t in grid):
         raise ConfigError(f"{src}: tau_grid: expected a non-empty list of probabilities in [0, 1]")
     scores = {}
+    logged = read_log(from_log) if from_log else {}
     for tau in grid:
+        if float(tau) in logged:
+            scores[float(tau)] = logged[float(tau)]
+            print(f"tau {tau:.3f}: {scores[float(tau)]:.1f} tokens/s (from {from_log})")
+            continue
         rates = []
         for batch in batches:
             m, _ = simulate(RunParams(system=system, pair=pair, batch=batch, tau=float(tau),

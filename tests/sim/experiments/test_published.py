@@ -100,15 +100,31 @@ def test_calibrate_and_tune_tau_run_the_experiments_sequence_length(tmp_path, mo
     simulated run, and a bad one is refused naming the file and key before anything runs."""
     from sim.experiments import calibrate, tune
     seen = []
-
-    class Metrics:
-        def to_dict(self):
-            return {"tokens_per_s": 100.0}
-
-    monkeypatch.setattr(tune, "simulate", lambda p: (seen.append(p.sequence_length), (Metrics(), None))[1])
+    monkeypatch.setattr(tune, "simulate", lambda p: (seen.append(p.sequence_length), (_Metrics(100.0), None))[1])
     monkeypatch.setattr(calibrate, "simulate", tune.simulate)
     tune.tune_tau("opt-175b+opt-6.7b", write=False)
     calibrate.evaluate("opt-175b+opt-6.7b", tmp_path / "t.jsonl", {"batches": [64], "sequence_length": "max"}, "c.yaml")
     assert seen and set(seen) == {512}
     with pytest.raises(ConfigError, match=r"c.yaml: sequence_length: expected a positive integer"):
         calibrate.evaluate("opt-175b+opt-6.7b", tmp_path / "t.jsonl", {"batches": [64], "sequence_length": 0}, "c.yaml")
+
+
+def test_tune_tau_finishes_from_an_earlier_runs_output(tmp_path, monkeypatch):
+    from sim.config import config_path, load_yaml
+    from sim.experiments import tune
+    grid = load_yaml(config_path("experiments", "tune-tau"))["tau_grid"]
+    log = tmp_path / "tau.log"
+    log.write_text("".join(f"tau {t:.3f}: {1000 + (50 if t == 0.6 else t):.1f} tokens/s (geomean)\n"
+                           for t in grid[:-1]))
+    ran = []
+    monkeypatch.setattr(tune, "simulate", lambda p: (ran.append(p.tau), (_Metrics(900.0), None))[1])
+    assert tune.tune_tau("opt-66b+opt-1.3b", write=False, from_log=str(log)) == 0.6
+    assert ran == [grid[-1], grid[-1]]            # only the tau missing from the log, both batches
+
+
+class _Metrics:
+    def __init__(self, tps):
+        self.tps = tps
+
+    def to_dict(self):
+        return {"tokens_per_s": self.tps}
