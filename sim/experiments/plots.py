@@ -18,6 +18,9 @@ from pathlib import Path
 
 from sim.errors import ConfigError
 
+# Every key a plot spec may have (sim/experiments/grid.py refuses others).
+PLOT_KEYS = ("name", "x", "metric", "normalize", "where", "stack", "metrics", "labels", "fraction")
+
 
 def plot_all(out: Path, experiment: dict, records: list[dict]) -> list[Path]:
     """``plot`` may be one spec or a list; a spec's ``where`` keeps matching records only."""

@@ -27,6 +27,7 @@ import csv
 import math
 from pathlib import Path
 
+from sim.config import check_keys
 from sim.errors import ConfigError
 
 KINDS = ("mean_ratio", "ratio", "best_count", "below", "argmax")
@@ -42,6 +43,7 @@ def check(published: dict, src: str) -> None:
     need = {"mean_ratio": ("num", "den", "value"), "ratio": ("num", "den", "value"),
             "best_count": ("systems", "best", "value"), "below": ("lower", "higher", "value"),
             "argmax": ("system", "over", "value")}
+    check_keys(published, ("source", "metric", "claims"), source=src, where="published")
     for i, claim in enumerate(published["claims"]):
         where = f"{src}: published.claims[{i}]"
         if not isinstance(claim, dict) or claim.get("kind") not in KINDS:
@@ -49,6 +51,8 @@ def check(published: dict, src: str) -> None:
         missing = [k for k in need[claim["kind"]] if k not in claim]
         if missing:
             raise ConfigError(f"{where}: kind {claim['kind']} needs {missing}")
+        check_keys(claim, need[claim["kind"]] + ("kind", "label", "where", "tolerance"),
+                   source=src, where=f"published.claims[{i}]")
 
 
 def _matches(record: dict, ref, where: dict) -> bool:
