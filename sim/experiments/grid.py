@@ -82,10 +82,10 @@ def resolve_sequence_length(value, pair: str) -> int | None:
     return load_pair(pair).max_sequence_length if value == "max" else value
 
 
-def check_pair(pair, source: str, where: str) -> None:
+def check_pair(pair, source: str | None, where: str) -> None:
     """``pair`` names a pair file whose models exist; errors name ``source`` and ``where``."""
     if not isinstance(pair, str):
-        raise ConfigError(f"{source}: {where}: expected a pair name, found {pair!r}")
+        raise ConfigError(f"{source + ': ' if source else ''}{where}: expected a pair name, found {pair!r}")
     path = config_path("models/pairs", pair, source=source, where=where)
     data = load_yaml(path)
     for key in ("tlm", "dlm"):
