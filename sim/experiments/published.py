@@ -171,15 +171,17 @@ def plot(out: Path, name: str, rows: list[dict]) -> Path | None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(max(5.0, 1.3 * len(numeric)), 3.6))
+    fig, ax = plt.subplots(figsize=(max(5.5, 1.3 * len(numeric) + 1.5), 3.8))
     x = range(len(numeric))
     ax.bar([i - 0.2 for i in x], [r["published"] for r in numeric], 0.4, label="published")
     ax.bar([i + 0.2 for i in x], [r["ours"] for r in numeric], 0.4, label="ours")
     ax.axhline(1.0, color="grey", lw=0.8)
     ax.set_xticks(list(x))
     ax.set_xticklabels([r["claim"] for r in numeric], rotation=20, ha="right", fontsize=8)
-    ax.legend()
-    ax.set_title(f"{name}: ours vs published")
+    ax.set_ylabel("claimed ratio")
+    ax.grid(alpha=0.3, axis="y")
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
+    ax.set_title(f"{name}: ours vs published", fontsize=10)
     fig.tight_layout()
     path = out / f"{name}-published.png"
     fig.savefig(path, dpi=120)
