@@ -149,7 +149,7 @@ def _parse_slowly(raw: bytes, source: str, number: int) -> object:
     line = raw[:-1] if raw.endswith(b"\n") else raw
     line = line[:-1] if line.endswith(b"\r") else line
     try:
-        return json.loads(line)
+        record = json.loads(line, parse_int=_number)
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         if not raw.endswith(b"\n"):
             raise TruncatedTrace(source, number, None,
@@ -165,6 +165,19 @@ def _parse_slowly(raw: bytes, source: str, number: int) -> object:
     except RecursionError:
         raise TraceError(source, number, None, "JSON nested too deeply",
                          "one JSON object per line") from None
+    try:    # what orjson reads it also writes; the json module lets lone surrogates through
+        orjson.dumps(record)
+    except orjson.JSONEncodeError as exc:
+        raise TraceError(source, number, None, f"a value that cannot be written back as JSON ({exc})",
+                         "valid Unicode strings") from None
+    return record
+
+
+def _number(text: str) -> int | float:
+    """An integer token as orjson reads it: exact within 64 bits, else the nearest double (so
+    both parsers read a file alike and what was read writes back)."""
+    value = int(text) if len(text) < 40 else None
+    return value if value is not None and -2 ** 63 <= value < 2 ** 64 else float(text)
 
 
 def _header_of(records: Iterator, path: Path) -> TraceHeader:
