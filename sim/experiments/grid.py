@@ -252,9 +252,10 @@ def load_experiment(path: Path, trace: str | None = None,
         if spec.verify == "shared_pool":
             from sim.manager.config import ManagerConfig
             slots = ManagerConfig.load(None).max_requests
-            for b in own or batches:
+            for j, b in enumerate(own or batches):
                 if b > slots:
-                    raise ConfigError(f"{src}: batches: batch {b} of {at} ({spec.name}) exceeds the "
+                    key = f"{at}.batches[{j}]" if own else f"batches[{j}]"
+                    raise ConfigError(f"{src}: {key}: batch {b} of {spec.name} ({at}) exceeds the "
                                       f"{slots} Controller slots of configs/manager.yaml "
                                       "(controller.max_requests)")
         entries.append((entry, spec, ds))
