@@ -179,6 +179,7 @@ def plot(out: Path, name: str, rows: list[dict]) -> Path | None:
     ax.set_xticks(list(x))
     ax.set_xticklabels([r["claim"] for r in numeric], rotation=20, ha="right", fontsize=8)
     ax.set_ylabel("claimed ratio")
+    ax.set_xlabel("published claim")
     ax.grid(alpha=0.3, axis="y")
     ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
     ax.set_title(f"{name}: ours vs published", fontsize=10)
