@@ -120,12 +120,14 @@ def read_log(path: str | Path) -> dict[float, dict]:
     return found
 
 
-def calibrate(pair: str, write: bool, from_log: str | None = None) -> float:
-    settings_path = config_path("experiments", "calibrate")
-    settings = load_yaml(settings_path)
-    src = str(settings_path)
+def check_settings(path: Path, pair: str, from_log: str | None = None) -> tuple[dict, dict | None]:
+    """The settings file and ``--pair`` checked completely (keys, names, values, files) before
+    any candidate is made; returns the settings and the pair's acceptance shape (or None)."""
+    settings = load_yaml(path)
+    src = str(path)
     check_keys(settings, SETTINGS_KEYS, source=src)
     check_pair(pair, None, "--pair")
+    config_path("traces", pair, where="--pair")
     deltas = get(settings, "deltas", list, source=src)
     if not deltas or not all(isinstance(d, (int, float)) and not isinstance(d, bool) for d in deltas):
         raise ConfigError(f"{src}: deltas: expected a non-empty list of numbers, found {deltas!r}")
@@ -136,12 +138,10 @@ def calibrate(pair: str, write: bool, from_log: str | None = None) -> float:
                           f"missing {missing}")
     get(settings, "requests", int, source=src, default=None, positive=True)
     check_sequence_length(settings.get("sequence_length"), f"{src}: sequence_length")
-    base_path = config_path("traces", pair, where="--pair")
-    base = base_path.read_text()
     shapes = get(settings, "acceptance_shape", dict, source=src, default={})
     for name, shape in shapes.items():
-        check_pair(name, src, f"acceptance_shape.{name}")
         at = f"acceptance_shape.{name}"
+        check_pair(name, src, at)
         if not isinstance(shape, dict):
             raise ConfigError(f"{src}: {at}: expected a mapping, found {shape!r}")
         check_keys(shape, SHAPE_KEYS, source=src, where=at)
@@ -150,7 +150,16 @@ def calibrate(pair: str, write: bool, from_log: str | None = None) -> float:
                 raise ConfigError(f"{src}: {at}: missing key {key!r}")
     if from_log and not Path(from_log).is_file():
         raise ConfigError(f"--from-log {from_log}: no such file")
-    shape = shapes.get(pair)
+    return settings, shapes.get(pair)
+
+
+def calibrate(pair: str, write: bool, from_log: str | None = None) -> float:
+    settings_path = config_path("experiments", "calibrate")
+    settings, shape = check_settings(settings_path, pair, from_log)
+    src = str(settings_path)
+    deltas = settings["deltas"]
+    base_path = config_path("traces", pair)
+    base = base_path.read_text()
     results = {}
     logged = read_log(from_log) if from_log else {}
     for delta in deltas:

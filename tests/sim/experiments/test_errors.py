@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import shutil
 import signal
 from pathlib import Path
@@ -366,3 +367,19 @@ def test_interrupt_is_reported_once(monkeypatch, capsys):
         signal.signal(signal.SIGINT, previous)
     err = capsys.readouterr().err
     assert err == "saddle: interrupted; results written so far are kept\n"
+
+
+def test_shipped_sweep_settings_pass_and_a_typo_is_refused(tmp_path):
+    from sim.config import config_path
+    from sim.errors import ConfigError
+    from sim.experiments.calibrate import check_settings
+    settings, shape = check_settings(config_path("experiments", "calibrate"), PAIR)
+    assert settings["deltas"] and shape["category"] == "creative_writing"
+    bad = _write(tmp_path, (ROOT / "configs/experiments/calibrate.yaml").read_text()
+                 .replace("rounds_10_12_max", "rounds_10_12_mx"), "calibrate.yaml")
+    with pytest.raises(ConfigError, match=re.escape(
+            f"{bad}: acceptance_shape.{PAIR}.rounds_10_12_mx: unknown key "
+            "(did you mean 'rounds_10_12_max'?)")):
+        check_settings(bad, PAIR)
+    with pytest.raises(ConfigError, match="--from-log nope.txt: no such file"):
+        check_settings(config_path("experiments", "calibrate"), PAIR, "nope.txt")
