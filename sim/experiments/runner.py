@@ -149,11 +149,14 @@ def execute(name: str, runs: list[RunParams], out: Path, *, progress: bool = Tru
         ctx = multiprocessing.get_context("spawn")
         # Workers start with Ctrl-C ignored (inherited through exec), so one that is still
         # starting cannot print a KeyboardInterrupt of its own; the parent alone reports it.
-        previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+        import threading
+        main_thread = threading.current_thread() is threading.main_thread()
+        previous = signal.signal(signal.SIGINT, signal.SIG_IGN) if main_thread else None
         try:
             pool = ctx.Pool(min(jobs, len(away)), initializer=_worker_init)
         finally:
-            signal.signal(signal.SIGINT, previous)
+            if main_thread:
+                signal.signal(signal.SIGINT, previous)
         with pool:
             for result in pool.imap_unordered(_run_task, away):
                 done(*result)
