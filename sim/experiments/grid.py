@@ -258,6 +258,12 @@ def load_experiment(path: Path, trace: str | None = None,
                     raise ConfigError(f"{src}: {key}: batch {b} of {spec.name} ({at}) exceeds the "
                                       f"{slots} Controller slots of configs/manager.yaml "
                                       "(controller.max_requests)")
+        for other, (o_entry, o_spec, o_ds) in enumerate(entries):
+            same = (o_entry.get("label") or o_spec.name) == (label or spec.name)
+            shared = set(o_entry.get("batches", batches)) & set(own or batches)
+            if same and shared and any(d in o_ds for d in ds):
+                raise ConfigError(f"{src}: {at}: the same runs as systems[{other}] (system "
+                                  f"{label or spec.name}, draft length, batches); give one a label")
         entries.append((entry, spec, ds))
 
     runs = []

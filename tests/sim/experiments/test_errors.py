@@ -383,3 +383,10 @@ def test_shipped_sweep_settings_pass_and_a_typo_is_refused(tmp_path):
         check_settings(bad, PAIR)
     with pytest.raises(ConfigError, match="--from-log nope.txt: no such file"):
         check_settings(config_path("experiments", "calibrate"), PAIR, "nope.txt")
+
+
+def test_an_entry_repeating_another_is_refused(tmp_path, capsys, no_simulation):
+    exp = _write(tmp_path, EXPERIMENT.replace("  - {system: pim-ad}",
+                                              "  - {system: pim-ad}\n  - {system: gpu-sd, draft_length: [4, 2]}"))
+    err = _fails(capsys, "run", exp)
+    assert f"{exp}: systems[3]: the same runs as systems[1]" in err
