@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import signal
 import sys
 
 from sim.errors import SaddleError
@@ -24,11 +25,26 @@ SUBCOMMAND_MODULES = [
 ]
 
 
+def version() -> str:
+    """The installed package's version (pyproject.toml), or the source tree's when run from a
+    checkout that is not installed."""
+    from importlib.metadata import PackageNotFoundError
+    from importlib.metadata import version as installed
+    try:
+        return installed("saddle")
+    except PackageNotFoundError:
+        import re
+        from sim.paths import ROOT
+        found = re.search(r'^version = "([^"]+)"', (ROOT / "pyproject.toml").read_text(), re.M)
+        return found.group(1) if found else "unknown"
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="saddle",
         description="SADDLE: RTL and a trace-driven simulator for speculative decoding on GPU + HBM3-PIM.",
     )
+    parser.add_argument("--version", action="version", version=f"saddle {version()}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in SUBCOMMAND_MODULES:
         importlib.import_module(name).register(sub)
@@ -47,7 +63,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"saddle: error: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
-        print("saddle: interrupted; results written so far are kept", file=sys.stderr)
+        # A second Ctrl-C while shutting down (worker pool, progress bar) must not print the
+        # message again or a traceback: from here on SIGINT is ignored.
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        print("saddle: interrupted; results written so far are kept", file=sys.stderr, flush=True)
         return 130
 
 

@@ -5,6 +5,7 @@ that a wrong or missing value is reported as ``FILE: key.path: expected ..., fou
 """
 from __future__ import annotations
 
+import difflib
 import math
 from pathlib import Path
 from typing import Any
@@ -32,13 +33,46 @@ def load_yaml(path: str | Path) -> dict:
     return data
 
 
-def config_path(kind: str, name: str) -> Path:
-    """``configs/<kind>/<name>.yaml``; an unknown name lists the known ones."""
-    path = CONFIGS / kind / f"{name}.yaml"
-    if not path.is_file():
-        known = sorted(p.stem for p in (CONFIGS / kind).glob("*.yaml"))
-        raise ConfigError(f"unknown {kind} config {name!r}; known: {', '.join(known) or 'none'}")
+def suggest(word: object, choices) -> str:
+    """`` (did you mean 'x'?)`` for the closest of ``choices`` to ``word``, or ''."""
+    if not isinstance(word, str):
+        return ""
+    close = difflib.get_close_matches(word, [str(c) for c in choices], n=1, cutoff=0.6)
+    return f" (did you mean {close[0]!r}?)" if close else ""
+
+
+def known_names(kind: str) -> list[str]:
+    """Names of the ``configs/<kind>/*.yaml`` files."""
+    return sorted(p.stem for p in (CONFIGS / kind).glob("*.yaml"))
+
+
+_KIND_NAMES = {"models/pairs": "pair", "models": "model", "systems": "system",
+               "experiments": "experiment", "traces": "trace", "calibration": "calibration"}
+
+
+def config_path(kind: str, name: str, *, source: str | Path | None = None,
+                where: str | None = None) -> Path:
+    """``configs/<kind>/<name>.yaml``; an unknown name lists the known ones and suggests the
+    closest. ``source`` and ``where`` (a key path) say where the name was read."""
+    path = CONFIGS / kind / f"{name}.yaml" if isinstance(name, str) and name else None
+    if path is None or not path.is_file() or path.parent != CONFIGS / kind:
+        known = known_names(kind)
+        what = _KIND_NAMES.get(kind, kind)
+        place = f"{source}: " if source else ""
+        place += f"{where}: " if where else ""
+        raise ConfigError(f"{place}unknown {what} config {name!r}{suggest(name, known)}; known: "
+                          f"{', '.join(known) or 'none'}")
     return path
+
+
+def check_keys(data: dict, known, *, source: str | Path, where: str = "") -> None:
+    """A ConfigError for the first key of ``data`` not in ``known``, with the closest known key
+    suggested (a typo such as ``draft_lenght`` fails here, not later as a missing key)."""
+    for key in data:
+        if key not in known:
+            path = f"{where}.{key}" if where else str(key)
+            raise ConfigError(f"{source}: {path}: unknown key{suggest(key, known)}; expected "
+                              f"some of {', '.join(sorted(known))}")
 
 
 def get(data: dict, key: str, kind: type | tuple[type, ...], *, source: str | Path,

@@ -12,5 +12,6 @@ BUILD = ROOT / "build"
 
 
 def results_dir() -> Path:
-    """Default output folder of experiments (override with SADDLE_RESULTS)."""
-    return Path(os.environ.get("SADDLE_RESULTS", ROOT / "results"))
+    """Default output folder of experiments: ``results/`` in the current directory (override
+    with SADDLE_RESULTS)."""
+    return Path(os.environ.get("SADDLE_RESULTS", "results"))

@@ -628,12 +628,14 @@ def register(trace_subparsers) -> None:
     parser.add_argument("--prompts", required=True, metavar="FILE",
                         help="JSON Lines: instruction, context, response, category (Dolly fields)")
     parser.add_argument("--out", required=True, metavar="FILE", help="trace file (.jsonl or .jsonl.gz)")
-    parser.add_argument("--max-new-tokens", type=int, default=128, metavar="N")
+    parser.add_argument("--max-new-tokens", type=int, default=128, metavar="N",
+                        help="output tokens per request at most (default 128)")
     parser.add_argument("--offpath", type=int, default=4, metavar="M",
                         help="draft rollout steps after each mismatch")
     parser.add_argument("--batch-size", type=int, default=8, metavar="B",
                         help="prompts generated together by the target (left-padded)")
-    parser.add_argument("--dtype", choices=DTYPES, default="float32")
+    parser.add_argument("--dtype", choices=DTYPES, default="float32",
+                        help="weights' dtype (default float32)")
     parser.add_argument("--max-seq-len", type=int, default=1024, metavar="L",
                         help="trace header's max_seq_len; prompt + output must fit")
     parser.add_argument("--dataset", help="dataset name in the header (default: prompt file stem)")

@@ -19,7 +19,7 @@ def register(subparsers) -> None:
 
     check = sub.add_parser("check", help="validate a trace file and print a summary",
                            description="Read and check every record; exit 0 only for a valid file.")
-    check.add_argument("file", type=Path, metavar="FILE")
+    check.add_argument("file", type=Path, metavar="FILE", help="trace file (.jsonl or .jsonl.gz)")
     check.set_defaults(func=_check)
 
     synth = sub.add_parser("synth", help="generate a synthetic trace for a model pair",
@@ -46,7 +46,7 @@ def register(subparsers) -> None:
                            description="Requests and tokens per category, fixed-d acceptance "
                                        "(d = 2, 4, 8, 12), accepted tokens per round (d = 8), "
                                        "reliability table.")
-    stats.add_argument("file", type=Path, metavar="FILE")
+    stats.add_argument("file", type=Path, metavar="FILE", help="trace file (.jsonl or .jsonl.gz)")
     stats.add_argument("--json", action="store_true", help="print one JSON object")
     stats.add_argument("--plot", type=Path, metavar="DIR", help="write PNG figures into DIR")
     stats.add_argument("--bins", type=_positive, default=10,

@@ -100,6 +100,26 @@ class _Checker:
             self.fail(_element(key, i, sizes), _show(float(arr[i])), expected)
 
 
+MAX_DEPTH = 64
+
+
+def check_free_json(check: _Checker, key: str, value: Any) -> None:
+    """A field without a fixed shape (provenance, unknown header fields, unknown per-position
+    arrays) must still be plain JSON that writes back as read: finite numbers (no NaN or
+    Infinity, which JSON does not have) and at most ``MAX_DEPTH`` levels of nesting."""
+    stack = [(key, value, 0)]
+    while stack:
+        where, item, depth = stack.pop()
+        if depth > MAX_DEPTH:
+            check.fail(where, f"values nested deeper than {MAX_DEPTH} levels", "plain JSON data")
+        if isinstance(item, float) and not np.isfinite(item):
+            check.fail(where, _show(item), "a finite number (JSON has no NaN or Infinity)")
+        elif isinstance(item, dict):
+            stack.extend((f"{where}.{k}", v, depth + 1) for k, v in item.items())
+        elif isinstance(item, list):
+            stack.extend((f"{where}[{i}]", v, depth + 1) for i, v in enumerate(item))
+
+
 def _element(key: str, i: int, sizes: np.ndarray | None) -> str:
     if sizes is None:
         return f"{key}[{i}]"
@@ -160,12 +180,15 @@ class TraceHeader:
             check.fail("offpath_len", _show(offpath_len), "an integer >= 0")
         provenance = check.field(record, "provenance", dict, "a JSON object")
         splits = record.get("splits")
-        if splits is not None:
+        if "splits" in record:      # optional: absent, not null (what is read writes back)
             if not isinstance(splits, dict) or not all(
                     isinstance(k, str) and isinstance(v, int) and not isinstance(v, bool) and v >= 0
                     for k, v in splits.items()):
                 check.fail("splits", _show(splits), "an object of split name -> request count >= 0")
         extra = {k: v for k, v in record.items() if k not in _HEADER_FIELDS and k != "splits"}
+        check_free_json(check, "provenance", provenance)
+        for key, value in extra.items():
+            check_free_json(check, key, value)
         return cls(pair=names["pair"], target=names["target"], draft=names["draft"],
                    dataset=names["dataset"], max_seq_len=max_seq_len, offpath_len=offpath_len,
                    provenance=provenance, decoding=decoding, splits=splits, extra=extra)
@@ -376,8 +399,10 @@ class RequestTrace:
                             True, sizes)
         offpath = split_flat(flat, sizes)
         natural_len = record.get("natural_len")
-        if natural_len is not None and (type(natural_len) is not int or not 1 <= natural_len <= len(p)):
-            check.fail("natural_len", _show(natural_len), f"an integer in [1, {len(p)}] (= len(p))")
+        if "natural_len" in record and (type(natural_len) is not int or not 1 <= natural_len <= len(p)):
+            # optional: absent, not null (what is read writes back)
+            check.fail("natural_len", _show(natural_len), f"an integer in [1, {len(p)}] (= len(p)), "
+                       "or no natural_len field")
         extra = {}
         for key, value in record.items():
             if key in _REQUEST_FIELDS:
@@ -441,6 +466,7 @@ def _optional_array(check: _Checker, key: str, value: Any, n: int):
         arr = [check.floats(v, f"topk[{i}]", "a number in [0, 1]", 0.0, 1.0, False)
                for i, v in enumerate(value)]
     elif isinstance(value, list):
+        check_free_json(check, key, value)
         arr = value
     else:
         check.fail(key, f"unknown field with value {_show(value)}",

@@ -39,6 +39,8 @@ def _is_gzip(path: Path) -> bool:
 
 
 def _check_exists(path: Path) -> None:
+    if path.is_dir():
+        raise SaddleError(f"{path}: is a directory, expected a trace file (.jsonl or .jsonl.gz)")
     if not path.is_file():
         raise SaddleError(f"{path}: no such trace file")
 
@@ -142,17 +144,40 @@ def _records(path: Path) -> Iterator[tuple[int, bytes, object]]:
 def _parse_slowly(raw: bytes, source: str, number: int) -> object:
     """What orjson refuses: the json module reads NaN and Infinity (so that the field check
     can name them), and otherwise explains the syntax error."""
+    # Without its line end: an error at the end of a cut line is then at the column after its
+    # last character, not at column 1 of the line after it (where json would put it).
+    line = raw[:-1] if raw.endswith(b"\n") else raw
+    line = line[:-1] if line.endswith(b"\r") else line
     try:
-        return json.loads(raw)
+        record = json.loads(line, parse_int=_number)
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-            if not raw.endswith(b"\n"):
-                raise TruncatedTrace(source, number, None,
-                                     "a truncated last line (no newline at the end of the file)",
-                                     "one complete JSON object per line") from None
-            reason = exc.msg if isinstance(exc, json.JSONDecodeError) else "bytes that are not UTF-8"
-            col = f" at column {exc.colno}" if isinstance(exc, json.JSONDecodeError) else ""
-            found = "an empty line" if not raw.strip() else f"invalid JSON ({reason}{col})"
-            raise TraceError(source, number, None, found, "one JSON object per line") from None
+        if not raw.endswith(b"\n"):
+            raise TruncatedTrace(source, number, None,
+                                 "a truncated last line (no newline at the end of the file)",
+                                 "one complete JSON object per line") from None
+        if isinstance(exc, json.JSONDecodeError):
+            # Columns count characters of the line (json counts from the last newline).
+            reason = f"{exc.msg} at column {exc.pos + 1}"
+        else:
+            reason = f"bytes that are not UTF-8 at column {exc.start + 1}"
+        found = "an empty line" if not line.strip() else f"invalid JSON ({reason})"
+        raise TraceError(source, number, None, found, "one JSON object per line") from None
+    except RecursionError:
+        raise TraceError(source, number, None, "JSON nested too deeply",
+                         "one JSON object per line") from None
+    try:    # what orjson reads it also writes; the json module lets lone surrogates through
+        orjson.dumps(record)
+    except orjson.JSONEncodeError as exc:
+        raise TraceError(source, number, None, f"a value that cannot be written back as JSON ({exc})",
+                         "valid Unicode strings") from None
+    return record
+
+
+def _number(text: str) -> int | float:
+    """An integer token as orjson reads it: exact within 64 bits, else the nearest double (so
+    both parsers read a file alike and what was read writes back)."""
+    value = int(text) if len(text) < 40 else None
+    return value if value is not None and -2 ** 63 <= value < 2 ** 64 else float(text)
 
 
 def _header_of(records: Iterator, path: Path) -> TraceHeader:

@@ -48,7 +48,7 @@ def register(subparsers) -> None:
                      help="decoding trace (default: the real SmolLM2 trace)")
     cov.add_argument("--system", default="saddle", help="a Shared Pool system (default saddle)")
     cov.add_argument("--pair", default="opt-66b+opt-1.3b", help="model pair whose costs time the run")
-    cov.add_argument("--batch", type=int, default=16)
+    cov.add_argument("--batch", type=int, default=16, help="batch size (default 16)")
     cov.add_argument("--requests", default="24", help="requests of the trace to run, or 'all' (default 24)")
     cov.add_argument("--tau", type=float, help="stop threshold (default: configs/tau/PAIR.yaml)")
     cov.add_argument("--manager", default=str(CONFIGS / "manager_coverify.yaml"),

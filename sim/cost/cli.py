@@ -25,8 +25,9 @@ def register(subparsers) -> None:
     p.add_argument("--instances", type=_positive, required=True,
                    help="attention instances (one request x one KV head each)")
     p.add_argument("--context", type=_positive, required=True, help="keys per instance")
-    p.add_argument("--head-dim", type=_positive, required=True)
-    p.add_argument("--query-tokens", type=_positive, default=1)
+    p.add_argument("--head-dim", type=_positive, required=True, help="elements per attention head")
+    p.add_argument("--query-tokens", type=_positive, default=1,
+                   help="queries per instance (1 when decoding, d+1 when verifying d drafts; default 1)")
     p.add_argument("--group", type=_positive, default=1,
                    help="query heads per KV head (grouped-query attention)")
     p.add_argument("--power-constraint", action="store_true",
@@ -34,15 +35,16 @@ def register(subparsers) -> None:
     p.add_argument("--stack", default="hbm3_pim", help="stack preset in configs/hardware/")
     p.add_argument("--calibration", choices=CALIBRATIONS, default="attacc",
                    help="cost-model calibration (default: attacc, the paper's substrate)")
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--json", action="store_true", help="print one JSON object instead of text")
     p.set_defaults(func=_pim_attention)
 
     p = sub.add_parser("step", help="one decoding step of a whole model on a system")
     p.add_argument("--system", required=True, help="system preset (dgx-a100, attacc, saddle, specpim-4gpu)")
     p.add_argument("--model", required=True, help="model in configs/models/")
-    p.add_argument("--batch", type=_positive, required=True)
+    p.add_argument("--batch", type=_positive, required=True, help="requests in the step")
     p.add_argument("--context", type=_positive, required=True, help="KV length of every request")
-    p.add_argument("--query-tokens", type=_positive, default=1)
+    p.add_argument("--query-tokens", type=_positive, default=1,
+                   help="tokens per request (1 when decoding, d+1 when verifying d drafts; default 1)")
     p.add_argument("--devices", type=_positive, help="devices the model is split over (default: all)")
     p.add_argument("--fc", choices=("gpu", "pim"), help="override the system's FC mapping")
     p.add_argument("--attention", choices=("gpu", "pim"), help="override the attention mapping")
@@ -50,12 +52,12 @@ def register(subparsers) -> None:
                    help="PIM MAC commands at the power-constrained spacing")
     p.add_argument("--calibration", choices=CALIBRATIONS,
                    help="cost-model calibration (default: the system's, attacc)")
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--json", action="store_true", help="print one JSON object instead of text")
     p.set_defaults(func=_step)
 
     p = sub.add_parser("roofline", help="GPU and PIM rooflines with a pair's operators on them")
     p.add_argument("--pair", required=True, help="pair in configs/models/pairs/")
-    p.add_argument("--system", default="saddle")
+    p.add_argument("--system", default="saddle", help="system preset in configs/hardware/ (default saddle)")
     p.add_argument("--context", type=_positive,
                    help="KV length of every request (default: half the pair's maximum)")
     p.add_argument("--out", required=True, help="output PNG")
@@ -72,7 +74,7 @@ def register(subparsers) -> None:
     p.add_argument("--calibration", choices=CALIBRATIONS + ("all",), default="all",
                    help="calibration to compare (default: all; only attacc is held to the bounds)")
     p.add_argument("--points", action="store_true", help="also print every point's error")
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--json", action="store_true", help="print one JSON object instead of text")
     p.set_defaults(func=_validate)
 
 

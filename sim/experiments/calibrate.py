@@ -24,11 +24,15 @@ from pathlib import Path
 
 import yaml
 
-from sim.config import config_path, get, load_yaml
-from sim.experiments.grid import check_sequence_length, resolve_sequence_length
+from sim.config import check_keys, config_path, get, load_yaml
+from sim.errors import ConfigError
+from sim.experiments.grid import check_pair, check_sequence_length, resolve_sequence_length
+from sim.experiments.tune import check_batches
 from sim.paths import BUILD, CONFIGS
 from sim.systems.run import RunParams, simulate
 
+SETTINGS_KEYS = ("deltas", "batches", "requests", "sequence_length", "acceptance_shape")
+SHAPE_KEYS = ("category", "first_round", "rounds_10_12_max")
 _ACCEPT = re.compile(r"^(\s+accept_(?:start|end):\s*)([0-9.]+)(.*)$")
 
 
@@ -116,14 +120,46 @@ def read_log(path: str | Path) -> dict[float, dict]:
     return found
 
 
+def check_settings(path: Path, pair: str, from_log: str | None = None) -> tuple[dict, dict | None]:
+    """The settings file and ``--pair`` checked completely (keys, names, values, files) before
+    any candidate is made; returns the settings and the pair's acceptance shape (or None)."""
+    settings = load_yaml(path)
+    src = str(path)
+    check_keys(settings, SETTINGS_KEYS, source=src)
+    check_pair(pair, None, "--pair")
+    config_path("traces", pair, where="--pair")
+    deltas = get(settings, "deltas", list, source=src)
+    if not deltas or not all(isinstance(d, (int, float)) and not isinstance(d, bool) for d in deltas):
+        raise ConfigError(f"{src}: deltas: expected a non-empty list of numbers, found {deltas!r}")
+    check_batches(get(settings, "batches", list, source=src), src)
+    missing = sorted({8, 16, 32, 64, 128} - set(settings["batches"]))
+    if missing:
+        raise ConfigError(f"{src}: batches: the criteria read batches 8, 16, 32, 64 and 128; "
+                          f"missing {missing}")
+    get(settings, "requests", int, source=src, default=None, positive=True)
+    check_sequence_length(settings.get("sequence_length"), f"{src}: sequence_length")
+    shapes = get(settings, "acceptance_shape", dict, source=src, default={})
+    for name, shape in shapes.items():
+        at = f"acceptance_shape.{name}"
+        check_pair(name, src, at)
+        if not isinstance(shape, dict):
+            raise ConfigError(f"{src}: {at}: expected a mapping, found {shape!r}")
+        check_keys(shape, SHAPE_KEYS, source=src, where=at)
+        for key in SHAPE_KEYS:
+            if key not in shape:
+                raise ConfigError(f"{src}: {at}: missing key {key!r}")
+    if from_log and not Path(from_log).is_file():
+        raise ConfigError(f"--from-log {from_log}: no such file")
+    return settings, shapes.get(pair)
+
+
 def calibrate(pair: str, write: bool, from_log: str | None = None) -> float:
     settings_path = config_path("experiments", "calibrate")
-    settings = load_yaml(settings_path)
+    settings, shape = check_settings(settings_path, pair, from_log)
     src = str(settings_path)
-    deltas = get(settings, "deltas", list, source=src)
+    deltas = settings["deltas"]
     base_path = config_path("traces", pair)
     base = base_path.read_text()
-    shape = get(settings, "acceptance_shape", dict, source=src, default={}).get(pair)
     results = {}
     logged = read_log(from_log) if from_log else {}
     for delta in deltas:

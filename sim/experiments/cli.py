@@ -6,23 +6,33 @@ import json
 import sys
 from pathlib import Path
 
+from sim.errors import SaddleError
+
 
 def register(subparsers) -> None:
     run = subparsers.add_parser("run", help="run an experiment (default: configs/experiments/default.yaml)")
     run.add_argument("file", nargs="?", help="experiment YAML file or name in configs/experiments/")
     run.add_argument("--json", action="store_true", help="print one JSON object instead of the table")
-    run.add_argument("--timeline", metavar="FILE.json", help="write a Perfetto/Chrome trace of the first run")
+    run.add_argument("--timeline", metavar="FILE.json",
+                     help="write a Perfetto/Chrome trace of one run (chosen by --timeline-run; "
+                          "default: the grid's first run)")
+    run.add_argument("--timeline-run", metavar="FIELD=VALUE,...", type=_run_filter,
+                     help="the run --timeline records, by system (or label), pair, batch, "
+                          "draft_length, sequence_length; e.g. system=saddle,batch=64; it must "
+                          "match exactly one run")
     run.add_argument("--trace", metavar="FILE", help="replay this trace file instead of the pair's default")
     run.add_argument("--requests", type=_requests, metavar="N|all",
                      help="replace the experiment's workload.requests (all: the whole split)")
-    run.add_argument("--out", metavar="DIR", help="results folder (default: results/<name>/)")
+    run.add_argument("--out", metavar="DIR",
+                     help="results folder, relative to the current directory (default: "
+                          "results/<name>/ in the current directory, or $SADDLE_RESULTS/<name>/)")
     run.add_argument("--no-plot", action="store_true", help="skip the plot")
     run.add_argument("--jobs", "-j", type=_jobs, metavar="N",
                      help="runs simulated at once, in worker processes (default: the CPUs, at most 8)")
     run.set_defaults(func=run_handler)
 
     tune = subparsers.add_parser("tune-tau", help="choose SADDLE's tau on the validation split and store it")
-    tune.add_argument("--pair", required=True)
+    tune.add_argument("--pair", required=True, help="model pair in configs/models/pairs/")
     tune.add_argument("--config", default="tune-tau", help="tuning settings in configs/experiments/")
     tune.add_argument("--dry-run", action="store_true", help="print the choice, do not write configs/tau/")
     tune.add_argument("--from-log", metavar="FILE",
@@ -30,7 +40,7 @@ def register(subparsers) -> None:
     tune.set_defaults(func=tune_handler)
 
     cal = subparsers.add_parser("calibrate", help="fit a pair's synthetic acceptance to the fig3 shape")
-    cal.add_argument("--pair", required=True)
+    cal.add_argument("--pair", required=True, help="model pair in configs/models/pairs/")
     cal.add_argument("--write", action="store_true",
                      help="store the fit in configs/traces/PAIR.yaml and regenerate the shipped trace")
     cal.add_argument("--from-log", metavar="FILE",
@@ -46,6 +56,21 @@ def _requests(text: str) -> int | str:
     raise argparse.ArgumentTypeError(f"expected a positive integer or 'all', found {text!r}")
 
 
+def _run_filter(text: str) -> dict:
+    """``system=saddle,batch=64`` -> {"system": "saddle", "batch": 64}."""
+    from sim.experiments.grid import RUN_FIELDS
+    rule = {}
+    for part in text.split(","):
+        key, sep, value = part.partition("=")
+        key, value = key.strip(), value.strip()
+        if not sep or not key or not value:
+            raise argparse.ArgumentTypeError(f"expected FIELD=VALUE[,FIELD=VALUE...], found {text!r}")
+        if key not in RUN_FIELDS:
+            raise argparse.ArgumentTypeError(f"unknown field {key!r}; expected one of {', '.join(RUN_FIELDS)}")
+        rule[key] = int(value) if value.isdigit() else (None if value in ("none", "null") else value)
+    return rule
+
+
 def _jobs(text: str) -> int:
     if text.isdigit() and int(text) > 0:
         return int(text)
@@ -58,18 +83,34 @@ def run_handler(args) -> int:
     from sim.paths import results_dir
 
     path = resolve_path(args.file)
+    if args.timeline_run and not args.timeline:
+        raise SaddleError("--timeline-run chooses the run of --timeline FILE.json; give --timeline too")
     experiment, runs = load_experiment(path, trace=args.trace, requests=args.requests)
     out = Path(args.out) if args.out else results_dir() / experiment["name"]
+    if out.exists() and not out.is_dir():
+        raise SaddleError(f"--out {out}: exists and is not a folder")
+    timeline = Path(args.timeline) if args.timeline else None
+    chosen = timeline_run(runs, args.timeline_run, str(path)) if timeline else 0
+    if timeline is not None and (timeline.is_dir() or not timeline.parent.is_dir()):
+        raise SaddleError(f"--timeline {timeline}: expected a file in an existing folder")
     records = execute(experiment["name"], runs, out, progress=not args.json and sys.stderr.isatty(),
-                      timeline=Path(args.timeline) if args.timeline else None,
-                      jobs=args.jobs or default_jobs())
+                      timeline=timeline, timeline_run=chosen, jobs=args.jobs or default_jobs())
     write_results(out, experiment, runs, records)
+    notes = []
+    if timeline is not None:
+        p = runs[chosen]
+        notes.append(f"timeline: {timeline} (run {chosen + 1} of {len(runs)}: {p.label or p.system}, "
+                     f"{p.pair}, batch {p.batch}"
+                     + (f", d={p.draft_length}" if p.draft_length is not None else "")
+                     + (f", L={p.sequence_length}" if p.sequence_length is not None else "") + ")")
     plots = []
     if not args.no_plot:
         from sim.experiments.plots import plot_all
         plots = plot_all(out, experiment, records)
     if args.json:
         print(json.dumps({"experiment": experiment["name"], "runs": records}, sort_keys=True))
+        for note in notes:          # stdout is the JSON object alone
+            print(note, file=sys.stderr)
     else:
         print(table(records))
         if "published" in experiment:
@@ -78,8 +119,37 @@ def run_handler(args) -> int:
             print(published.table(experiment["published"],
                                   published.compare(experiment["published"], records)))
         print(f"\nresults: {out}/results.json, results.csv, config.yaml"
-              + "".join(f"\nplot: {p}" for p in plots))
+              + "".join(f"\nplot: {p}" for p in plots) + "".join(f"\n{n}" for n in notes))
     return 0
+
+
+def timeline_run(runs: list, rule: dict | None, source: str) -> int:
+    """Index of the run ``--timeline-run`` names (the first run without a rule)."""
+    from sim.experiments.grid import _matches
+    if not rule:
+        return 0
+    found = [i for i, p in enumerate(runs) if _matches(p, rule, source)]
+    if len(found) == 1:
+        return found[0]
+    shown = "; ".join(_describe(p) for p in (runs if not found else [runs[i] for i in found])[:8])
+    what = "no run" if not found else f"{len(found)} runs"
+    more = "" if len(found or runs) <= 8 else f"; and {len(found or runs) - 8} more"
+    raise SaddleError(f"--timeline-run {_show(rule)}: {what} of {source} match"
+                      f"{'es' if not found else ''}; {'runs' if not found else 'matching'}: "
+                      f"{shown}{more} (add fields to name exactly one)")
+
+
+def _describe(p) -> str:
+    text = f"system={p.label or p.system},pair={p.pair},batch={p.batch}"
+    if p.draft_length is not None:
+        text += f",draft_length={p.draft_length}"
+    if p.sequence_length is not None:
+        text += f",sequence_length={p.sequence_length}"
+    return text
+
+
+def _show(rule: dict) -> str:
+    return ",".join(f"{k}={v}" for k, v in rule.items())
 
 
 def tune_handler(args) -> int:

@@ -35,27 +35,38 @@ import json
 from dataclasses import asdict
 from pathlib import Path
 
-from sim.config import config_path, get, load_yaml
+from sim.config import check_keys, config_path, get, load_yaml, suggest
 from sim.errors import ConfigError
-from sim.experiments.plots import check_spec
+from sim.experiments.plots import PLOT_KEYS, check_spec
 from sim.model import load_pair
+from sim.paths import CONFIGS
 from sim.systems.run import RunParams
 
 PLOT_X = ("batch", "draft_length", "sequence_length", "system")
+# Every key an experiment file may have; anything else is refused with the closest suggested.
+EXPERIMENT_KEYS = ("name", "description", "pairs", "batches", "systems", "workload",
+                   "sequence_length", "tau", "select", "plot", "published")
+ENTRY_KEYS = ("system", "draft_length", "batches", "tau", "max_draft_len", "capacity_slack",
+              "issue_rule", "label")
+WORKLOAD_KEYS = ("split", "requests", "requests_per_batch", "batching", "seed",
+                 "validation_fraction")
+RUN_FIELDS = ("pair", "batch", "system", "sequence_length", "draft_length")
 
 
 def resolve_path(name_or_path: str | None) -> Path:
     if name_or_path is None:
         return config_path("experiments", "default")
     path = Path(name_or_path)
-    if path.suffix in (".yaml", ".yml") or path.exists():
+    if path.suffix in (".yaml", ".yml") or path.exists() or "/" in name_or_path:
+        if path.is_dir():
+            raise ConfigError(f"{path}: is a directory, expected an experiment file (.yaml)")
         if not path.is_file():
             raise ConfigError(f"{path}: no such experiment file")
         return path
     return config_path("experiments", name_or_path)
 
 
-def _list(value, what: str, src: str) -> list:
+def _list(value) -> list:
     return value if isinstance(value, list) else [value]
 
 
@@ -71,97 +82,269 @@ def resolve_sequence_length(value, pair: str) -> int | None:
     return load_pair(pair).max_sequence_length if value == "max" else value
 
 
+def check_pair(pair, source: str | None, where: str) -> None:
+    """``pair`` names a pair file whose models exist; errors name ``source`` and ``where``."""
+    if not isinstance(pair, str):
+        raise ConfigError(f"{source + ': ' if source else ''}{where}: expected a pair name, found {pair!r}")
+    path = config_path("models/pairs", pair, source=source, where=where)
+    data = load_yaml(path)
+    for key in ("tlm", "dlm"):
+        config_path("models", get(data, key, str, source=path), source=path, where=key)
+    load_pair(pair)
+
+
+def check_system(name, source: str, where: str):
+    """The system's spec (its file checked completely, its hardware preset existing)."""
+    from sim.systems.spec import load_system
+    if not isinstance(name, str):
+        raise ConfigError(f"{source}: {where}: expected a system name, found {name!r}")
+    path = config_path("systems", name, source=source, where=where)
+    spec = load_system(name)
+    config_path("hardware", spec.hardware, source=path, where="hardware")
+    return spec
+
+
+def check_trace_file(path, what: str) -> Path:
+    """A trace path given by hand (``what`` says where: ``--trace``) that exists and is a file."""
+    path = Path(path)
+    if path.is_dir():
+        raise ConfigError(f"{what} {path}: is a directory, expected a trace file (.jsonl or .jsonl.gz)")
+    if not path.is_file():
+        raise ConfigError(f"{what} {path}: no such trace file")
+    return path
+
+
+def _int(value, where: str, low: int = 1) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < low:
+        raise ConfigError(f"{where}: expected an integer >= {low}, found {value!r}")
+    return value
+
+
+def _probability(value, where: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= 1:
+        raise ConfigError(f"{where}: expected a number in [0, 1], found {value!r}")
+    return float(value)
+
+
 def load_experiment(path: Path, trace: str | None = None,
                     requests: int | str | None = None) -> tuple[dict, list[RunParams]]:
-    """The experiment's runs. ``trace`` replaces the (single) pair's trace; ``requests``
-    replaces ``workload.requests`` (an int, or ``"all"`` for the whole split)."""
+    """The experiment's runs, every setting checked before anything runs (unknown keys with
+    the closest known one suggested, unknown pair / system / model / hardware / split names,
+    values, and every file a run will read: each trace is read and its split and request
+    count checked). Errors name the file and the key path (``systems[2].draft_length``).
+    ``trace`` replaces the (single) pair's trace; ``requests`` replaces ``workload.requests``
+    (an int, or ``"all"`` for the whole split)."""
+    from sim.systems.spec import ISSUE_RULES
+    from sim.workload import BATCHING, SPLITS
+
     data = load_yaml(path)
     src = str(path)
+    check_keys(data, EXPERIMENT_KEYS, source=src)
     name = get(data, "name", str, source=src)
+    if not name or "/" in name or name in (".", ".."):
+        raise ConfigError(f"{src}: name: expected a folder name (no '/'), found {name!r}")
+    get(data, "description", str, source=src, default=None)
     pairs = get(data, "pairs", list, source=src)
     batches = get(data, "batches", list, source=src)
     systems = get(data, "systems", list, source=src)
     work = get(data, "workload", dict, source=src, default={})
-    seqs = _list(get(data, "sequence_length", (int, str, list), source=src, default=[None]),
-                 "sequence_length", src)
+    seqs = _list(get(data, "sequence_length", (int, str, list), source=src, default=[None]))
     tau = get(data, "tau", float, source=src, default=None)
-    if trace is not None and len(pairs) != 1:
-        raise ConfigError(f"{src}: --trace replaces the trace of one pair; this experiment has {len(pairs)}")
+    if tau is not None:
+        _probability(tau, f"{src}: tau")
+    for key, items in (("pairs", pairs), ("batches", batches), ("systems", systems)):
+        if not items:
+            raise ConfigError(f"{src}: {key}: expected a non-empty list")
+    for i, pair in enumerate(pairs):
+        check_pair(pair, src, f"pairs[{i}]")
+    if len(set(pairs)) != len(pairs):
+        raise ConfigError(f"{src}: pairs: {pairs} names a pair twice")
+    if trace is not None:
+        if len(pairs) != 1:
+            raise ConfigError(f"{src}: --trace replaces the trace of one pair; this experiment has {len(pairs)}")
+        trace = str(check_trace_file(trace, "--trace"))
     for i, b in enumerate(batches):
-        if isinstance(b, bool) or not isinstance(b, int) or b < 1:
-            raise ConfigError(f"{src}: batches[{i}]: expected an integer >= 1, found {b!r}")
-    known = {"split", "requests", "requests_per_batch", "batching", "seed", "validation_fraction"}
-    unknown = sorted(set(work) - known)
-    if unknown:
-        raise ConfigError(f"{src}: workload: unknown key(s) {unknown}; expected some of {sorted(known)}")
-    n_requests = get(work, "requests", int, source=src, default=None)
+        _int(b, f"{src}: batches[{i}]")
+    check_keys(work, WORKLOAD_KEYS, source=src, where="workload")
+    n_requests = get(work, "requests", int, source=src, prefix="workload", default=None)
+    if n_requests is not None:
+        _int(n_requests, f"{src}: workload.requests")
     per_batch = get(work, "requests_per_batch", int, source=src, prefix="workload", default=None,
                     positive=True)
     if per_batch is not None and n_requests is not None:
         raise ConfigError(f"{src}: workload: give requests or requests_per_batch, not both")
     if requests is not None:
         n_requests, per_batch = (None if requests == "all" else requests), None
+    split = get(work, "split", str, source=src, prefix="workload", default="test")
+    if split not in SPLITS:
+        raise ConfigError(f"{src}: workload.split: unknown split {split!r}{suggest(split, SPLITS)}; "
+                          f"expected one of {', '.join(SPLITS)}")
+    batching = get(work, "batching", str, source=src, prefix="workload", default="continuous")
+    if batching not in BATCHING:
+        raise ConfigError(f"{src}: workload.batching: unknown batching {batching!r}"
+                          f"{suggest(batching, BATCHING)}; expected one of {', '.join(BATCHING)}")
+    seed = get(work, "seed", int, source=src, prefix="workload", default=0)
+    fraction = get(work, "validation_fraction", float, source=src, prefix="workload", default=0.5)
+    if not 0 < fraction < 1:
+        raise ConfigError(f"{src}: workload.validation_fraction: expected a number in (0, 1), "
+                          f"found {fraction!r}")
     for i, seq in enumerate(seqs):
         check_sequence_length(seq, f"{src}: sequence_length[{i}]")
+
+    entries = []            # (entry, spec, draft lengths)
+    for i, entry in enumerate(systems):
+        at = f"systems[{i}]"
+        if not isinstance(entry, dict):
+            raise ConfigError(f"{src}: {at}: expected a mapping with 'system', found {entry!r}")
+        check_keys(entry, ENTRY_KEYS, source=src, where=at)
+        if "system" not in entry:
+            raise ConfigError(f"{src}: {at}: missing key 'system'")
+        spec = check_system(entry["system"], src, f"{at}.system")
+        own = get(entry, "batches", list, source=src, prefix=at, default=None)
+        for j, b in enumerate(own or []):
+            if b not in batches:
+                raise ConfigError(f"{src}: {at}.batches[{j}]: {b!r} is not one of the "
+                                  f"experiment's batches {batches}")
+        ds = _list(entry.get("draft_length"))
+        fixed = spec.speculative and spec.stop == "fixed"
+        for j, d in enumerate(ds):
+            where = f"{src}: {at}.draft_length" + (f"[{j}]" if isinstance(entry.get("draft_length"), list) else "")
+            if fixed and d is None:
+                raise ConfigError(f"{where}: system {spec.name} drafts a fixed d: give a number "
+                                  "or 'search'")
+            if fixed and d != "search":
+                _int(d, where)
+            if not fixed and d is not None:
+                raise ConfigError(f"{where}: system {spec.name} does not take a fixed d "
+                                  f"(found {d!r}); leave it out")
+        if "tau" in entry:
+            _probability(get(entry, "tau", float, source=src, prefix=at), f"{src}: {at}.tau")
+            if spec.stop != "threshold":
+                raise ConfigError(f"{src}: {at}.tau: system {spec.name} has no stopping threshold "
+                                  "(its stop rule is not 'threshold'); leave tau out")
+        if "max_draft_len" in entry:
+            _int(get(entry, "max_draft_len", int, source=src, prefix=at), f"{src}: {at}.max_draft_len")
+        if "capacity_slack" in entry:
+            slack = get(entry, "capacity_slack", float, source=src, prefix=at)
+            if spec.verify != "shared_pool":
+                raise ConfigError(f"{src}: {at}.capacity_slack: system {spec.name} has no pass "
+                                  "capacity (only systems with verify: shared_pool); leave it out")
+            if not 0 <= slack <= 10:
+                raise ConfigError(f"{src}: {at}.capacity_slack: expected a number in [0, 10], found {slack!r}")
+        if "issue_rule" in entry:
+            rule = get(entry, "issue_rule", str, source=src, prefix=at)
+            if not spec.eager:
+                raise ConfigError(f"{src}: {at}.issue_rule: system {spec.name} has no Eager Pool; "
+                                  "drafting and verification alternate (leave issue_rule out)")
+            if rule not in ISSUE_RULES:
+                raise ConfigError(f"{src}: {at}.issue_rule: unknown rule {rule!r}"
+                                  f"{suggest(rule, ISSUE_RULES)}; expected one of {', '.join(ISSUE_RULES)}")
+        label = get(entry, "label", str, source=src, prefix=at, default=None)
+        if label == "":
+            raise ConfigError(f"{src}: {at}.label: expected a non-empty name")
+        if spec.stop == "threshold" and get(entry, "tau", float, source=src, prefix=at,
+                                            default=tau) is None:
+            for pair in pairs:      # tau comes from configs/tau/<pair>.yaml
+                if not (CONFIGS / "tau" / f"{pair}.yaml").is_file():
+                    raise ConfigError(f"{src}: {at}: system {spec.name} needs a tau for {pair}: "
+                                      f"configs/tau/{pair}.yaml does not exist (give tau, or run "
+                                      f"saddle tune-tau --pair {pair})")
+        if spec.verify == "shared_pool":
+            from sim.manager.config import ManagerConfig
+            slots = ManagerConfig.load(None).max_requests
+            for j, b in enumerate(own or batches):
+                if b > slots:
+                    key = f"{at}.batches[{j}]" if own else f"batches[{j}]"
+                    raise ConfigError(f"{src}: {key}: batch {b} of {spec.name} ({at}) exceeds the "
+                                      f"{slots} Controller slots of configs/manager.yaml "
+                                      "(controller.max_requests)")
+        for other, (o_entry, o_spec, o_ds) in enumerate(entries):
+            same = (o_entry.get("label") or o_spec.name) == (label or spec.name)
+            shared = set(o_entry.get("batches", batches)) & set(own or batches)
+            if same and shared and any(d in o_ds for d in ds):
+                raise ConfigError(f"{src}: {at}: the same runs as systems[{other}] (system "
+                                  f"{label or spec.name}, draft length, batches); give one a label")
+        entries.append((entry, spec, ds))
+
     runs = []
     for pair in pairs:
         for seq_entry in seqs:
             seq = resolve_sequence_length(seq_entry, pair)
             for batch in batches:
-                for i, entry in enumerate(systems):
-                    if not isinstance(entry, dict):
-                        raise ConfigError(f"{src}: systems[{i}]: expected a mapping with 'system'")
+                for i, (entry, spec, ds) in enumerate(entries):
                     if batch not in entry.get("batches", batches):
                         continue
-                    system = get(entry, "system", str, source=src, prefix=f"systems[{i}]")
-                    ds = _list(entry.get("draft_length"), "draft_length", src)
                     for d in ds:
                         runs.append(RunParams(
-                            system=system, pair=pair, batch=batch, draft_length=d,
-                            tau=get(entry, "tau", float, source=src, prefix=f"systems[{i}]", default=tau),
-                            max_draft_len=get(entry, "max_draft_len", int, source=src,
-                                              prefix=f"systems[{i}]", default=None),
-                            capacity_slack=get(entry, "capacity_slack", float, source=src,
-                                               prefix=f"systems[{i}]", default=None),
-                            issue_rule=get(entry, "issue_rule", str, source=src,
-                                           prefix=f"systems[{i}]", default=None),
-                            label=get(entry, "label", str, source=src, prefix=f"systems[{i}]",
-                                      default=None),
-                            trace=trace, split=get(work, "split", str, source=src, default="test"),
+                            system=spec.name, pair=pair, batch=batch, draft_length=d,
+                            tau=float(entry["tau"]) if "tau" in entry else tau,
+                            max_draft_len=entry.get("max_draft_len"),
+                            capacity_slack=(float(entry["capacity_slack"])
+                                            if "capacity_slack" in entry else None),
+                            issue_rule=entry.get("issue_rule"), label=entry.get("label"),
+                            trace=trace, split=split,
                             requests=n_requests if per_batch is None else per_batch * batch,
-                            seed=get(work, "seed", int, source=src, default=0),
-                            validation_fraction=get(work, "validation_fraction", float, source=src,
-                                                    default=0.5),
-                            batching=get(work, "batching", str, source=src, default="continuous"),
+                            seed=seed, validation_fraction=fraction, batching=batching,
                             sequence_length=seq, source=src))
     select = get(data, "select", list, source=src, default=None)
     if select is not None:
+        for i, rule in enumerate(select):
+            if not isinstance(rule, dict):
+                raise ConfigError(f"{src}: select[{i}]: expected a mapping of run field -> value "
+                                  "or list of values")
+            check_keys(rule, RUN_FIELDS, source=src, where=f"select[{i}]")
         runs = [p for p in runs if any(_matches(p, rule, f"{src}: select[{i}]")
                                        for i, rule in enumerate(select))]
+        if not runs:
+            raise ConfigError(f"{src}: select: no run of the grid matches any rule")
+    names = {p.label or p.system for p in runs}
     plot = get(data, "plot", (dict, list), source=src, default={"x": "batch", "metric": "tokens_per_s"})
     for i, spec in enumerate(plot if isinstance(plot, list) else [plot]):
-        where = f"{src}: plot" + (f"[{i}]" if isinstance(plot, list) else "")
+        at = "plot" + (f"[{i}]" if isinstance(plot, list) else "")
+        where = f"{src}: {at}"
         if not isinstance(spec, dict):
             raise ConfigError(f"{where}: expected a mapping (x, metric, ...), found {spec!r}")
+        check_keys(spec, PLOT_KEYS, source=src, where=at)
         if spec.get("x", "batch") not in PLOT_X:
             raise ConfigError(f"{where}.x: expected one of {list(PLOT_X)}, found {spec.get('x')!r}")
         check_spec(spec, where)
+        norm = spec.get("normalize")
+        if norm is not None and norm not in names:
+            raise ConfigError(f"{where}.normalize: no system of the experiment is named {norm!r}"
+                              f"{suggest(norm, names)}; systems: {', '.join(sorted(names))}")
+        plot_where = spec.get("where", {})
+        if not isinstance(plot_where, dict):
+            raise ConfigError(f"{where}.where: expected a mapping of run field -> value, found {plot_where!r}")
+        check_keys(plot_where, RUN_FIELDS, source=src, where=f"{at}.where")
     if "published" in data:
         from sim.experiments.published import check
         check(data["published"], src)
+    check_workloads(runs)
     data = dict(data, name=name, plot=plot)
     return data, runs
+
+
+def check_workloads(runs: list[RunParams]) -> None:
+    """Read every trace the runs replay and take each run's requests from it, as the run will
+    (cached: the runs in this process reuse it), so a bad trace, a split the trace lacks, too
+    few requests or a too short trace stop the experiment before its first run, once."""
+    from sim.systems.run import _workload, default_trace
+
+    seen = set()
+    for p in runs:
+        trace = str(p.trace or default_trace(p.pair, p.sequence_length))
+        max_seq = max(p.max_seq_len or load_pair(p.pair).max_sequence_length, p.sequence_length or 0)
+        key = (trace, p.split, p.requests, p.seed, p.validation_fraction, max_seq, p.sequence_length)
+        if key not in seen:
+            seen.add(key)
+            _workload(trace, p.split, p.requests, p.seed, p.validation_fraction, max_seq, p.source,
+                      p.sequence_length)
 
 
 def _matches(p: RunParams, rule: dict, where: str) -> bool:
     """A run matches a ``select`` rule when each named field equals the value (or is in the
     list of values)."""
-    if not isinstance(rule, dict):
-        raise ConfigError(f"{where}: expected a mapping of run field -> value or list of values")
     for key, want in rule.items():
-        if key not in ("pair", "batch", "system", "sequence_length", "draft_length"):
-            raise ConfigError(f"{where}: unknown field {key!r}; expected pair, batch, system, "
-                              "sequence_length or draft_length")
         have = (p.label or p.system) if key == "system" else getattr(p, key)
         if have not in (want if isinstance(want, list) else [want]):
             return False

@@ -11,12 +11,21 @@ draws one stacked bar per (system, batch, sequence length), a segment per metric
 ``fraction: true`` each bar is scaled to sum to 1, e.g. a latency breakdown as shares of the run
 time); ``metrics: [m1, m2, ...]`` draws the metrics side by side, one bar each (e.g. GPU and PIM
 utilisation). ``labels`` names the segments / bars (default: the metric's last part).
+
+``ylabel`` replaces the y axis title (default: the metric's name in words, e.g. "throughput
+(tokens/s)", "throughput relative to gpu-ad" with ``normalize``). Every legend stands beside
+the last panel, never over the data; with ``x: system`` and a single (batch, sequence length)
+each bar is named on the axis and the point goes in the panel title.
 """
 from __future__ import annotations
 
 from pathlib import Path
 
 from sim.errors import ConfigError
+
+# Every key a plot spec may have (sim/experiments/grid.py refuses others).
+PLOT_KEYS = ("name", "x", "metric", "normalize", "where", "stack", "metrics", "labels", "fraction",
+             "ylabel")
 
 
 def plot_all(out: Path, experiment: dict, records: list[dict]) -> list[Path]:
@@ -27,7 +36,8 @@ def plot_all(out: Path, experiment: dict, records: list[dict]) -> list[Path]:
         where = spec.get("where", {})
         rows = [r for r in records if all(r.get(k) == v for k, v in where.items())]
         suffix = f"-{spec['name']}" if "name" in spec else ("" if len(specs) == 1 else f"-{i}")
-        paths.append(plot(out / f"{experiment['name']}{suffix}.png", experiment, spec, rows))
+        paths.append(plot(out / f"{experiment['name']}{suffix}.png", experiment, spec, rows,
+                          references=records))
     if "published" in experiment:
         from sim.experiments import published
         path = published.plot(out, experiment["name"],
@@ -39,6 +49,9 @@ def plot_all(out: Path, experiment: dict, records: list[dict]) -> list[Path]:
 
 def check_spec(spec: dict, where: str) -> None:
     """ConfigError naming ``where`` for a plot spec this module cannot draw."""
+    for key in ("name", "metric", "normalize", "ylabel"):
+        if key in spec and (not isinstance(spec[key], str) or not spec[key]):
+            raise ConfigError(f"{where}.{key}: expected a non-empty string, found {spec[key]!r}")
     many = [k for k in ("stack", "metrics") if k in spec]
     if len(many) > 1 or (many and "metric" in spec):
         raise ConfigError(f"{where}: give one of metric, stack or metrics, found {sorted(set(spec) & {'metric', 'stack', 'metrics'})}")
@@ -59,8 +72,12 @@ def check_spec(spec: dict, where: str) -> None:
 def _value(record: dict, metric: str) -> float:
     value = record
     for part in metric.split("."):
+        if not isinstance(value, dict) or part not in value:
+            known = sorted(k for k in (value if isinstance(value, dict) else {}))
+            raise ConfigError(f"plot metric {metric!r}: the {record.get('system')} run has no "
+                              f"{part!r}; it has {', '.join(known)}")
         value = value[part]
-    return float(value)
+    return float(value) if value is not None else float("nan")
 
 
 def _point(r: dict) -> tuple:
@@ -79,16 +96,23 @@ def _names(rows: list[dict]) -> dict[int, str]:
             for r in rows}
 
 
-def plot(path: Path, experiment: dict, spec: dict, records: list[dict]) -> Path:
+def plot(path: Path, experiment: dict, spec: dict, records: list[dict],
+         references: list[dict] | None = None) -> Path:
+    """``references``: where ``normalize`` finds its system (default ``records``; plot_all
+    passes every record, so a ``where`` that leaves the reference out still normalises)."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     x_key, metric, norm = spec.get("x", "batch"), spec.get("metric", "tokens_per_s"), spec.get("normalize")
     pairs = list(dict.fromkeys(r["pair"] for r in records))
-    width = 6.5 if "stack" in spec else 5
+    # Wide enough for the bars of the widest panel to keep their labels apart.
+    bars = max((len({(r["system"], r["draft_length"], r["batch"], r.get("sequence_length"))
+                     for r in records if r["pair"] == pair}) for pair in pairs), default=1)
+    width = max(6.5, 0.8 * bars) if ("stack" in spec or "metrics" in spec) else 6.5
     fig, axes = plt.subplots(1, max(1, len(pairs)), figsize=(width * max(1, len(pairs)), 3.6), squeeze=False)
-    refs = {_point(r): r for r in records if norm and r["system"] == norm}
+    refs = {_point(r): r for r in (records if references is None else references)
+            if norm and r["system"] == norm}
 
     def value(r):
         v = _value(r, metric)
@@ -99,24 +123,37 @@ def plot(path: Path, experiment: dict, spec: dict, records: list[dict]) -> Path:
 
     for ax, pair in zip(axes[0], pairs):
         rows = [r for r in records if r["pair"] == pair]
+        title_extra, x_title = "", X_TITLES.get(x_key, x_key)
         names = _names(rows)
         series = list(dict.fromkeys(names[id(r)] for r in rows))
         if "stack" in spec or "metrics" in spec:
-            _multi_bars(ax, rows, names, series, spec)
+            title_extra, x_title = _multi_bars(ax, rows, names, series, spec)
         elif x_key == "system":
             groups = list(dict.fromkeys((r["batch"], r.get("sequence_length")) for r in rows))
-            width = 0.8 / max(1, len(series))
-            for j, name in enumerate(series):
-                xs, ys = [], []
-                for g, (batch, seq) in enumerate(groups):
-                    match = [r for r in rows if names[id(r)] == name and r["batch"] == batch
-                             and r.get("sequence_length") == seq]
-                    if match:
-                        xs.append(g + (j - (len(series) - 1) / 2) * width)
-                        ys.append(value(match[0]))
-                ax.bar(xs, ys, width, label=name)
-            ax.set_xticks(range(len(groups)))
-            ax.set_xticklabels([f"batch {b}" + (f", L={s}" if s else "") for b, s in groups])
+            if len(groups) == 1:
+                # One point: a bar per system, named on the axis; the point goes in the title.
+                for j, name in enumerate(series):
+                    match = [r for r in rows if names[id(r)] == name]
+                    ax.bar(j, value(match[0]), 0.7, color=f"C{j % 10}")
+                ax.set_xticks(range(len(series)))
+                ax.set_xticklabels(series, rotation=30 if len(series) > 4 else 0,
+                                   ha="right" if len(series) > 4 else "center", fontsize=8)
+                batch, seq = groups[0]
+                title_extra = f", batch {batch}" + (f", sequence length {seq}" if seq else "")
+            else:
+                width = 0.8 / max(1, len(series))
+                for j, name in enumerate(series):
+                    xs, ys = [], []
+                    for g, (batch, seq) in enumerate(groups):
+                        match = [r for r in rows if names[id(r)] == name and r["batch"] == batch
+                                 and r.get("sequence_length") == seq]
+                        if match:
+                            xs.append(g + (j - (len(series) - 1) / 2) * width)
+                            ys.append(value(match[0]))
+                    ax.bar(xs, ys, width, label=name)
+                ax.set_xticks(range(len(groups)))
+                ax.set_xticklabels([f"{b}" + (f", L={s}" if s else "") for b, s in groups])
+                x_title = "batch size" + (", sequence length" if any(s for _, s in groups) else "")
         elif x_key == "draft_length":
             systems = list(dict.fromkeys(r["system"] for r in rows))
             for k, system in enumerate(systems):
@@ -134,14 +171,21 @@ def plot(path: Path, experiment: dict, spec: dict, records: list[dict]) -> Path:
                              and r.get(x_key) is not None)
                 if pts:
                     ax.plot([str(p[0]) for p in pts], [p[1] for p in pts], marker="o", label=name)
-        ax.set_title(pair, fontsize=9)
-        ax.set_xlabel(x_key)
+        ax.set_title(pair + title_extra, fontsize=9)
+        ax.set_xlabel(x_title)
         ax.set_ylabel(_ylabel(spec, metric, norm))
-        ax.grid(alpha=0.3)
-        if "stack" in spec:     # segments fill the bars: the legend goes beside the panel
-            ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0))
-        else:
-            ax.legend(fontsize=7)
+        ax.grid(alpha=0.3, axis="y" if x_key == "system" else "both")
+        if norm and "stack" not in spec and "metrics" not in spec:
+            ax.axhline(1.0, color="0.3", linewidth=0.8, linestyle=":")
+    # One legend for all panels (they share their series), beside the last: never over a bar
+    # or a line.
+    legend: dict[str, object] = {}
+    for ax in axes[0]:
+        for handle, label in zip(*ax.get_legend_handles_labels()):
+            legend.setdefault(label, handle)
+    if legend:
+        axes[0][-1].legend(legend.values(), legend.keys(), fontsize=7, loc="upper left",
+                           bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
     fig.suptitle(experiment.get("description", experiment["name"]), fontsize=9)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
@@ -149,30 +193,62 @@ def plot(path: Path, experiment: dict, spec: dict, records: list[dict]) -> Path:
     return path
 
 
+X_TITLES = {"batch": "batch size", "draft_length": "draft length d",
+            "sequence_length": "sequence length (tokens)", "system": "system"}
+# Axis titles of the metrics records carry; others are spelt out from the key.
+METRIC_TITLES = {
+    "tokens_per_s": "throughput (tokens/s)", "tokens_per_joule": "energy efficiency (tokens/J)",
+    "run_tokens_per_s": "throughput over the whole run (tokens/s)", "time_s": "run time (s)",
+    "energy_j": "energy (J)", "acceptance_rate": "acceptance rate",
+    "pim_op_fraction": "share of operations on PIM", "utilization": "utilization",
+    "utilization.gpu": "GPU utilization", "utilization.pim": "PIM utilization",
+    "verification_comm_share": "communication share of verification",
+    "request_latency_s.p50": "median request latency (s)",
+    "request_latency_s.p99": "p99 request latency (s)", "latency_breakdown": "time (s)",
+}
+
+
+def metric_title(metric: str) -> str:
+    return METRIC_TITLES.get(metric) or metric.replace(".", " ").replace("_", " ")
+
+
 def _ylabel(spec: dict, metric: str, norm: str | None) -> str:
+    if "ylabel" in spec:
+        return spec["ylabel"]
     if "stack" in spec:
-        return "share of the total" if spec.get("fraction") else "stacked"
+        return "share of the total" if spec.get("fraction") else "time (s)"
     if "metrics" in spec:
         parents = {m.rsplit(".", 1)[0] for m in spec["metrics"]}
-        return parents.pop() if len(parents) == 1 and "." in spec["metrics"][0] else ", ".join(_labels(spec, "metrics"))
-    return metric + (f" / {norm}" if norm else "")
+        if len(parents) == 1 and "." in spec["metrics"][0]:
+            return metric_title(parents.pop())
+        return ", ".join(_labels(spec, "metrics"))
+    title = metric_title(metric)
+    if norm:        # a ratio has no unit
+        return f"{title.split(' (')[0]} relative to {norm}"
+    return title
 
 
 def _labels(spec: dict, key: str) -> list[str]:
     return spec.get("labels") or [m.split(".")[-1] for m in spec[key]]
 
 
-def _multi_bars(ax, rows: list[dict], names: dict[int, str], series: list[str], spec: dict) -> None:
-    """One position per (batch, sequence length) x series; stacked segments or side-by-side bars."""
+def _multi_bars(ax, rows: list[dict], names: dict[int, str], series: list[str],
+                spec: dict) -> tuple[str, str]:
+    """One position per (batch, sequence length) x series; stacked segments or side-by-side
+    bars. Returns what the panel title adds and the x axis title: a batch or sequence length
+    shared by every bar goes in the title, the others label the bars."""
     groups = list(dict.fromkeys((r["batch"], r.get("sequence_length")) for r in rows))
+    batches = {b for b, _ in groups}
+    seqs = {s for _, s in groups}
     bars = []       # (x label, record)
     for batch, seq in groups:
         for name in series:
             match = [r for r in rows if names[id(r)] == name and r["batch"] == batch
                      and r.get("sequence_length") == seq]
             if match:
-                tag = f"b{batch}" + (f" L{seq}" if seq else "")
-                bars.append((f"{name}\n{tag}" if len(groups) > 1 else name, match[0]))
+                tag = " ".join(([f"b{batch}"] if len(batches) > 1 else [])
+                               + ([f"L{seq}"] if len(seqs) > 1 and seq else []))
+                bars.append((f"{name}\n{tag}" if tag else name, match[0]))
     xs = range(len(bars))
     if "stack" in spec:
         metrics, labels = spec["stack"], _labels(spec, "stack")
@@ -192,3 +268,9 @@ def _multi_bars(ax, rows: list[dict], names: dict[int, str], series: list[str], 
                    [_value(r, metric) for _, r in bars], width, label=label)
     ax.set_xticks(list(xs))
     ax.set_xticklabels([label for label, _ in bars], fontsize=7)
+    title = ", ".join(([f"batch {next(iter(batches))}"] if len(batches) == 1 else [])
+                      + ([f"sequence length {next(iter(seqs))}"] if len(seqs) == 1 and None not in seqs
+                         else []))
+    x_title = "system" + (", batch (b)" if len(batches) > 1 else "") \
+        + (", sequence length (L)" if len(seqs) > 1 else "")
+    return (f", {title}" if title else ""), x_title

@@ -34,6 +34,7 @@ import csv
 import math
 from pathlib import Path
 
+from sim.config import check_keys
 from sim.errors import ConfigError
 
 KINDS = ("mean_ratio", "ratio", "best_count", "below", "argmax")
@@ -50,6 +51,7 @@ def check(published: dict, src: str) -> None:
     need = {"mean_ratio": ("num", "den", "value"), "ratio": ("num", "den", "value"),
             "best_count": ("systems", "best", "value"), "below": ("lower", "higher", "value"),
             "argmax": ("system", "over", "value")}
+    check_keys(published, ("source", "metric", "claims"), source=src, where="published")
     for i, claim in enumerate(published["claims"]):
         where = f"{src}: published.claims[{i}]"
         if not isinstance(claim, dict) or claim.get("kind") not in KINDS:
@@ -57,6 +59,8 @@ def check(published: dict, src: str) -> None:
         missing = [k for k in need[claim["kind"]] if k not in claim]
         if missing:
             raise ConfigError(f"{where}: kind {claim['kind']} needs {missing}")
+        check_keys(claim, need[claim["kind"]] + ("kind", "label", "where", "tolerance"),
+                   source=src, where=f"published.claims[{i}]")
 
 
 def _matches(record: dict, ref, where: dict) -> bool:
@@ -104,13 +108,19 @@ def _factors(r: dict) -> tuple[float, float, float, float]:
             r["tokens_per_s"] / r["run_tokens_per_s"])
 
 
-def decompose(records: list[dict], claim: dict) -> dict[str, float]:
+_NEEDED = ("verification_passes", "verification_s", "time_s", "run_tokens_per_s", "tokens")
+
+
+def decompose(records: list[dict], claim: dict) -> dict[str, float] | None:
     """Geometric means over the claim's points of the factors of num / den (module doc); their
-    product is the geometric mean of the tokens/s ratios."""
+    product is the geometric mean of the tokens/s ratios. None if a record lacks the counts
+    (a record made by hand, say)."""
     where = claim.get("where", {})
     num = _points(records, claim["num"], where, None)
     den = _points(records, claim["den"], where, None)
     keys = sorted(set(num) & set(den), key=str)
+    if not all(f in r for k in keys for r in (num[k], den[k]) for f in _NEEDED):
+        return None
     logs = [0.0] * len(FACTORS)
     for k in keys:
         for i, (a, b) in enumerate(zip(_factors(num[k]), _factors(den[k]))):
@@ -139,8 +149,10 @@ def compare(published: dict, records: list[dict]) -> list[dict]:
             agrees = abs(ours / claim["value"] - 1) <= tol
             row = {"claim": f"{text}{scope}", "published": claim["value"], "ours": round(ours, 3),
                    "agrees": agrees, "detail": detail}
-            if kind == "mean_ratio" and not agrees and metric == "tokens_per_s":
-                row["factors"] = {k: round(v, 3) for k, v in decompose(records, claim).items()}
+            factors = decompose(records, claim) if kind == "mean_ratio" and not agrees \
+                and metric == "tokens_per_s" else None
+            if factors:
+                row["factors"] = {k: round(v, 3) for k, v in factors.items()}
             rows.append(row)
         elif kind == "best_count":
             per = {}
@@ -210,15 +222,18 @@ def plot(out: Path, name: str, rows: list[dict]) -> Path | None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(max(5.0, 1.3 * len(numeric)), 3.6))
+    fig, ax = plt.subplots(figsize=(max(5.5, 1.3 * len(numeric) + 1.5), 3.8))
     x = range(len(numeric))
     ax.bar([i - 0.2 for i in x], [r["published"] for r in numeric], 0.4, label="published")
     ax.bar([i + 0.2 for i in x], [r["ours"] for r in numeric], 0.4, label="ours")
     ax.axhline(1.0, color="grey", lw=0.8)
     ax.set_xticks(list(x))
     ax.set_xticklabels([r["claim"] for r in numeric], rotation=20, ha="right", fontsize=8)
-    ax.legend()
-    ax.set_title(f"{name}: ours vs published")
+    ax.set_ylabel("claimed ratio")
+    ax.set_xlabel("published claim")
+    ax.grid(alpha=0.3, axis="y")
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
+    ax.set_title(f"{name}: ours vs published", fontsize=10)
     fig.tight_layout()
     path = out / f"{name}-published.png"
     fig.savefig(path, dpi=120)

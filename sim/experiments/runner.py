@@ -20,6 +20,7 @@ import yaml
 
 from sim.errors import SaddleError
 from sim.experiments.grid import run_key
+from sim.paths import ROOT
 from sim.systems.run import RunParams, default_trace, load_tau, simulate
 from sim.systems.spec import load_system
 
@@ -37,7 +38,36 @@ CSV_FIELDS = ("system", "pair", "batch", "draft_length", "sequence_length", "tok
 
 @lru_cache(maxsize=None)
 def _file_digest(path: str) -> str:
-    return hashlib.sha256(Path(path).read_bytes()).hexdigest()[:16]
+    try:
+        return hashlib.sha256(Path(path).read_bytes()).hexdigest()[:16]
+    except OSError as exc:      # load_experiment checked it: the file went away since
+        raise SaddleError(f"{path}: cannot read the trace ({exc.strerror})") from None
+
+
+def portable(path: str | Path) -> str:
+    """A path as saved results store it: relative to the project when inside it (so a results
+    folder, its cache included, moves to another checkout or machine), else absolute. Runs
+    are matched by the trace's content digest, never by this path."""
+    path = Path(path).resolve()
+    try:
+        return path.relative_to(ROOT).as_posix()
+    except ValueError:
+        return str(path)
+
+
+def _saved_params(p: RunParams) -> dict:
+    """What a run file stores under ``params`` (and config.yaml under ``resolved_runs``)."""
+    return dataclasses.asdict(p) | {"source": None, "trace": portable(p.trace),
+                                    "trace_sha256": _file_digest(p.trace)}
+
+
+def _same_run(saved: dict | None, params: dict) -> bool:
+    """A saved run is this run: same parameters and trace content, wherever the trace is."""
+    if not isinstance(saved, dict):
+        return False
+    drop = ("trace",)
+    return ({k: v for k, v in saved.items() if k not in drop}
+            == {k: v for k, v in params.items() if k not in drop})
 
 
 def resolved(p: RunParams) -> RunParams:
@@ -60,12 +90,15 @@ def default_jobs() -> int:
 
 
 def execute(name: str, runs: list[RunParams], out: Path, *, progress: bool = True,
-            timeline: Path | None = None, jobs: int = 1) -> list[dict]:
+            timeline: Path | None = None, timeline_run: int = 0, jobs: int = 1) -> list[dict]:
     """Simulate every run of the grid not already in ``out/runs/`` and return the records in
     grid order. ``jobs`` > 1 spreads the runs over that many worker processes (spawned, one
     run at a time each); the records, the run files and everything written from them are the
     same bytes as with ``jobs`` = 1. A failing run does not stop the others: when all are done,
-    a ``SaddleError`` names every failed run (the finished ones are saved, so a rerun resumes)."""
+    a ``SaddleError`` names every failed run (the finished ones are saved, so a rerun resumes;
+    an error all failed runs share is said once). ``timeline``: write a Perfetto trace of run
+    number ``timeline_run`` (an index into ``runs``) there; that run is simulated again even
+    when saved."""
     if isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1:
         raise SaddleError(f"jobs must be a positive integer, found {jobs!r}")
     runs_dir = out / "runs"
@@ -74,25 +107,30 @@ def execute(name: str, runs: list[RunParams], out: Path, *, progress: bool = Tru
     records: list[dict | None] = [None] * len(todo)
     pending = []
     for i, p in enumerate(todo):
-        params = dataclasses.asdict(p) | {"source": None, "trace_sha256": _file_digest(p.trace)}
+        params = _saved_params(p)
         path = runs_dir / f"{run_key(dataclasses.replace(p, trace=params['trace_sha256']))}.json"
-        if path.is_file() and not (timeline and i == 0):
-            saved = json.loads(path.read_text())
-            if saved.get("params") == params:
+        recorded = timeline is not None and i == timeline_run
+        if path.is_file() and not recorded:
+            try:
+                saved = json.loads(path.read_text())
+            except (OSError, ValueError):       # a damaged run file: run it again
+                saved = {}
+            if isinstance(saved, dict) and _same_run(saved.get("params"), params) \
+                    and isinstance(saved.get("result"), dict):
                 records[i] = saved["result"]
                 continue
-        pending.append(_Task(i, p, params, str(path), str(timeline) if timeline and i == 0 else None))
+        pending.append(_Task(i, p, params, str(path), str(timeline) if recorded else None))
     bar = None
     if progress:
         from tqdm import tqdm
         bar = tqdm(total=len(todo), initial=len(todo) - len(pending), desc=name, unit="run",
                    leave=False)
-    failures = []
+    failures: list[tuple[int, str]] = []
 
     def done(index: int, record: dict | None, error: str | None) -> None:
         records[index] = record
         if error is not None:
-            failures.append(f"run {index + 1} ({todo[index].key()}): {error}")
+            failures.append((index, error))
         if bar:
             bar.update(1)
 
@@ -109,18 +147,39 @@ def execute(name: str, runs: list[RunParams], out: Path, *, progress: bool = Tru
         away.sort(key=lambda t: load_system(t.params.system).verify != "shared_pool")
         import multiprocessing
         ctx = multiprocessing.get_context("spawn")
-        with ctx.Pool(min(jobs, len(away)), initializer=_worker_init) as pool:
+        # Workers start with Ctrl-C ignored (inherited through exec), so one that is still
+        # starting cannot print a KeyboardInterrupt of its own; the parent alone reports it.
+        import threading
+        main_thread = threading.current_thread() is threading.main_thread()
+        previous = signal.signal(signal.SIGINT, signal.SIG_IGN) if main_thread else None
+        try:
+            pool = ctx.Pool(min(jobs, len(away)), initializer=_worker_init)
+        finally:
+            if main_thread:
+                signal.signal(signal.SIGINT, previous)
+        with pool:
             for result in pool.imap_unordered(_run_task, away):
                 done(*result)
     if bar:
         bar.close()
     if failures:
-        shown = failures[:MAX_FAILURES_SHOWN]
-        more = len(failures) - len(shown)
-        raise SaddleError(f"{name}: {len(failures)} of {len(todo)} runs failed (the others are "
-                          f"saved in {runs_dir}): " + "; ".join(shown)
-                          + (f"; and {more} more" if more else ""))
+        raise SaddleError(_failure_message(name, todo, failures, runs_dir))
     return records
+
+
+def _failure_message(name: str, todo: list[RunParams], failures: list[tuple[int, str]],
+                     runs_dir: Path) -> str:
+    failures = sorted(failures)
+    finished = len(todo) - len(failures)
+    kept = (f"the {finished} finished run{'s are' if finished > 1 else ' is'} saved in "
+            f"{runs_dir}; a rerun resumes" if finished else "no run finished")
+    head = f"{name}: {len(failures)} of {len(todo)} runs failed ({kept})"
+    errors = list(dict.fromkeys(error for _, error in failures))
+    if len(errors) == 1 and len(failures) > 1:      # one cause: said once
+        return f"{head}, all with: {errors[0]}"
+    shown = [f"run {i + 1} ({todo[i].key()}): {error}" for i, error in failures[:MAX_FAILURES_SHOWN]]
+    more = len(failures) - len(shown)
+    return f"{head}: " + "; ".join(shown) + (f"; and {more} more" if more else "")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -180,7 +239,7 @@ def write_results(out: Path, experiment: dict, runs: list[RunParams], records: l
         for r in records:
             w.writerow([_flat(r, k) for k in CSV_FIELDS])
     resolved_cfg = dict(experiment)
-    resolved_cfg["resolved_runs"] = [dataclasses.asdict(resolved(p)) | {"source": None} for p in runs]
+    resolved_cfg["resolved_runs"] = [_saved_params(resolved(p)) for p in runs]
     (out / "config.yaml").write_text(yaml.safe_dump(resolved_cfg, sort_keys=False))
 
 

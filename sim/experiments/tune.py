@@ -15,9 +15,10 @@ from pathlib import Path
 
 import yaml
 
-from sim.config import config_path, get, load_yaml
+from sim.config import check_keys, config_path, get, load_yaml
 from sim.errors import ConfigError
-from sim.experiments.grid import check_sequence_length, resolve_sequence_length
+from sim.experiments.grid import (check_pair, check_sequence_length, check_system, check_workloads,
+                                  resolve_path, resolve_sequence_length)
 from sim.paths import CONFIGS
 from sim.systems.run import RunParams, simulate
 
@@ -36,19 +37,45 @@ def read_log(path: str | Path) -> dict[float, float]:
     return found
 
 
+SETTINGS_KEYS = ("system", "tau_grid", "batches", "requests", "sequence_length")
+
+
+def resolve_settings(name: str) -> Path:
+    """A settings file: a name in configs/experiments/ or a path."""
+    return resolve_path(name) if name.endswith((".yaml", ".yml")) or "/" in name \
+        else config_path("experiments", name, where="--config")
+
+
+def check_batches(batches: list, src: str) -> list:
+    if not batches:
+        raise ConfigError(f"{src}: batches: expected a non-empty list")
+    for i, b in enumerate(batches):
+        if isinstance(b, bool) or not isinstance(b, int) or b < 1:
+            raise ConfigError(f"{src}: batches[{i}]: expected an integer >= 1, found {b!r}")
+    return batches
+
+
 def tune_tau(pair: str, settings: str = "tune-tau", write: bool = True,
              from_log: str | None = None) -> float:
-    path = config_path("experiments", settings)
+    path = resolve_settings(settings)
     data = load_yaml(path)
     src = str(path)
+    check_keys(data, SETTINGS_KEYS, source=src)
+    check_pair(pair, None, "--pair")
     grid = get(data, "tau_grid", list, source=src)
-    batches = get(data, "batches", list, source=src)
+    batches = check_batches(get(data, "batches", list, source=src), src)
     system = get(data, "system", str, source=src, default="saddle")
-    requests = get(data, "requests", int, source=src, default=None)
+    spec = check_system(system, src, "system")
+    if spec.stop != "threshold":
+        raise ConfigError(f"{src}: system: {system} has no stopping threshold to tune")
+    requests = get(data, "requests", int, source=src, default=None, positive=True)
     check_sequence_length(data.get("sequence_length"), f"{src}: sequence_length")
     seq = resolve_sequence_length(data.get("sequence_length"), pair)
-    if not grid or not all(isinstance(t, (int, float)) and 0 <= t <= 1 for t in grid):
+    if not grid or not all(isinstance(t, (int, float)) and not isinstance(t, bool) and 0 <= t <= 1
+                           for t in grid):
         raise ConfigError(f"{src}: tau_grid: expected a non-empty list of probabilities in [0, 1]")
+    check_workloads([RunParams(system=system, pair=pair, batch=batches[0], split="validation",
+                               requests=requests, sequence_length=seq, source=src)])
     scores = {}
     logged = read_log(from_log) if from_log else {}
     for tau in grid:

@@ -9,7 +9,7 @@ def register(subparsers) -> None:
     sub = parser.add_subparsers(dest="manager_command", metavar="ACTION", required=True)
 
     gen = sub.add_parser("random", help="write a seeded constrained-random transaction log (JSON Lines)")
-    gen.add_argument("--seed", type=int, default=1)
+    gen.add_argument("--seed", type=int, default=1, help="random seed (default 1)")
     gen.add_argument("--length", type=int, default=10000, help="random transactions before the closing ones")
     gen.add_argument("--config", help="Manager config YAML (default configs/manager.yaml)")
     gen.add_argument("--requests", type=int, help="use request ids below this bound only")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from sim.config import config_path, get, load_yaml
+from sim.config import check_keys, config_path, get, load_yaml
 from sim.errors import ConfigError
 
 DECODING = ("autoregressive", "speculative")
@@ -15,6 +15,8 @@ OPERATORS = ("dlm_fc", "dlm_attention", "tlm_fc", "tlm_attention")
 DEVICES = ("gpu", "pim")
 # When a verification may start with fewer tokens than one pass holds (sim/systems/pooled.py).
 ISSUE_RULES = ("gpu-idle", "tlm-idle", "drained")
+SYSTEM_KEYS = ("hardware", "decoding", "stop", "verify", "eager", "mapping", "static_mapping",
+               "manager_hardware", "capacity_slack", "issue_rule")
 
 
 @dataclass(frozen=True)
@@ -47,6 +49,7 @@ def load_system(name: str) -> SystemSpec:
     path = config_path("systems", name)
     data = load_yaml(path)
     src = str(path)
+    check_keys(data, SYSTEM_KEYS, source=src)   # first: a typo is not reported as a missing key
     decoding = _choice(data, "decoding", DECODING, src)
     spec_keys = decoding == "speculative"
     from sim.systems.registry import STOP_RULES
@@ -84,11 +87,6 @@ def load_system(name: str) -> SystemSpec:
     elif "issue_rule" in data:
         raise ConfigError(f"{src}: issue_rule: only systems with an Eager Pool (eager: true) choose it; "
                           "without one, drafting and verification alternate")
-    known = {"hardware", "decoding", "stop", "verify", "eager", "mapping", "static_mapping",
-             "manager_hardware", "capacity_slack", "issue_rule"}
-    unknown = sorted(set(data) - known)
-    if unknown:
-        raise ConfigError(f"{src}: unknown key(s) {unknown}; expected some of {sorted(known)}")
     return SystemSpec(name=name, hardware=get(data, "hardware", str, source=src),
                       decoding=decoding, stop=stop, verify=verify, eager=eager, mapping=mapping,
                       static_mapping=dict(static) if static else None,
