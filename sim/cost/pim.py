@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import math
 import weakref
-from itertools import accumulate
+from collections import Counter
 from dataclasses import dataclass, field
 from functools import lru_cache
 
@@ -38,6 +38,28 @@ def clear_memos() -> None:
     """Forget the memoized instance prices of every stack object alive."""
     for stack in list(_LIVE_STACKS):
         stack._memo.clear()
+    _channel_groups.cache_clear()
+
+
+@lru_cache(maxsize=4096)
+def _channel_groups(n_cycles: int, channels: int, repeat: int) -> tuple[tuple[tuple[int, ...], int], ...]:
+    """The channels of ``PimStack.round_robin``'s placement (more jobs than channels) as
+    ``(job indices, parity of their count)``: one entry per distinct set of jobs, without the
+    sets another entry dominates (a superset with an odd count, or with an even count when
+    the set's own is even: job cycles and the odd-count extra are never negative), so the
+    slowest channel is the slowest entry. Steps price thousands of distinct cycle lists on a
+    few placements: a step's busiest channel then costs a few sums, not one per channel."""
+    jobs: list[list[int]] = [[] for _ in range(channels)]
+    for i in range(n_cycles * repeat):
+        jobs[i % channels].append(i // repeat)
+    sets = sorted({tuple(j) for j in jobs}, key=len, reverse=True)
+    kept: list[tuple[tuple[int, ...], int]] = []
+    for s in sets:
+        count = Counter(s)
+        if not any(len(s) < len(k) and not count - Counter(k) and (len(s) % 2 == 0 or odd)
+                   for k, odd in kept):
+            kept.append((s, len(s) % 2))
+    return tuple(kept)
 
 
 @dataclass(frozen=True)
@@ -302,42 +324,19 @@ class PimStack:
             return ChannelLoad(0, 0, 0, 0)
         if n <= channels:
             busiest = int(max(cycles)) + odd_extra
-        elif odd_extra:
-            loads = self._channel_loads(cycles, channels, repeat)
-            counts = self._channel_loads([1] * len(cycles), channels, repeat)
-            busiest = max(load + odd_extra * (count % 2) for load, count in zip(loads, counts))
         else:
-            busiest = int(max(self._channel_loads(cycles, channels, repeat)))
+            take = cycles.__getitem__
+            busiest = int(max(sum(map(take, jobs)) + odd_extra * odd
+                              for jobs, odd in _channel_groups(len(cycles), channels, repeat)))
         return ChannelLoad(cycles=self.with_refresh(busiest), busy_cycles=busiest,
                            channels_used=min(n, channels), column_reads=column_reads)
-
-    @staticmethod
-    def _channel_loads(cycles, channels: int, repeat: int) -> list[int]:
-        """Each channel's summed job cycles under ``round_robin``'s placement."""
-        # The copies of job r fill whole rounds of the channels (``laps``, the same on every
-        # channel) and then the ``rest`` channels from (r x repeat) mod channels on: added as
-        # +cycles at the first and -cycles past the last channel of that range (it may wrap),
-        # the running sum over the channels is each channel's load.
-        laps, rest = divmod(repeat, channels)
-        edge = [0] * (channels + 1)
-        for r, c in enumerate(cycles):
-            first = r * repeat % channels
-            last = first + rest
-            edge[first] += c
-            if last <= channels:
-                edge[last] -= c
-            else:
-                edge[channels] -= c
-                edge[0] += c
-                edge[last - channels] -= c
-        base = laps * sum(cycles)
-        return [base + v for v in accumulate(edge[:channels])]
 
     def pair_extra(self, contexts) -> int:
         """What a channel's unpaired last instance gives back (0 but for AttAcc's schedule)."""
         if self.attacc is None:
             return 0
-        return max(self.attacc_overlap(int(L)) // 2 for L in contexts)
+        # attacc_overlap never decreases with the context: the longest gives the most back.
+        return self.attacc_overlap(int(max(contexts))) // 2
 
     # --- FC (GEMV) ------------------------------------------------------------------------
 
