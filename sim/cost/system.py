@@ -213,14 +213,33 @@ class System:
             sum_l += L
             tokens += q
             sum_lq += L * q
-        dense = self._dense(shard, tokens, fc_place, devices, power)
         sums = (len(reqs), sum_l, tokens, sum_lq)
-        att_flops = _bilinear(dense.attention_flops, sums) * shard.layers
+        if att_place == "gpu" and self.gpu.unfused_attention:
+            # Unfused attention sees the requests only through these sums and its thread-block
+            # count: steps that agree on them cost the same, and a run's DLM steps often do.
+            blocks = sum(self.gpu.unfused_blocks(shard.kv_heads, q * shard.group) for _, q in reqs)
+            return self._price_unfused(shard, sums, blocks, mapping, devices, power)
+        dense = self._dense(shard, tokens, fc_place, devices, power)
         if att_place == "gpu":
-            att_ps, att_comm, att_energy = self._attention_gpu(shard, reqs, dense, sums)
+            attention = self._attention_gpu(shard, reqs, dense, sums)
         else:
-            att_ps, att_comm, att_energy = self._attention_pim(shard, reqs, dense, power)
-        on_pim = att_place == "pim"
+            attention = self._attention_pim(shard, reqs, dense, power)
+        return self._step_cost(shard, dense, sums, attention, mapping, devices)
+
+    @lru_cache(maxsize=65536)
+    def _price_unfused(self, shard: ModelSpec, sums: tuple[int, int, int, int], blocks: int,
+                       mapping: tuple[tuple[str, str], ...], devices: int, power: bool) -> StepCost:
+        dense = self._dense(shard, sums[2], mapping[0][1], devices, power)
+        attention = self._attention_gpu_unfused(shard, blocks, dense, sums)
+        return self._step_cost(shard, dense, sums, attention, mapping, devices)
+
+    def _step_cost(self, shard: ModelSpec, dense: "_Dense", sums: tuple[int, int, int, int],
+                   attention: tuple[int, int, tuple[float, ...]],
+                   mapping: tuple[tuple[str, str], ...], devices: int) -> StepCost:
+        """The step from its dense part and its attention's (time, communication, energies)."""
+        att_ps, att_comm, att_energy = attention
+        att_flops = _bilinear(dense.attention_flops, sums) * shard.layers
+        on_pim = mapping[1][1] == "pim"
         # Energy is added component by component in the order fc, attention, other,
         # all-reduce: the same float sums, in the same order, as pricing operator by operator.
         energy = {k: ((f + a) + o + r) * devices for k, f, a, o, r in
@@ -290,9 +309,8 @@ class System:
     def _attention_gpu(self, shard: ModelSpec, reqs: tuple[tuple[int, int], ...], dense: "_Dense",
                        sums: tuple[int, int, int, int]) -> tuple[int, int, tuple[float, ...]]:
         """(time, communication time, energy per component) of every layer's attention, priced
-        as ``GPU.attention_ps`` prices the step's ``attention_batch``."""
-        if self.gpu.unfused_attention:
-            return self._attention_gpu_unfused(shard, reqs, dense, sums)
+        as ``GPU.attention_ps`` prices the step's ``attention_batch`` (fused kernels; unfused:
+        ``_attention_gpu_unfused``)."""
         gpu, g, layers = self.gpu, shard.group, shard.layers
         flops = _bilinear(dense.attention_flops, sums)
         nbytes = _bilinear(dense.attention_bytes, sums)
@@ -302,15 +320,13 @@ class System:
         return ps * layers, 0, (parts["gpu_dram"] * layers, parts["gpu_onchip"] * layers,
                                 parts["gpu_mac"] * layers, 0.0, 0.0, 0.0, 0.0)
 
-    def _attention_gpu_unfused(self, shard: ModelSpec, reqs: tuple[tuple[int, int], ...],
-                               dense: "_Dense", sums: tuple[int, int, int, int]
-                               ) -> tuple[int, int, tuple[float, ...]]:
-        """Scores, softmax and context as three kernels, each of one thread block per request x
-        KV head and block of ``tile_m`` query rows; the score and context products read their
+    def _attention_gpu_unfused(self, shard: ModelSpec, blocks: int, dense: "_Dense",
+                               sums: tuple[int, int, int, int]) -> tuple[int, int, tuple[float, ...]]:
+        """Scores, softmax and context as three kernels, each of ``blocks`` thread blocks (one per
+        request x KV head and block of ``tile_m`` query rows); the score and context products read their
         operands once (their tiles cover a whole head) and make three register accesses per
         multiply-add."""
-        gpu, g = self.gpu, shard.group
-        blocks = sum(gpu.unfused_blocks(shard.kv_heads, q * g) for _, q in reqs)
+        gpu = self.gpu
         ps = 0
         energy = dict.fromkeys(("gpu_dram", "gpu_onchip", "gpu_mac"), 0.0)
         for phase, (fc, bc) in zip(ATTENTION_PHASES, dense.attention_phases):
@@ -450,7 +466,7 @@ def load_system(name: str, calibration: str | None = None) -> System:
 def clear_caches() -> None:
     """Forget every cached price and operator (for cold-start measurements)."""
     for fn in (ModelSpec.attention_ops, ModelSpec.dense_ops, ModelSpec.shard, GPU.fc_kernel,
-               PimStack.gemv, Link.allreduce_ps, System._price_cached, System._dense,
-               System._other_cost):
+               PimStack.gemv, Link.allreduce_ps, System._price_cached, System._price_unfused,
+               System._dense, System._other_cost):
         fn.cache_clear()
     clear_memos()
