@@ -52,14 +52,17 @@ def _channel_groups(n_cycles: int, channels: int, repeat: int) -> tuple[tuple[tu
     jobs: list[list[int]] = [[] for _ in range(channels)]
     for i in range(n_cycles * repeat):
         jobs[i % channels].append(i // repeat)
+    # A job's copies are consecutive, so a channel runs one job twice only if it has more
+    # copies than there are channels: sets suffice then, multisets (Counters) otherwise.
+    bag = Counter if repeat > channels else frozenset
     sets = sorted({tuple(j) for j in jobs}, key=len, reverse=True)
-    kept: list[tuple[tuple[int, ...], int]] = []
+    kept: list[tuple[tuple[int, ...], int, object]] = []
     for s in sets:
-        count = Counter(s)
-        if not any(len(s) < len(k) and not count - Counter(k) and (len(s) % 2 == 0 or odd)
-                   for k, odd in kept):
-            kept.append((s, len(s) % 2))
-    return tuple(kept)
+        mine = bag(s)
+        if not any(len(s) < len(k) and mine <= theirs and (len(s) % 2 == 0 or odd)
+                   for k, odd, theirs in kept):
+            kept.append((s, len(s) % 2, mine))
+    return tuple((s, odd) for s, odd, _ in kept)
 
 
 @dataclass(frozen=True)
