@@ -11,6 +11,7 @@ are exact, never bucketed.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Callable
 
 from sim.engine.devices import Work
 
@@ -38,7 +39,7 @@ class CostAdapter:
         self.dlm = load_model(dlm) if dlm else None
         self.n_devices = int(self.system.devices)
         self._cache: dict[tuple, Priced] = {}
-        self._pricers: dict[tuple, object] = {}    # (role, fc, attention, devices) -> step pricer
+        self._pricers: dict[tuple, Callable] = {}    # (role, fc, attention, devices) -> step pricer
         self.calls = 0
 
     def price(self, role: str, requests: tuple[tuple[int, int], ...], fc: str, attention: str,
