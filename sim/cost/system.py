@@ -360,7 +360,7 @@ class System:
         return self._attention_pim_placed(shard, tuple(cycles), reads, pim.pair_extra(contexts),
                                           dense.attention_transfer)
 
-    @lru_cache(maxsize=65536)
+    @lru_cache(maxsize=16384)
     def _attention_pim_placed(self, shard: ModelSpec, cycles: tuple[int, ...], reads: int,
                               odd_extra: int, transfer: tuple[int, float]
                               ) -> tuple[int, int, tuple[float, ...]]:
