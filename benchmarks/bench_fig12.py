@@ -1,4 +1,4 @@
-"""Wall time of the whole fig12 grid (3 pairs x 4 batch sizes x 5 systems), every run
+"""Wall time of the whole fig12 grid (3 pairs x 4 batch sizes x 7 systems), every run
 simulated (nothing resumed): into a temporary folder, or into ``--out DIR`` after emptying its
 ``runs/`` (then ``saddle run fig12 --out DIR`` only re-plots). Runs in ``--jobs N`` worker
 processes (default: as ``saddle run``). Prints runs, jobs, wall seconds, CPU seconds of this

@@ -236,6 +236,12 @@ class ModelSpec:
     flops_per_element: tuple[tuple[str, int], ...]
     shards: int = 1
 
+    def __hash__(self) -> int:
+        # Every cost cache is keyed by a model or one device's share of it: the name and the
+        # share count tell them apart, cheaper than hashing every field (equal specs still
+        # hash equal).
+        return hash((self.name, self.shards))
+
     @property
     def group(self) -> int:
         return self.heads // self.kv_heads

@@ -293,6 +293,13 @@ class RequestTrace:
         run, _ = self._index()
         return int(min(run[t], m))
 
+    def leading_accepted_all(self, n: int) -> np.ndarray:
+        """``leading_accepted(t, n)`` for every output position t, as one array."""
+        if n < 1:
+            raise ValueError(f"request {self.id}: cannot draft {n} tokens")
+        run, _ = self._index()
+        return np.minimum(run, np.minimum(n, len(self.p) - np.arange(len(self.p))))
+
     def fixed_d_rounds(self, d: int) -> tuple[np.ndarray, np.ndarray]:
         """Greedy speculative decoding with draft length ``d`` over the whole output: the
         accepted (k) and drafted (m) tokens of every round. A round at t drafts

@@ -153,6 +153,8 @@ class GPU:
     def unfused_blocks(self, kv_heads: int, query_rows) -> int:
         """Thread blocks of an unfused attention kernel over requests with these query rows
         (an integer or an integer array): one per (request, KV head, block of tile_m rows)."""
+        if type(query_rows) is int:    # the engine's steps, priced per request: no numpy call
+            return kv_heads * -(-query_rows // self.tile_m)
         return int(np.sum(kv_heads * -(-query_rows // self.tile_m)))
 
     def attention_tiles(self, contexts, queries, kv_heads: int, group: int) -> int:

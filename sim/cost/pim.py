@@ -21,9 +21,10 @@ from __future__ import annotations
 
 import math
 import weakref
-from itertools import accumulate
+from collections import Counter
 from dataclasses import dataclass, field
 from functools import lru_cache
+from itertools import accumulate
 
 import numpy as np
 
@@ -41,6 +42,31 @@ def clear_memos() -> None:
     """Forget the memoized instance prices of every stack object alive."""
     for stack in list(_LIVE_STACKS):
         stack._memo.clear()
+    _channel_groups.cache_clear()
+
+
+@lru_cache(maxsize=4096)
+def _channel_groups(n_cycles: int, channels: int, repeat: int) -> tuple[tuple[tuple[int, ...], int], ...]:
+    """The channels of ``PimStack.round_robin``'s placement (more jobs than channels) as
+    ``(job indices, parity of their count)``: one entry per distinct set of jobs, without the
+    sets another entry dominates (a superset with an odd count, or with an even count when
+    the set's own is even: job cycles and the odd-count extra are never negative), so the
+    slowest channel is the slowest entry. Steps price thousands of distinct cycle lists on a
+    few placements: a step's busiest channel then costs a few sums, not one per channel."""
+    jobs: list[list[int]] = [[] for _ in range(channels)]
+    for i in range(n_cycles * repeat):
+        jobs[i % channels].append(i // repeat)
+    # A job's copies are consecutive, so a channel runs one job twice only if it has more
+    # copies than there are channels: sets suffice then, multisets (Counters) otherwise.
+    bag = Counter if repeat > channels else frozenset
+    sets = sorted({tuple(j) for j in jobs}, key=len, reverse=True)
+    kept: list[tuple[tuple[int, ...], int, object]] = []
+    for s in sets:
+        mine = bag(s)
+        if not any(len(s) < len(k) and mine <= theirs and (len(s) % 2 == 0 or odd)
+                   for k, odd, theirs in kept):
+            kept.append((s, len(s) % 2, mine))
+    return tuple((s, odd) for s, odd, _ in kept)
 
 
 @dataclass(frozen=True)
@@ -265,6 +291,23 @@ class PimStack:
         return lambda job, paired: self.attacc_tail(int(instances[job][0]), int(instances[job][1]),
                                                     int(instances[job][2]), bpe, s, paired)
 
+    def refresh_key(self, contexts, queries) -> tuple | None:
+        """What the refresh tails of instances (``contexts``, ``queries``) depend on: whole
+        token units of each context and the queries; None under ``refresh: every``. A key for
+        caches of placed attention that stays as coarse as the instances' cycles."""
+        if self.refresh != "until_last_activate":
+            return None
+        units = self.attacc.token_units
+        return tuple(-(-int(L) // units) for L in contexts), tuple(queries)
+
+    def refresh_tail_of(self, key, head_dim: int, bpe: int, power_constrained: bool):
+        """``refresh_tail`` of the instances a ``refresh_key`` describes (None for None)."""
+        if key is None:
+            return None
+        units = self.attacc.token_units
+        return self.refresh_tail([(t * units, head_dim, q) for t, q in zip(*key)], bpe,
+                                 power_constrained)
+
     def command_attention(self, context: int, head_dim: int, queries: int, bpe: int,
                           power_constrained: bool) -> tuple[int, int]:
         """Cycles and PE column reads of one attention instance (one request x one KV head;
@@ -353,12 +396,10 @@ class PimStack:
             return ChannelLoad(0, 0, 0, 0)
         if n <= channels:
             busiest = int(max(cycles)) + odd_extra
-        elif odd_extra:
-            loads = self._channel_loads(cycles, channels, repeat)
-            counts = self._channel_loads([1] * len(cycles), channels, repeat)
-            busiest = max(load + odd_extra * (count % 2) for load, count in zip(loads, counts))
         else:
-            busiest = int(max(self._channel_loads(cycles, channels, repeat)))
+            take = cycles.__getitem__
+            busiest = int(max(sum(map(take, jobs)) + odd_extra * odd
+                              for jobs, odd in _channel_groups(len(cycles), channels, repeat)))
         refreshed = self.with_refresh(busiest)
         if tail is not None and refreshed > busiest:
             refreshed = self._refreshed_by_channel(cycles, channels, repeat, odd_extra, tail)
@@ -406,7 +447,8 @@ class PimStack:
         """What a channel's unpaired last instance gives back (0 but for AttAcc's schedule)."""
         if self.attacc is None:
             return 0
-        return max(self.attacc_overlap(int(L)) // 2 for L in contexts)
+        # attacc_overlap never decreases with the context: the longest gives the most back.
+        return self.attacc_overlap(int(max(contexts))) // 2
 
     # --- FC (GEMV) ------------------------------------------------------------------------
 

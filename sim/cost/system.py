@@ -21,7 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from functools import lru_cache
-from typing import Mapping, Sequence
+from typing import Callable, Mapping, Sequence
 
 from sim.config import CALIBRATIONS, config_path, get, load_yaml
 from sim.cost.energy import COMPONENTS, EnergyModel, load_energy
@@ -128,18 +128,10 @@ class System:
 
     def price_step(self, model: ModelSpec | str, requests: Sequence[tuple[int, int]], *,
                    mapping: Mapping[str, str] | None = None, devices: int | None = None,
-                   power_constrained: bool = False, cached: bool = True) -> StepCost:
+                   power_constrained: bool = False) -> StepCost:
         """One step of ``model`` over ``requests`` = ``[(context_len, query_tokens), ...]``, the
-        model split over ``devices`` devices (default: all of the system's). ``cached=False``
-        skips the whole-step cache, for a caller that keeps its own (the engine's adapter):
-        the result is the same."""
-        spec = load_model(model) if isinstance(model, str) else model
-        devices = self.devices if devices is None else devices
-        if isinstance(devices, bool) or not isinstance(devices, int) or not 1 <= devices <= self.devices:
-            raise SaddleError(f"{self.name}: devices must be 1..{self.devices}, found {devices!r}")
-        args = (self._mapping(mapping), devices, check_power(power_constrained))
-        if not cached:
-            return self._price(spec, check_requests(requests), *args)
+        model split over ``devices`` devices (default: all of the system's)."""
+        spec, args = self._step_kind(model, mapping, devices, power_constrained)
         # The cache is asked first: only validated requests ever enter it, so a hit needs no
         # check; a miss validates inside _price_cached; unhashable input is checked (and rejected or
         # normalized) here.
@@ -148,6 +140,26 @@ class System:
             return self._price_cached(spec, reqs, *args)
         except TypeError:
             return self._price_cached(spec, check_requests(reqs), *args)
+
+    def step_pricer(self, model: ModelSpec | str, *, mapping: Mapping[str, str] | None = None,
+                    devices: int | None = None, power_constrained: bool = False
+                    ) -> Callable[[Sequence[tuple[int, int]]], StepCost]:
+        """``price_step`` for one kind of step (model, mapping, devices), checked once, without
+        the whole-step cache: for a caller that prices many steps of one kind and keeps its own
+        cache (the engine's adapter). Same results as ``price_step``."""
+        spec, args = self._step_kind(model, mapping, devices, power_constrained)
+        price = self._price
+        return lambda requests: price(spec, check_requests(requests), *args)
+
+    def _step_kind(self, model: ModelSpec | str, mapping: Mapping[str, str] | None,
+                   devices: int | None, power_constrained: bool
+                   ) -> tuple[ModelSpec, tuple[tuple[tuple[str, str], ...], int, bool]]:
+        """The checked model and (mapping, devices, power) arguments of ``_price``."""
+        spec = load_model(model) if isinstance(model, str) else model
+        devices = self.devices if devices is None else devices
+        if isinstance(devices, bool) or not isinstance(devices, int) or not 1 <= devices <= self.devices:
+            raise SaddleError(f"{self.name}: devices must be 1..{self.devices}, found {devices!r}")
+        return spec, (self._mapping(mapping), devices, check_power(power_constrained))
 
     def price_draft(self, dlm: ModelSpec | str, requests: Sequence[tuple[int, int]], *,
                     fc: str = "gpu", power_constrained: bool = False) -> StepCost:
@@ -213,14 +225,33 @@ class System:
             sum_l += L
             tokens += q
             sum_lq += L * q
-        dense = self._dense(shard, tokens, fc_place, devices, power)
         sums = (len(reqs), sum_l, tokens, sum_lq)
-        att_flops = _bilinear(dense.attention_flops, sums) * shard.layers
+        if att_place == "gpu" and self.gpu.unfused_attention:
+            # Unfused attention sees the requests only through these sums and its thread-block
+            # count: steps that agree on them cost the same, and a run's DLM steps often do.
+            blocks = sum(self.gpu.unfused_blocks(shard.kv_heads, q * shard.group) for _, q in reqs)
+            return self._price_unfused(shard, sums, blocks, mapping, devices, power)
+        dense = self._dense(shard, tokens, fc_place, devices, power)
         if att_place == "gpu":
-            att_ps, att_comm, att_energy = self._attention_gpu(shard, reqs, dense, sums)
+            attention = self._attention_gpu(shard, reqs, dense, sums)
         else:
-            att_ps, att_comm, att_energy = self._attention_pim(shard, reqs, dense, power)
-        on_pim = att_place == "pim"
+            attention = self._attention_pim(shard, reqs, dense, power)
+        return self._step_cost(shard, dense, sums, attention, mapping, devices)
+
+    @lru_cache(maxsize=65536)
+    def _price_unfused(self, shard: ModelSpec, sums: tuple[int, int, int, int], blocks: int,
+                       mapping: tuple[tuple[str, str], ...], devices: int, power: bool) -> StepCost:
+        dense = self._dense(shard, sums[2], mapping[0][1], devices, power)
+        attention = self._attention_gpu_unfused(shard, blocks, dense, sums)
+        return self._step_cost(shard, dense, sums, attention, mapping, devices)
+
+    def _step_cost(self, shard: ModelSpec, dense: "_Dense", sums: tuple[int, int, int, int],
+                   attention: tuple[int, int, tuple[float, ...]],
+                   mapping: tuple[tuple[str, str], ...], devices: int) -> StepCost:
+        """The step from its dense part and its attention's (time, communication, energies)."""
+        att_ps, att_comm, att_energy = attention
+        att_flops = _bilinear(dense.attention_flops, sums) * shard.layers
+        on_pim = mapping[1][1] == "pim"
         # Energy is added component by component in the order fc, attention, other,
         # all-reduce: the same float sums, in the same order, as pricing operator by operator.
         energy = {k: ((f + a) + o + r) * devices for k, f, a, o, r in
@@ -290,9 +321,8 @@ class System:
     def _attention_gpu(self, shard: ModelSpec, reqs: tuple[tuple[int, int], ...], dense: "_Dense",
                        sums: tuple[int, int, int, int]) -> tuple[int, int, tuple[float, ...]]:
         """(time, communication time, energy per component) of every layer's attention, priced
-        as ``GPU.attention_ps`` prices the step's ``attention_batch``."""
-        if self.gpu.unfused_attention:
-            return self._attention_gpu_unfused(shard, reqs, dense, sums)
+        as ``GPU.attention_ps`` prices the step's ``attention_batch`` (fused kernels; unfused:
+        ``_attention_gpu_unfused``)."""
         gpu, g, layers = self.gpu, shard.group, shard.layers
         flops = _bilinear(dense.attention_flops, sums)
         nbytes = _bilinear(dense.attention_bytes, sums)
@@ -302,15 +332,13 @@ class System:
         return ps * layers, 0, (parts["gpu_dram"] * layers, parts["gpu_onchip"] * layers,
                                 parts["gpu_mac"] * layers, 0.0, 0.0, 0.0, 0.0)
 
-    def _attention_gpu_unfused(self, shard: ModelSpec, reqs: tuple[tuple[int, int], ...],
-                               dense: "_Dense", sums: tuple[int, int, int, int]
-                               ) -> tuple[int, int, tuple[float, ...]]:
-        """Scores, softmax and context as three kernels, each of one thread block per request x
-        KV head and block of ``tile_m`` query rows; the score and context products read their
+    def _attention_gpu_unfused(self, shard: ModelSpec, blocks: int, dense: "_Dense",
+                               sums: tuple[int, int, int, int]) -> tuple[int, int, tuple[float, ...]]:
+        """Scores, softmax and context as three kernels, each of ``blocks`` thread blocks (one per
+        request x KV head and block of ``tile_m`` query rows); the score and context products read their
         operands once (their tiles cover a whole head) and make three register accesses per
         multiply-add."""
-        gpu, g = self.gpu, shard.group
-        blocks = sum(gpu.unfused_blocks(shard.kv_heads, q * g) for _, q in reqs)
+        gpu = self.gpu
         ps = 0
         energy = dict.fromkeys(("gpu_dram", "gpu_onchip", "gpu_mac"), 0.0)
         for phase, (fc, bc) in zip(ATTENTION_PHASES, dense.attention_phases):
@@ -325,18 +353,32 @@ class System:
 
     def _attention_pim(self, shard: ModelSpec, reqs: tuple[tuple[int, int], ...], dense: "_Dense",
                        power: bool) -> tuple[int, int, tuple[float, ...]]:
-        pim, kvh, g = self.pim, shard.kv_heads, shard.group
-        cycles, reads = pim.attention_many([L for L, _ in reqs], shard.head_dim,
-                                           [q * g for _, q in reqs], shard.bpe, power)
+        pim, g = self.pim, shard.group
+        contexts = [L for L, _ in reqs]
+        queries = [q * g for _, q in reqs]
+        cycles, reads = pim.attention_many(contexts, shard.head_dim, queries, shard.bpe, power)
+        return self._attention_pim_placed(shard, tuple(cycles), reads, pim.pair_extra(contexts),
+                                          dense.attention_transfer,
+                                          pim.refresh_key(contexts, queries), power)
+
+    @lru_cache(maxsize=16384)
+    def _attention_pim_placed(self, shard: ModelSpec, cycles: tuple[int, ...], reads: int,
+                              odd_extra: int, transfer: tuple[int, float], refresh_key, power: bool
+                              ) -> tuple[int, int, tuple[float, ...]]:
+        """Attention on PIM from its instances' cycles (request order), PE column reads,
+        unpaired-instance extra and, when refreshes depend on what follows an instance's last
+        row activation, ``PimStack.refresh_key``: all it depends on. An instance's cycles change only every few
+        context tokens (whole PIM columns), so consecutive steps of a micro-batch mostly agree
+        on them and share the placement and the rest of the pricing."""
+        pim, kvh = self.pim, shard.kv_heads
         reads *= kvh
         # Instances request-major: request r's KV heads are jobs r * kvh ... r * kvh + kvh - 1.
         load = pim.round_robin(cycles, pim.channels * self.stacks_per_device, reads, repeat=kvh,
-                               odd_extra=pim.pair_extra([L for L, _ in reqs]),
-                               tail=pim.refresh_tail([(L, shard.head_dim, q * g) for L, q in reqs],
-                                                     shard.bpe, power))
+                               odd_extra=odd_extra,
+                               tail=pim.refresh_tail_of(refresh_key, shard.head_dim, shard.bpe, power))
         layers = shard.layers
         parts = self.energy.pim(reads, pim.column_bytes, pim.lanes)
-        comm_ps, link_pj = dense.attention_transfer
+        comm_ps, link_pj = transfer
         att_ps = load.cycles * pim.tck_ps * layers
         if self.gpu_pim_link.overlap_attention:
             # Heads pipelined: the transfers of one head overlap the attention of the others,
@@ -452,7 +494,7 @@ def load_system(name: str, calibration: str | None = None) -> System:
 def clear_caches() -> None:
     """Forget every cached price and operator (for cold-start measurements)."""
     for fn in (ModelSpec.attention_ops, ModelSpec.dense_ops, ModelSpec.shard, GPU.fc_kernel,
-               PimStack.gemv, Link.allreduce_ps, System._price_cached, System._dense,
-               System._other_cost):
+               PimStack.gemv, Link.allreduce_ps, System._price_cached, System._price_unfused,
+               System._attention_pim_placed, System._dense, System._other_cost):
         fn.cache_clear()
     clear_memos()

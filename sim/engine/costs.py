@@ -3,13 +3,15 @@
 The engine asks for the price of one step of one model: a DLM prediction step of a micro-batch
 on its device, or a TLM pass over all devices, for given requests (each with its own context
 length and query count) and a mapping of the model's FC and attention to GPU or PIM. The
-adapter calls ``System.price_step`` and turns its ``StepCost`` into what the engine needs: the
-``Work`` (duration and device busy times), dynamic energy, operation counts. Identical
-questions are answered from a cache; keys are exact, never bucketed.
+adapter prices through ``System.step_pricer`` (``System.price_step`` without its cache) and
+turns the ``StepCost`` into what the engine needs: the ``Work`` (duration and device busy
+times), dynamic energy, operation counts. Identical questions are answered from a cache; keys
+are exact, never bucketed.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Callable
 
 from sim.engine.devices import Work
 
@@ -37,6 +39,7 @@ class CostAdapter:
         self.dlm = load_model(dlm) if dlm else None
         self.n_devices = int(self.system.devices)
         self._cache: dict[tuple, Priced] = {}
+        self._pricers: dict[tuple, Callable] = {}    # (role, fc, attention, devices) -> step pricer
         self.calls = 0
 
     def price(self, role: str, requests: tuple[tuple[int, int], ...], fc: str, attention: str,
@@ -47,9 +50,13 @@ class CostAdapter:
         if hit is not None:
             return hit
         self.calls += 1
-        model = self.tlm if role == "tlm" else self.dlm
-        cost = self.system.price_step(model, requests, mapping={"fc": fc, "attention": attention},
-                                      devices=devices, cached=False)
+        kind = (role, fc, attention, devices)
+        pricer = self._pricers.get(kind)
+        if pricer is None:
+            model = self.tlm if role == "tlm" else self.dlm
+            pricer = self._pricers[kind] = self.system.step_pricer(
+                model, mapping={"fc": fc, "attention": attention}, devices=devices)
+        cost = pricer(requests)
         priced = Priced(
             work=Work(time_ps=int(cost.time_ps), gpu_ps=int(cost.gpu_busy_ps),
                       pim_ps=int(cost.pim_busy_ps), devices=devices),

@@ -44,7 +44,7 @@ class Work:
         return busy_ps / self.time_ps if self.time_ps else 0.0
 
 
-@dataclass
+@dataclass(slots=True)
 class _Running:
     lane: str
     work: Work

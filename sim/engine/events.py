@@ -5,12 +5,12 @@ never depends on heap internals or on hashing.
 """
 from __future__ import annotations
 
-import heapq
+from heapq import heappop, heappush
 from dataclasses import dataclass
 from typing import Callable
 
 
-@dataclass
+@dataclass(slots=True)
 class Event:
     time: int
     priority: int
@@ -37,9 +37,10 @@ class EventQueue:
             raise TypeError(f"event time must be an int number of ps, found {time!r}")
         if time < self.now:
             raise ValueError(f"event scheduled in the past: {time} ps < now {self.now} ps")
-        event = Event(time, priority, self._seq, action)
-        self._seq += 1
-        heapq.heappush(self._heap, (time, priority, event.seq, event))
+        seq = self._seq
+        event = Event(time, priority, seq, action)
+        self._seq = seq + 1
+        heappush(self._heap, (time, priority, seq, event))
         return event
 
     def after(self, delay: int, action: Callable[[], None], priority: int = 0) -> Event:
@@ -47,10 +48,11 @@ class EventQueue:
 
     def run(self, until: int | None = None) -> int:
         """Process events until the queue is empty (or ``until``); returns the final time."""
-        while self._heap:
-            if until is not None and self._heap[0][0] > until:
+        heap = self._heap
+        while heap:
+            if until is not None and heap[0][0] > until:
                 break
-            event = heapq.heappop(self._heap)[3]
+            event = heappop(heap)[3]
             if event.cancelled:
                 continue
             self.now = event.time

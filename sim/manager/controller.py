@@ -54,6 +54,9 @@ class Controller:
         self.max_draft_len = max_draft_len
         self.tau = tau
         self.slots: dict[int, RequestSlot] = {}
+        # The same slots by micro-batch (a slot never changes micro-batch): ``drafting`` is
+        # asked after every prediction step and needs only its own micro-batch's slots.
+        self._by_microbatch: dict[int, dict[int, RequestSlot]] = {}
 
     def admit(self, request: int, microbatch: int) -> RequestSlot:
         if not 0 <= request < self.max_requests:
@@ -61,6 +64,7 @@ class Controller:
         if request in self.slots:
             raise ProtocolError(f"Admit: request {request} is already admitted")
         slot = self.slots[request] = RequestSlot(microbatch)
+        self._by_microbatch.setdefault(microbatch, {})[request] = slot
         return slot
 
     def slot(self, request: int, what: str) -> RequestSlot:
@@ -94,8 +98,9 @@ class Controller:
 
     def drafting(self, microbatch: int) -> int:
         """Requests of ``microbatch`` still drafting: the effective micro-batch size."""
-        return sum(1 for s in self.slots.values()
-                   if s.microbatch == microbatch and s.state is RequestState.DRAFTING)
+        drafting = RequestState.DRAFTING
+        return sum(1 for s in self._by_microbatch.get(microbatch, {}).values() if s.state is drafting)
 
     def retire(self, request: int) -> None:
-        del self.slots[request]
+        slot = self.slots.pop(request)
+        del self._by_microbatch[slot.microbatch][request]

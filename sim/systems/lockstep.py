@@ -43,13 +43,19 @@ class LockstepRun(BaseRun):
         for live in self.live.values():
             live.extra["drafted"] = 0
             if rule is None:
-                live.extra["plan"] = 0
+                live.extra["plan"] = live.extra["accepted"] = 0
                 continue
             plan = rule.planned(live.trace, live.t, live.remaining)
             cap = plan if plan is not None else min(max_len, live.remaining)
             live.extra["plan"] = plan
             live.extra["cap"] = cap
-            live.extra["window"] = live.trace.draft_probs(live.t, cap) if cap else None
+            # Only the Controller reads the draft tokens' probabilities; a planned round needs
+            # just its accepted count.
+            if self.controller is not None and cap:
+                window = live.trace.draft_probs(live.t, cap)
+                live.extra["window"], live.extra["accepted"] = window, window.n_accepted
+            else:
+                live.extra["accepted"] = live.trace.leading_accepted(live.t, cap) if cap else 0
             live.extra["drafting"] = cap > 0
             if self.controller is not None:
                 self.controller.slots[live.slot].new_round()
@@ -93,8 +99,7 @@ class LockstepRun(BaseRun):
         entering = []
         for live in batch:
             drafted = live.extra["drafted"]
-            accepted = live.extra["window"].n_accepted if drafted else 0
-            accepted = min(accepted, drafted)
+            accepted = min(live.extra["accepted"], drafted)
             if accepted < drafted - 1:
                 # Counted as the Manager counts them: the first mismatch is rejected, the
                 # verified tokens after it are discarded.

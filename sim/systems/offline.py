@@ -7,7 +7,7 @@
 - ``search_draft_length``: the fixed d of GPU-SD / PIM-SD when an experiment says
   ``draft_length: search``: the d in [1, d_max] maximising expected tokens per round / round
   time, with the expectation 1 + sum_k P(k leading draft tokens accepted) measured on the
-  validation split through ``RequestTrace.leading_accepted`` at every output position.
+  validation split through ``RequestTrace.leading_accepted_all`` (every output position).
 - ``scheduler_thresholds``: the Scheduler's crossovers, in its own units: the smallest number
   of drafting requests for which a DLM step with FC on the GPU is not slower than with FC on
   PIM, and the smallest number of draft tokens per request for which a TLM pass with attention
@@ -53,8 +53,7 @@ def acceptance_profile(requests: tuple[RequestTrace, ...], d_max: int) -> np.nda
     """``out[k]`` = P(at least k+1 leading draft tokens accepted), over every output position."""
     counts = np.zeros(d_max + 1, dtype=np.int64)
     for r in requests:
-        for t in range(r.output_len):
-            counts[r.leading_accepted(t, d_max)] += 1
+        counts += np.bincount(r.leading_accepted_all(d_max), minlength=d_max + 1)
     at_least = counts[::-1].cumsum()[::-1]
     return at_least[1:] / at_least[0]
 

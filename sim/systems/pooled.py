@@ -128,24 +128,25 @@ class PooledRun(BaseRun):
     def after_draft(self, mb: int, rounds: list[tuple[Live, int]]) -> None:
         self.gpu_steps.discard(mb)
         drafting = []
+        live_now, tokens, apply = self.live, self.tokens, self.apply
         for live, round_id in rounds:
             ex = live.extra
-            if self.live.get(live.slot) is not live or ex["round"] != round_id:
+            if live_now.get(live.slot) is not live or ex["round"] != round_id:
                 # Rejected or finished while the step ran: its token was drafted on a context
                 # that no longer holds. The DLM's work is spent; the token never reaches a pool.
-                self.tokens.drafted += 1
-                self.tokens.discard("stale_context")
+                tokens.drafted += 1
+                tokens.discard("stale_context")
                 continue
             drafting.append(live)
             j = ex["pos"] + 1
             prob = quantize_prob(float(ex["window"].p[j - 1]))
-            out = self.apply(DraftToken(live.slot, mb, j, _token_id(ex["base"] + j - 1), prob))[0]
-            if isinstance(out, Refused):
+            out = apply(DraftToken(live.slot, mb, j, _token_id(ex["base"] + j - 1), prob))[0]
+            if type(out) is Refused:
                 self.refused += 1
                 ex["blocked"] = True
                 continue
-            assert isinstance(out, Drafted)
-            self.tokens.drafted += 1
+            assert type(out) is Drafted
+            tokens.drafted += 1
             ex["pos"] = j
             ex["stopped"] = out.stop or j >= ex["cap"]
             if ex["stopped"] and not out.stop:

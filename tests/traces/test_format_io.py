@@ -213,6 +213,9 @@ def test_draft_probs_invariants_on_synthetic_requests():
                 take = min(m - k - 1, len(off))
                 assert np.array_equal(w.p[k + 1:k + 1 + take], off[:take])
             assert ((w.p > 0) & (w.p <= 1)).all()
+        for n in (1, 4, 12):
+            assert r.leading_accepted_all(n).tolist() == [r.leading_accepted(t, n)
+                                                          for t in range(r.output_len)]
 
 
 def test_append_after_a_cut_header_starts_anew(tmp_path):

@@ -213,8 +213,12 @@ def test_round_robin_equals_placing_every_job():
     rng = random.Random(2)
     for _ in range(500):
         channels, repeat = rng.randint(1, 90), rng.randint(1, 200)
-        cycles = [rng.randint(0, 10**6) for _ in range(rng.randint(1, 40))]
-        loads = [0] * channels
+        cycles = [rng.randint(0, rng.choice((3, 10**6))) for _ in range(rng.randint(1, 40))]
+        odd_extra = rng.choice((0, 0, rng.randint(1, 10**6)))
+        loads, counts = [0] * channels, [0] * channels
         for i in range(len(cycles) * repeat):
             loads[i % channels] += cycles[i // repeat]
-        assert SADDLE.pim.round_robin(cycles, channels, 0, repeat=repeat).busy_cycles == max(loads)
+            counts[i % channels] += 1
+        busiest = max(load + odd_extra * (count % 2) for load, count in zip(loads, counts) if count)
+        got = SADDLE.pim.round_robin(cycles, channels, 0, repeat=repeat, odd_extra=odd_extra)
+        assert got.busy_cycles == busiest
