@@ -1,4 +1,5 @@
-"""`saddle hw export | synth | fetch-lib`: Verilog, lint and Yosys figures of every RTL block.
+"""`saddle hw export | synth | fetch-lib | coverify | mutate`: Verilog, lint and Yosys figures of
+every RTL block, co-verification on a simulated run, mutation testing.
 
 The blocks are those of `hw.flow.blocks.BLOCKS` at their shipped size.
 """
@@ -63,6 +64,16 @@ def register(subparsers) -> None:
     cov.add_argument("--seed", type=int, default=0, help="seed of the back-pressure pattern")
     cov.add_argument("--json", action="store_true", help="print the report as JSON")
     cov.set_defaults(func=_coverify)
+
+    mut = sub.add_parser("mutate", help="mutation testing: does every check catch small RTL faults?",
+                         description="Elaborate the Manager and the bank PE with one fault at a time and run "
+                                     "the RTL tests' stimulus and co-verification on the real trace against each, "
+                                     "until a check fails (hw/flow/mutate.py).")
+    mut.add_argument("--block", choices=["manager", "pe"], action="append",
+                     help="only this block's mutants (repeatable; default both)")
+    mut.add_argument("--mutant", action="append", help="only this mutant (repeatable; needs one --block)")
+    mut.add_argument("--json", action="store_true", help="print the report as JSON")
+    mut.set_defaults(func=_mutate)
 
 
 def _selected(names: list[str] | None) -> dict:
@@ -175,6 +186,35 @@ def _coverify(args) -> int:
         if report.mismatch:
             print(report.mismatch)
     return 0 if report.ok else 1
+
+
+def _mutate(args) -> int:
+    from hw.flow.mutate import BLOCKS, describe, mutate
+
+    blocks = args.block or list(BLOCKS)
+    if args.mutant and len(blocks) != 1:
+        raise SaddleError("--mutant: give exactly one --block")
+    started = time.monotonic()
+    reports = []
+    for block in blocks:
+        print(f"{block}: the clean design, then each mutant ...", file=sys.stderr)
+        progress = None if args.json else (lambda result: print("  " + describe(result), flush=True))
+        try:
+            report = mutate(block, args.mutant, progress=progress)
+        except ValueError as exc:
+            raise SaddleError(str(exc)) from exc
+        reports.append(report)
+        if not args.json:
+            if report.clean_failures:
+                print(f"  the CLEAN design fails: {', '.join(report.clean_failures)}")
+            print(f"{block}: {report.killed}/{report.killable} killed, {len(report.results) - report.killable} "
+                  f"argued equivalent ({report.seconds:.0f} s; checks: {'; '.join(report.checks)})")
+    seconds = time.monotonic() - started
+    if args.json:
+        print(json.dumps({"blocks": [r.as_dict() for r in reports], "seconds": round(seconds, 1)}, indent=1))
+    else:
+        print(f"total {seconds:.0f} s")
+    return 0 if all(r.ok for r in reports) else 1
 
 
 def _positive(text: str, flag: str) -> int:

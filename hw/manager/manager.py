@@ -141,7 +141,7 @@ class Manager(wiring.Component):
         "retire_drains_while_locked": "manager: Retire during a verification drains the Eager Pools",
         "wait_cleared_on_accept": "manager: a fully accepted result also clears the request's waiting tokens",
     }
-    BLOCKS = (Controller, Softmax, SharedPool, ArgmaxNode, EagerPools, Scheduler)
+    BLOCKS = (Controller, Softmax, SharedPool, ArgmaxNode, EagerPools, Scheduler)   # a fault is passed on to
 
     def __init__(self, *, requests: int, shared_entries: int, eager_entries: int,
                  micro_batches: int, softmax: SoftmaxParams, fault: str | None = None):

@@ -84,12 +84,13 @@ class BankPE(wiring.Component):
         "start_mode_from_register": "bank PE: a START's own stage-1 mode is the latched register, not its "
                                     "mode field",
     }
+    UNITS = (FP16Mul, FP32Add, FP32ToFP16)      # the unit classes a fault is passed on to
 
     def __init__(self, lanes: int = 16, *, fault: str | None = None):
         if lanes < 1 or lanes & (lanes - 1):
             raise ValueError(f"lanes must be a power of two, got {lanes}")
         self.lanes = lanes
-        self.fault = checked_fault(fault, BankPE, FP16Mul, FP32Add, FP32ToFP16)
+        self.fault = checked_fault(fault, BankPE, *self.UNITS)
         super().__init__({
             "cmd": In(stream.Signature(command_layout(lanes), always_ready=True)),
             "out": Out(stream.Signature(result_layout(lanes), always_ready=True)),
