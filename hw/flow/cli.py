@@ -181,6 +181,10 @@ def _coverify(args) -> int:
         print(f"{report.source}: {report.compared}/{report.transactions} transactions, {report.cycles} RTL "
               f"cycles, {report.seconds:.1f} s: {status}")
         print("  inputs: " + ", ".join(f"{k} {v}" for k, v in sorted(report.inputs.items())))
+        print("  coverage: " + ", ".join(f"{k} {v}" for k, v in report.coverage.items()))
+        missed = [k for k, v in report.coverage.items() if not v]
+        if missed:
+            print(f"  corners not reached: {', '.join(missed)}")
         if report.txlog:
             print(f"  log: {report.txlog} (saddle manager replay {report.txlog})")
         if report.mismatch:

@@ -57,7 +57,7 @@ ROUND_BY_HAND = [
 # coverage table of hw/README.md), on SMALL: H exactly at tau (continues), both Scheduler
 # thresholds met with equality and both flipping each way, a retirement during a verification
 # while another request holds an eager token, a reject after an accepted token, an Unlock with
-# nothing pooled.
+# nothing pooled, a round stopped by its length alone (H still above tau).
 CORNER_INPUTS = [
     Admit(0, 0), Admit(1, 0), Admit(2, 1),
     SchedulerQuery(0),                              # 2 drafting >= 2: GPU
@@ -83,6 +83,8 @@ CORNER_INPUTS = [
     VerifyIssue(True, 2),                           # 2 tokens of 1 request: GPU again
     VerifyResult(1, 2, 142),
     Unlock(),
+    # H stays 1.0: the eighth token (t = max_draft_len) stops the round by its length.
+    *(DraftToken(3, 0, t, 150 + t, 65536) for t in range(1, SMALL.max_draft_len + 1)),
     Retire(1), Retire(2), Retire(3),
 ]
 

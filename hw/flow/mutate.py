@@ -72,49 +72,54 @@ class Check:
     run: Callable[[str | None], tuple[int | None, int]]
 
 
-def manager_checks() -> list[Check]:
+def replay_check(name: str, config, pairs, **kw) -> Check:
+    """A Manager check: ``pairs`` (input, the model's events) replayed on the Manager sized by
+    ``config``; ``kw`` as `hw.flow.manager_replay.replay` (softmax, stalls)."""
     from hw.flow import manager_replay
+
+    def run(fault):
+        result = manager_replay.replay(config, pairs, fault=fault, name="mutant", **kw)
+        return (None if result.mismatch is None else result.transactions + 1), result.total_cycles
+    return Check(name, "transaction", run)
+
+
+def program_check(name: str, program, lanes: int) -> Check:
+    """A PE check: a `hw/flow/testbench/pe_vectors.py` program on a PE of ``lanes`` lanes."""
+    from hw.flow.pe_replay import first_mismatch
+    from hw.flow.testbench.pe_vectors import program_cycles
+
+    return Check(name, "cycle", lambda fault: (first_mismatch(program, lanes, fault), program_cycles(program)))
+
+
+def manager_checks() -> list[Check]:
     from hw.flow.coverify import record_run
     from hw.flow.manager_stimulus import RANDOM_SEEDS, ROUND_BY_HAND, SMALL, SOFTMAX, corner_pairs, random_pairs
     from sim.paths import CONFIGS, TRACE_DATA
     from sim.systems.run import RunParams
-
-    def replay(config, pairs, **kw):
-        def run(fault):
-            result = manager_replay.replay(config, pairs, fault=fault, name="mutant", **kw)
-            return (None if result.mismatch is None else result.transactions + 1), result.total_cycles
-        return run
 
     real = RunParams(system="saddle", pair="opt-66b+opt-1.3b", batch=16, requests=24, split="all",
                      trace=str(TRACE_DATA / "smollm2-135m.self24.real.jsonl.gz"),
                      manager=str(CONFIGS / "manager_coverify.yaml"), source="saddle hw mutate")
     real_config, real_pairs, _ = record_run(real)
     return [
-        Check("round by hand", "transaction", replay(SMALL, ROUND_BY_HAND, softmax=SOFTMAX, stall=0.5, seed=4)),
-        Check("directed corners", "transaction", replay(SMALL, corner_pairs(), softmax=SOFTMAX, stall=0.3, seed=5)),
-        *(Check(f"random seed {seed}", "transaction",
-                replay(SMALL, random_pairs(seed)[0], softmax=SOFTMAX, stall=0.3, seed=seed, long_stalls=True))
-          for seed in RANDOM_SEEDS),
-        Check(f"coverify real trace ({len(real_pairs)} transactions)", "transaction",
-              replay(real_config, real_pairs, stall=0.2, seed=0)),
+        replay_check("round by hand", SMALL, ROUND_BY_HAND, softmax=SOFTMAX, stall=0.5, seed=4),
+        replay_check("directed corners", SMALL, corner_pairs(), softmax=SOFTMAX, stall=0.3, seed=5),
+        *(replay_check(f"random seed {seed}", SMALL, random_pairs(seed)[0], softmax=SOFTMAX, stall=0.3,
+                       seed=seed, long_stalls=True) for seed in RANDOM_SEEDS),
+        replay_check(f"coverify real trace ({len(real_pairs)} transactions)", real_config, real_pairs,
+                     stall=0.2, seed=0),
     ]
 
 
 def pe_checks() -> list[Check]:
-    from hw.flow.pe_replay import first_mismatch
-    from hw.flow.testbench.pe_vectors import corner_program, long_program, program_cycles, random_program
+    from hw.flow.testbench.pe_vectors import corner_program, long_program, random_program
     from sim.pe_ref import Mode
 
-    def program(prog, lanes):
-        def run(fault):
-            return first_mismatch(prog, lanes, fault), program_cycles(prog)
-        return run
-
     return [
-        Check("corner cases, 4 lanes", "cycle", program(corner_program(4), 4)),
-        Check("corner cases, 16 lanes", "cycle", program(corner_program(16), 16)),
-        *(Check(f"random seed {seed}", "cycle", program(random_program(seed, 4, 25), 4)) for seed in (1, 2, 3)),
-        *(Check(f"300 MACs {mode.name}", "cycle", program(long_program(30 + int(mode), 4, 300, mode), 4))
+        program_check("corner cases, 4 lanes", corner_program(4), 4),
+        program_check("corner cases, 16 lanes", corner_program(16), 16),
+        *(program_check(f"random seed {seed}", random_program(seed, 4, 25), 4) for seed in (1, 2, 3)),
+        *(program_check(f"300 MACs {mode.name}", long_program(30 + int(mode), 4, 300, mode), 4)
           for mode in (Mode.DOT, Mode.AXPY)),
     ]
 

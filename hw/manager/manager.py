@@ -140,6 +140,7 @@ class Manager(wiring.Component):
         "move_ignores_full": "manager: the Unlock drain moves a request's eager tokens on into a full Shared Pool",
         "retire_drains_while_locked": "manager: Retire during a verification drains the Eager Pools",
         "wait_cleared_on_accept": "manager: a fully accepted result also clears the request's waiting tokens",
+        "refused_draft_updates_h": "manager: a refused draft still updates the request's H and t",
     }
     BLOCKS = (Controller, Softmax, SharedPool, ArgmaxNode, EagerPools, Scheduler)   # a fault is passed on to
 
@@ -264,7 +265,8 @@ class Manager(wiring.Component):
                              ctl.prob.eq(c.prob), ctl.use_logits.eq(c.use_logits)]
                 with m.If(room):
                     # A refused token's softmax result is dropped (SKIP): the DLM retries.
-                    m.d.comb += ctl.op.eq(Mux(pool_room, CtlOp.DRAFT, CtlOp.SKIP))
+                    m.d.comb += ctl.op.eq(CtlOp.DRAFT if fault == "refused_draft_updates_h" else
+                                          Mux(pool_room, CtlOp.DRAFT, CtlOp.SKIP))
                 with m.If(room & ctl.op_ready & ~pool_room):
                     emit(EventKind.REFUSED, request=c.request, position=c.position, pool=~to_shared)
                     m.d.sync += state.eq(_State.DONE)

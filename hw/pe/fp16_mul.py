@@ -25,9 +25,9 @@ class FP16Mul(wiring.Component):
     one of ``FAULTS``, for mutation testing (hw/common/fault.py); None in the shipped design."""
 
     FAULTS = {
-        "product_truncated": "multiplier: the product is truncated to an 11-bit significand (binary16 "
-                             "precision) instead of kept exact",
-        "subnormal_inputs_flushed": "multiplier: binary16 subnormal operands are taken as zeros",
+        "product_truncated": "one lane's multiplier: the product is truncated to an 11-bit significand "
+                             "(binary16 precision) instead of kept exact",
+        "subnormal_inputs_flushed": "one lane's multiplier: binary16 subnormal operands are taken as zeros",
     }
 
     def __init__(self, *, fault: str | None = None):

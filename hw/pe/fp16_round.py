@@ -22,8 +22,9 @@ class FP32ToFP16(wiring.Component):
     of ``FAULTS``, for mutation testing (hw/common/fault.py); None in the shipped design."""
 
     FAULTS = {
-        "fp16_round_truncates": "binary16 output: normal results truncated instead of rounded to nearest even",
-        "fp16_subnormals_flushed": "binary16 output: results below 2^-14 become zeros instead of subnormals",
+        "fp16_round_truncates": "one lane's binary16 output: normal results truncated instead of rounded "
+                                "to nearest even",
+        "fp16_subnormals_flushed": "one lane's binary16 output: results below 2^-14 become zeros, not subnormals",
     }
 
     def __init__(self, *, fault: str | None = None):

@@ -58,11 +58,13 @@ def test_directed_round_by_hand():
 
 def test_directed_corners():
     """The corners the random and real-trace stimulus miss (hw/README.md, coverage): H exactly
-    at tau does not stop, both Scheduler thresholds decide GPU at equality, both flip each way,
-    a retirement during a verification leaves the Eager Pools alone."""
+    at tau does not stop, the length alone stops, both Scheduler thresholds decide GPU at
+    equality, both flip each way, a retirement during a verification leaves the Eager Pools
+    alone."""
     pairs = corner_pairs()
     events = [e for _, evs in pairs for e in evs]
     assert Drafted(0, 1, Pool.SHARED, SMALL.tau, False) in events
+    assert Drafted(3, SMALL.max_draft_len, Pool.SHARED, 65536, True) in events
     assert Mapping(Op.DLM_FC, Device.GPU, SMALL.dlm_fc_threshold, 1, 0) in events
     assert Mapping(Op.TLM_ATTENTION, Device.GPU, 2 * SMALL.tlm_attention_threshold, 2, -1) in events
     retire = next(i for i, (txn, _) in enumerate(pairs) if isinstance(txn, Retire))
