@@ -57,7 +57,8 @@ ROUND_BY_HAND = [
 # coverage table of hw/README.md), on SMALL: H exactly at tau (continues), both Scheduler
 # thresholds met with equality and both flipping each way, a retirement during a verification
 # while another request holds an eager token, a reject after an accepted token, an Unlock with
-# nothing pooled, a round stopped by its length alone (H still above tau).
+# nothing pooled, a round stopped by its length alone (H still above tau), a full Shared Pool
+# refusing a draft that is taken on its retry.
 CORNER_INPUTS = [
     Admit(0, 0), Admit(1, 0), Admit(2, 1),
     SchedulerQuery(0),                              # 2 drafting >= 2: GPU
@@ -85,6 +86,13 @@ CORNER_INPUTS = [
     Unlock(),
     # H stays 1.0: the eighth token (t = max_draft_len) stops the round by its length.
     *(DraftToken(3, 0, t, 150 + t, 65536) for t in range(1, SMALL.max_draft_len + 1)),
+    *(DraftToken(1, 0, t, 160 + t, 60000) for t in range(3, 9)),
+    DraftToken(2, 1, 2, 172, 60000), DraftToken(2, 1, 3, 173, 60000),      # the 16th entry: full
+    DraftToken(2, 1, 4, 174, 60000),                # refused: the Shared Pool is full
+    VerifyIssue(False, 16),                         # every token in flight
+    DraftToken(2, 1, 4, 174, 60000),                # the retry is taken (by the Eager Pool: locked)
+    VerifyResult(3, 8, 180), VerifyResult(1, 5, 181), VerifyResult(2, 2, 182),
+    Unlock(),
     Retire(1), Retire(2), Retire(3),
 ]
 

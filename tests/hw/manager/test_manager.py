@@ -60,7 +60,7 @@ def test_directed_corners():
     """The corners the random and real-trace stimulus miss (hw/README.md, coverage): H exactly
     at tau does not stop, the length alone stops, both Scheduler thresholds decide GPU at
     equality, both flip each way, a retirement during a verification leaves the Eager Pools
-    alone."""
+    alone, a full Shared Pool refuses and the retry is taken."""
     pairs = corner_pairs()
     events = [e for _, evs in pairs for e in evs]
     assert Drafted(0, 1, Pool.SHARED, SMALL.tau, False) in events
@@ -70,7 +70,8 @@ def test_directed_corners():
     retire = next(i for i, (txn, _) in enumerate(pairs) if isinstance(txn, Retire))
     assert not any(isinstance(e, Moved) for e in pairs[retire][1])
     cov = coverage(pairs)
-    for corner in ("reject_later", "unlock_nothing_pooled", "retire_during_pass", "flip_dlm_fc_to_gpu",
-                   "flip_dlm_fc_to_pim", "flip_tlm_attention_to_gpu", "flip_tlm_attention_to_pim"):
+    for corner in ("refused_shared", "refusal_released", "reject_later", "unlock_nothing_pooled",
+                   "retire_during_pass", "flip_dlm_fc_to_gpu", "flip_dlm_fc_to_pim", "flip_tlm_attention_to_gpu",
+                   "flip_tlm_attention_to_pim"):
         assert cov[corner] > 0, (corner, cov)
     replay(SMALL, pairs, "manager_corners", stall=0.3, seed=5)
