@@ -72,6 +72,8 @@ def register(subparsers) -> None:
     mut.add_argument("--block", choices=["manager", "pe"], action="append",
                      help="only this block's mutants (repeatable; default both)")
     mut.add_argument("--mutant", action="append", help="only this mutant (repeatable; needs one --block)")
+    mut.add_argument("--every-check", action="store_true",
+                     help="run every check on each mutant, not only up to the first that kills it")
     mut.add_argument("--json", action="store_true", help="print the report as JSON")
     mut.set_defaults(func=_mutate)
 
@@ -204,7 +206,7 @@ def _mutate(args) -> int:
         print(f"{block}: the clean design, then each mutant ...", file=sys.stderr)
         progress = None if args.json else (lambda result: print("  " + describe(result), flush=True))
         try:
-            report = mutate(block, args.mutant, progress=progress)
+            report = mutate(block, args.mutant, progress=progress, every_check=args.every_check)
         except ValueError as exc:
             raise SaddleError(str(exc)) from exc
         reports.append(report)

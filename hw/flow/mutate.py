@@ -17,6 +17,9 @@ says by which check and how far into it) or all pass (it survives):
   and 16 lanes, three random back-to-back programs, the two 300-MAC accumulations. Distance:
   the first cycle at which ``out`` differs from the model.
 
+With ``every_check`` (``--every-check``) each mutant runs every check, so the report also shows
+which checks on their own would kill it (``kills``), e.g. the real trace alone.
+
 The clean design runs the same checks first: a check failing on it would kill every mutant.
 Mutants argued equivalent (``EQUIVALENT``: behaviour identical on every legal input) run
 too and must survive. Verilator is not used: one build per mutant would cost minutes each,
@@ -136,6 +139,7 @@ class MutantResult:
     unit: str = ""
     cycles: int = 0                # clock edges of ``killed_by`` before the failure
     seconds: float = 0.0
+    kills: dict[str, int | None] = field(default_factory=dict)   # check run -> where it failed
 
     @property
     def equivalent(self) -> str | None:
@@ -155,7 +159,8 @@ class MutantResult:
     def as_dict(self) -> dict:
         return {"fault": self.fault, "description": self.description, "status": self.status,
                 "killed_by": self.killed_by, "at": self.at, "unit": self.unit or None,
-                "cycles": self.cycles, "seconds": round(self.seconds, 1), "equivalent": self.equivalent}
+                "cycles": self.cycles, "seconds": round(self.seconds, 1), "equivalent": self.equivalent,
+                "kills": self.kills}
 
 
 @dataclass
@@ -186,9 +191,10 @@ class BlockReport:
 
 
 def mutate(block: str, faults: list[str] | None = None, checks: list[Check] | None = None,
-           progress: Callable[[MutantResult], None] | None = None) -> BlockReport:
+           progress: Callable[[MutantResult], None] | None = None, every_check: bool = False) -> BlockReport:
     """Run the mutants ``faults`` of ``block`` (default: all) against ``checks`` (default: the
-    block's checks), after the clean design; ``progress`` sees each result as it comes."""
+    block's checks), after the clean design, each until the first failing check (with
+    ``every_check``: through all of them); ``progress`` sees each result as it comes."""
     started = time.monotonic()
     catalog = mutants(block)
     unknown = [f for f in faults or () if f not in catalog]
@@ -202,8 +208,10 @@ def mutate(block: str, faults: list[str] | None = None, checks: list[Check] | No
         t0 = time.monotonic()
         for check in checks:
             at, cycles = check.run(fault)
-            if at is not None:
+            result.kills[check.name] = at
+            if at is not None and result.killed_by is None:
                 result.killed_by, result.at, result.unit, result.cycles = check.name, at, check.unit, cycles
+            if result.killed_by is not None and not every_check:
                 break
         result.seconds = time.monotonic() - t0
         report.results.append(result)
@@ -214,9 +222,14 @@ def mutate(block: str, faults: list[str] | None = None, checks: list[Check] | No
 
 
 def describe(result: MutantResult) -> str:
-    """One line: how the mutant was killed, or why it survived."""
+    """How the mutant was killed, or why it survived; with every check run, a second line says
+    what each later check made of it."""
     if result.killed_by is None:
         why = "argued equivalent (hw/flow/mutate.py EQUIVALENT)" if result.equivalent else result.description
         return f"{result.fault:<30} {result.status}: {why}"
     where = f"{result.unit} {result.at}" + (f", after {result.cycles} cycles" if result.unit != "cycle" else "")
-    return f"{result.fault:<30} {result.status} by {result.killed_by} at {where} ({result.seconds:.1f} s)"
+    line = f"{result.fault:<30} {result.status} by {result.killed_by} at {where} ({result.seconds:.1f} s)"
+    names = list(result.kills)
+    later = [f"{name} at {result.unit} {result.kills[name]}" if result.kills[name] is not None else f"{name} passes"
+             for name in names[names.index(result.killed_by) + 1:]]
+    return line + ("\n" + " " * 33 + "then: " + "; ".join(later) if later else "")
