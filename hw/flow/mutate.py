@@ -230,6 +230,6 @@ def describe(result: MutantResult) -> str:
     where = f"{result.unit} {result.at}" + (f", after {result.cycles} cycles" if result.unit != "cycle" else "")
     line = f"{result.fault:<30} {result.status} by {result.killed_by} at {where} ({result.seconds:.1f} s)"
     names = list(result.kills)
-    later = [f"{name} at {result.unit} {result.kills[name]}" if result.kills[name] is not None else f"{name} passes"
+    later = [f"{name} passes" if result.kills[name] is None else f"{name} at {result.unit} {result.kills[name]}"
              for name in names[names.index(result.killed_by) + 1:]]
     return line + ("\n" + " " * 33 + "then: " + "; ".join(later) if later else "")

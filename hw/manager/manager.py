@@ -176,7 +176,8 @@ class Manager(wiring.Component):
                                           fault=fault_for(fault, SharedPool, ArgmaxNode))
         m.submodules.ep = ep = EagerPools(self.micro_batches, self.eager_entries, self.requests,
                                           fault=fault_for(fault, EagerPools))
-        m.submodules.sched = sched = Scheduler(self.requests, POOL_COUNT.max_raw, fault=fault_for(fault, Scheduler))
+        m.submodules.sched = sched = Scheduler(self.requests, POOL_COUNT.max_raw,
+                                               fault=fault_for(fault, Scheduler))
         wiring.connect(m, wiring.flipped(self.logits), ctl.logits)
         m.d.comb += [
             ctl.tau.eq(self.tau), ctl.max_draft_len.eq(self.max_draft_len),
