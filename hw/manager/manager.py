@@ -142,7 +142,7 @@ class Manager(wiring.Component):
         "wait_cleared_on_accept": "manager: a fully accepted result also clears the request's waiting tokens",
         "refused_draft_updates_h": "manager: a refused draft still updates the request's H and t",
     }
-    BLOCKS = (Controller, Softmax, SharedPool, ArgmaxNode, EagerPools, Scheduler)   # a fault is passed on to
+    BLOCKS = (Controller, Softmax, SharedPool, ArgmaxNode, EagerPools, Scheduler)   # the blocks a fault goes to
 
     def __init__(self, *, requests: int, shared_entries: int, eager_entries: int,
                  micro_batches: int, softmax: SoftmaxParams, fault: str | None = None):
