@@ -10,16 +10,12 @@ model: sim/pe_ref.accumulate over 1024 PEs (one HBM3 stack) x 64 MAC commands x 
 from __future__ import annotations
 
 import argparse
-import sys
 import time
 
 import numpy as np
 
-from sim.paths import ROOT
+from hw.flow.testbench.pe_vectors import finite_fp16, random_program
 from sim.pe_ref import Mode, accumulate
-
-sys.path.insert(0, str(ROOT))  # the golden programs live with the tests
-from tests.hw.pe.vectors import finite_fp16, random_program  # noqa: E402
 
 
 def bench_model() -> None:
@@ -35,7 +31,7 @@ def bench_model() -> None:
 
 
 def bench_amaranth() -> None:
-    from tests.hw.pe.amaranth_bench import run_program
+    from hw.flow.pe_replay import run_program
 
     program = random_program(1, 4, 20)
     start = time.perf_counter()

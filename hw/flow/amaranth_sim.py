@@ -9,9 +9,10 @@ from amaranth.sim import Simulator
 from sim.paths import BUILD
 
 
-def run(dut, *testbenches, name: str, clock: bool = True) -> None:
+def run(dut, *testbenches, name: str, clock: bool = True, background=()) -> None:
     """Simulate `dut` with a 1 GHz clock (none for a combinational `dut`) and the given async
-    testbenches.
+    testbenches; the run ends when they have returned. The ``background`` testbenches (stimulus
+    sources) run beside them but do not keep the run going.
 
     With SADDLE_WAVES=1 the run writes ``build/waves/<name>.vcd``.
     """
@@ -20,6 +21,8 @@ def run(dut, *testbenches, name: str, clock: bool = True) -> None:
         sim.add_clock(1e-9)
     for tb in testbenches:
         sim.add_testbench(tb)
+    for tb in background:
+        sim.add_testbench(tb, background=True)
     if os.environ.get("SADDLE_WAVES", "") not in ("", "0"):
         out = BUILD / "waves"
         out.mkdir(parents=True, exist_ok=True)

@@ -1,4 +1,5 @@
-"""`saddle hw export | synth | fetch-lib`: Verilog, lint and Yosys figures of every RTL block.
+"""`saddle hw export | synth | fetch-lib | coverify | mutate`: Verilog, lint and Yosys figures of
+every RTL block, co-verification on a simulated run, mutation testing.
 
 The blocks are those of `hw.flow.blocks.BLOCKS` at their shipped size.
 """
@@ -63,6 +64,18 @@ def register(subparsers) -> None:
     cov.add_argument("--seed", type=int, default=0, help="seed of the back-pressure pattern")
     cov.add_argument("--json", action="store_true", help="print the report as JSON")
     cov.set_defaults(func=_coverify)
+
+    mut = sub.add_parser("mutate", help="mutation testing: does every check catch small RTL faults?",
+                         description="Elaborate the Manager and the bank PE with one fault at a time and run "
+                                     "the RTL tests' stimulus and co-verification on the real trace against each, "
+                                     "until a check fails (hw/flow/mutate.py).")
+    mut.add_argument("--block", choices=["manager", "pe"], action="append",
+                     help="only this block's mutants (repeatable; default both)")
+    mut.add_argument("--mutant", action="append", help="only this mutant (repeatable; needs one --block)")
+    mut.add_argument("--every-check", action="store_true",
+                     help="run every check on each mutant, not only up to the first that kills it")
+    mut.add_argument("--json", action="store_true", help="print the report as JSON")
+    mut.set_defaults(func=_mutate)
 
 
 def _selected(names: list[str] | None) -> dict:
@@ -170,11 +183,44 @@ def _coverify(args) -> int:
         print(f"{report.source}: {report.compared}/{report.transactions} transactions, {report.cycles} RTL "
               f"cycles, {report.seconds:.1f} s: {status}")
         print("  inputs: " + ", ".join(f"{k} {v}" for k, v in sorted(report.inputs.items())))
+        print("  coverage: " + ", ".join(f"{k} {v}" for k, v in report.coverage.items()))
+        missed = [k for k, v in report.coverage.items() if not v]
+        if missed:
+            print(f"  corners not reached: {', '.join(missed)}")
         if report.txlog:
             print(f"  log: {report.txlog} (saddle manager replay {report.txlog})")
         if report.mismatch:
             print(report.mismatch)
     return 0 if report.ok else 1
+
+
+def _mutate(args) -> int:
+    from hw.flow.mutate import BLOCKS, describe, mutate
+
+    blocks = args.block or list(BLOCKS)
+    if args.mutant and len(blocks) != 1:
+        raise SaddleError("--mutant: give exactly one --block")
+    started = time.monotonic()
+    reports = []
+    for block in blocks:
+        print(f"{block}: the clean design, then each mutant ...", file=sys.stderr)
+        progress = None if args.json else (lambda result: print("  " + describe(result), flush=True))
+        try:
+            report = mutate(block, args.mutant, progress=progress, every_check=args.every_check)
+        except ValueError as exc:
+            raise SaddleError(str(exc)) from exc
+        reports.append(report)
+        if not args.json:
+            if report.clean_failures:
+                print(f"  the CLEAN design fails: {', '.join(report.clean_failures)}")
+            print(f"{block}: {report.killed}/{report.killable} killed, {len(report.results) - report.killable} "
+                  f"argued equivalent ({report.seconds:.0f} s; checks: {'; '.join(report.checks)})")
+    seconds = time.monotonic() - started
+    if args.json:
+        print(json.dumps({"blocks": [r.as_dict() for r in reports], "seconds": round(seconds, 1)}, indent=1))
+    else:
+        print(f"total {seconds:.0f} s")
+    return 0 if all(r.ok for r in reports) else 1
 
 
 def _positive(text: str, flag: str) -> int:

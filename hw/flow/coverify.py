@@ -12,7 +12,9 @@ log has inputs only).
 
 What this proves beyond the random tests: the RTL takes the model's decision on the
 transaction mix a real run produces (long rounds of a confident draft model, bursts of
-rejections, pools that fill while a verification is in flight, retirements and refills).
+rejections, pools that fill while a verification is in flight, retirements and refills). The
+report counts the functional-coverage corners the sequence reached
+(``sim.manager.random_txns.CORNERS``).
 """
 from __future__ import annotations
 
@@ -33,6 +35,7 @@ class CoverifyReport:
     cycles: int                       # RTL clock edges over the compared transactions
     mismatch: str | None
     inputs: dict = field(default_factory=dict)    # transaction type -> count
+    coverage: dict = field(default_factory=dict)  # corner (random_txns.CORNERS) -> count
     txlog: str | None = None
     seconds: float = 0.0
 
@@ -43,7 +46,8 @@ class CoverifyReport:
     def as_dict(self) -> dict:
         return {"source": self.source, "config": self.config.to_dict(), "transactions": self.transactions,
                 "compared": self.compared, "cycles": self.cycles, "ok": self.ok, "mismatch": self.mismatch,
-                "inputs": self.inputs, "txlog": self.txlog, "seconds": round(self.seconds, 1)}
+                "inputs": self.inputs, "coverage": self.coverage, "txlog": self.txlog,
+                "seconds": round(self.seconds, 1)}
 
 
 def record_run(params) -> tuple[ManagerConfig, list[tuple[object, list]], dict]:
@@ -65,6 +69,7 @@ def coverify(config: ManagerConfig, pairs, *, source: str, softmax=None, stall: 
     the sequence has DraftLogits) in ``simulator``: Amaranth's simulator on the design, or
     cocotb on Verilator on its exported Verilog (built once under build/cocotb/, which needs
     ``txlog``). With ``txlog`` the pairs are written there first."""
+    from sim.manager.random_txns import CORNERS, coverage
     from sim.manager.txlog import write_txlog
 
     if simulator not in SIMULATORS:
@@ -72,8 +77,10 @@ def coverify(config: ManagerConfig, pairs, *, source: str, softmax=None, stall: 
     if txlog is not None:
         txlog.parent.mkdir(parents=True, exist_ok=True)
         write_txlog(txlog, config, pairs, softmax)
+    hits = coverage(pairs)
     report = CoverifyReport(source=source, config=config, transactions=len(pairs), compared=0, cycles=0,
                             mismatch=None, inputs=dict(Counter(type(txn).__name__ for txn, _ in pairs)),
+                            coverage={corner: hits[corner] for corner in CORNERS},
                             txlog=str(txlog) if txlog else None)
     started = time.monotonic()
     if simulator == "amaranth":

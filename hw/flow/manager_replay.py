@@ -8,7 +8,9 @@ The sequence is a list of ``(transaction, expected events)`` pairs: from
 sequence's ``ManagerConfig`` and softmax sizes. Each transaction is driven on ``cmd`` as soon as
 the Manager is ready; ``event.ready`` is held low in a cycle with probability ``stall`` (with
 ``long_stalls`` 5 % of those stalls last 40 cycles), so back-pressure is exercised too. The
-replay stops at the first mismatching transaction: past it the two states differ.
+replay stops at the first mismatching transaction: past it the two states differ. A transaction
+without its DONE beat within ``TXN_CYCLE_LIMIT`` clock edges is a mismatch too (a faulty design,
+``fault``, may hang: hw/flow/mutate.py).
 """
 from __future__ import annotations
 
@@ -23,6 +25,9 @@ from sim.manager.transactions import DraftLogits
 
 # Sizes of the softmax unit when a sequence has no DraftLogits (the unit is then never used).
 IDLE_SOFTMAX = SoftmaxParams(lanes=2, vocab=16, exp_frac_bits=12)
+# Far above any transaction of the shipped Manager (an Unlock that moves 512 tokens under 20 %
+# random and 40-cycle stalls takes about a thousand edges).
+TXN_CYCLE_LIMIT = 20_000
 
 
 @dataclass
@@ -39,14 +44,15 @@ class ReplayResult:
 
 
 def replay(config, pairs, *, softmax: SoftmaxParams | None = None, stall: float = 0.0, seed: int = 0,
-           long_stalls: bool = False, name: str = "manager_replay") -> ReplayResult:
-    """Drive ``pairs`` through a ``Manager`` sized by ``config`` (``ManagerConfig``) and compare.
-    ``name`` names the waveform (``SADDLE_WAVES=1``: ``build/waves/<name>.vcd``)."""
+           long_stalls: bool = False, name: str = "manager_replay", fault: str | None = None) -> ReplayResult:
+    """Drive ``pairs`` through a ``Manager`` sized by ``config`` (``ManagerConfig``) and carrying
+    ``fault`` (None: the shipped design), and compare. ``name`` names the waveform
+    (``SADDLE_WAVES=1``: ``build/waves/<name>.vcd``)."""
     uses_logits = any(isinstance(txn, DraftLogits) for txn, _ in pairs)
     if uses_logits and softmax is None:
         raise ValueError("the sequence has DraftLogits: give the softmax unit's SoftmaxParams")
     unit = softmax or IDLE_SOFTMAX
-    dut = Manager.from_config(config, unit)
+    dut = Manager.from_config(config, unit, fault)
     rng = random.Random(seed)
     result = ReplayResult()
 
@@ -59,7 +65,10 @@ def replay(config, pairs, *, softmax: SoftmaxParams | None = None, stall: float 
             await ctx.tick().until(dut.cmd.ready)
             ctx.set(dut.cmd.valid, 0)
             beats, n = [], 1
-            while True:
+            while not beats or beats[-1]["kind"].name != "DONE":
+                if n > TXN_CYCLE_LIMIT:
+                    result.mismatch = f"transaction #{i} {txn}: no DONE within {TXN_CYCLE_LIMIT} cycles"
+                    return
                 hold = rng.random() < stall
                 if hold and long_stalls and rng.random() < 0.05:
                     for _ in range(40):
@@ -73,8 +82,6 @@ def replay(config, pairs, *, softmax: SoftmaxParams | None = None, stall: float 
                 n += 1
                 if valid and not hold:
                     beats.append(payload)
-                    if payload["kind"].name == "DONE":
-                        break
             got = decode(beats)
             if got != list(expected):
                 result.mismatch = f"transaction #{i} {txn}:\n RTL   {got}\n model {list(expected)}"
@@ -89,5 +96,6 @@ def replay(config, pairs, *, softmax: SoftmaxParams | None = None, stall: float 
                 for beat in logits_beats(txn.logits, unit.lanes):
                     await send(ctx, dut.logits, beat)
 
-    run(dut, bench, *([feeder] if uses_logits else []), name=name)
+    # The feeder runs in the background: after a mismatch the Manager may never take the rest.
+    run(dut, bench, name=name, background=[feeder] if uses_logits else [])
     return result

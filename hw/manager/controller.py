@@ -26,6 +26,9 @@ Interface (``lib.wiring`` Component):
 
 Cycle behaviour: read, multiply, compare and write-back happen in one cycle, so one decision per
 cycle, back-to-back on the same request included; the state is in registers.
+
+``fault``: one of ``FAULTS`` or of the softmax unit's, for mutation testing
+(hw/common/fault.py); None in the shipped design.
 """
 from __future__ import annotations
 
@@ -33,6 +36,7 @@ from amaranth.hdl import Cat, Module, Mux, Signal
 from amaranth.lib import enum, stream, wiring
 from amaranth.lib.wiring import In, Out
 
+from hw.common.fault import checked_fault, fault_for
 from hw.common.read_mux import read
 from hw.manager.softmax import Softmax, logits_layout
 from sim.manager.formats import MICROBATCH_ID, POSITION, PROB, PROB_ONE, REQUEST_ID, TOKEN_ID
@@ -58,10 +62,16 @@ class SlotState(enum.Enum, shape=2):
 
 
 class Controller(wiring.Component):
-    def __init__(self, requests: int, softmax: SoftmaxParams):
+    FAULTS = {
+        "h_compare_le": "controller: stop on H_t <= tau instead of H_t < tau (one LSB off)",
+        "max_len_compare_gt": "controller: stop on t > max_draft_len instead of t >= max_draft_len",
+    }
+
+    def __init__(self, requests: int, softmax: SoftmaxParams, *, fault: str | None = None):
         if not 1 <= requests <= REQUEST_ID.max_raw + 1:
             raise ValueError(f"Controller: requests must be in [1, {REQUEST_ID.max_raw + 1}]")
         self.requests, self.softmax_params = requests, softmax
+        self.fault = checked_fault(fault, Controller, Softmax)
         t = range(POSITION.max_raw + 1)
         super().__init__({
             "tau": In(PROB.bits), "max_draft_len": In(t),
@@ -79,7 +89,7 @@ class Controller(wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
-        m.submodules.softmax = softmax = Softmax(self.softmax_params)
+        m.submodules.softmax = softmax = Softmax(self.softmax_params, fault=fault_for(self.fault, Softmax))
         wiring.connect(m, wiring.flipped(self.logits), softmax.logits)
 
         n = self.requests
@@ -113,6 +123,10 @@ class Controller(wiring.Component):
             self.t_new.eq(self.rd_t + 1),
             self.stop.eq((self.h_new < self.tau) | (self.t_new >= self.max_draft_len)),
         ]
+        if self.fault == "h_compare_le":
+            m.d.comb += self.stop.eq((self.h_new <= self.tau) | (self.t_new >= self.max_draft_len))
+        elif self.fault == "max_len_compare_gt":
+            m.d.comb += self.stop.eq((self.h_new < self.tau) | (self.t_new > self.max_draft_len))
         takes_result = Signal()
         m.d.comb += [
             takes_result.eq(((self.op == CtlOp.DRAFT) | (self.op == CtlOp.SKIP)) & self.use_logits),

@@ -19,6 +19,9 @@ Cycle cost: 1 cycle per insert, per moved token and per dropped request.
 
 Structure: every entry is its own submodule (see ``hw/manager/shared_pool.py``: synthesis maps the
 entries one at a time).
+
+``fault``: one of ``FAULTS``, for mutation testing (hw/common/fault.py); None in the shipped
+design.
 """
 from __future__ import annotations
 
@@ -26,9 +29,15 @@ from amaranth.hdl import Cat, Module, Mux, Signal
 from amaranth.lib import enum, wiring
 from amaranth.lib.wiring import In, Out
 
+from hw.common.fault import checked_fault
 from hw.common.priority_encoder import first_one_hot, one_hot_index
 from hw.common.read_mux import read
 from sim.manager.formats import CUM_PROB, MICROBATCH_ID, POSITION, REQUEST_ID, TOKEN_ID
+
+
+# The pool of the fault "eager_count_not_decremented" (the configurations `saddle hw mutate`
+# runs have several micro-batches).
+FAULTY_POOL = 1
 
 
 class EagerOp(enum.Enum, shape=2):
@@ -68,10 +77,14 @@ class EagerEntry(wiring.Component):
 
 
 class EagerPools(wiring.Component):
-    def __init__(self, pools: int, entries: int, requests: int):
+    FAULTS = {"eager_count_not_decremented":
+              f"eager pools: micro-batch {FAULTY_POOL}'s occupancy is not decremented by TAKE or DROP"}
+
+    def __init__(self, pools: int, entries: int, requests: int, *, fault: str | None = None):
         if pools < 1 or entries < pools or entries % pools or requests < 1:
             raise ValueError(f"EagerPools: {entries} entries do not split over {pools} pools")
         self.pools, self.entries, self.requests = pools, entries, requests
+        self.fault = checked_fault(fault, EagerPools)
         self.per_pool = entries // pools
         per_req = range(POSITION.max_raw + 1)
         super().__init__({
@@ -132,5 +145,7 @@ class EagerPools(wiring.Component):
             with m.If(self.req == r):
                 m.d.sync += eager_n[r].eq(eager_n[r] + amount if sign > 0 else eager_n[r] - amount)
         for k in range(self.pools):
+            if sign < 0 and k == FAULTY_POOL and self.fault == "eager_count_not_decremented":
+                continue
             with m.If(self.mb == k):
                 m.d.sync += occupancy[k].eq(occupancy[k] + amount if sign > 0 else occupancy[k] - amount)

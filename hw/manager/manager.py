@@ -26,6 +26,9 @@ the last ``fly + wait + eager`` of its round, in that order (tokens leave a roun
 front, by acceptance, or all at once), so with the Controller's t every position range of
 ``Verified``, ``Discarded`` and ``Moved`` follows from the per-request counts of the pools.
 
+Mutation testing: ``fault`` names one fault of ``Manager.FAULTS`` or of a block's ``FAULTS``
+(hw/common/fault.py, ``saddle hw mutate``); None, the default, is the shipped design.
+
 Cycle cost (clock edges from the ``cmd`` transfer to the ``DONE`` transfer, both included,
 without back-pressure): one to accept, one per event beat, one more for the ``DONE`` transfer,
 plus one per step that emits nothing (Issue's checks and end of selection, requests visited
@@ -39,12 +42,13 @@ from amaranth.hdl import Cat, Module, Mux, Signal
 from amaranth.lib import data, enum, stream, wiring
 from amaranth.lib.wiring import In, Out
 
+from hw.common.fault import checked_fault, fault_for
 from hw.common.priority_encoder import first_one_hot, one_hot_index
 from hw.manager.controller import Controller, CtlOp, SlotState
 from hw.manager.eager_pool import EagerOp, EagerPools
 from hw.manager.scheduler import Scheduler
-from hw.manager.shared_pool import PoolOp, SharedPool
-from hw.manager.softmax import logits_layout
+from hw.manager.shared_pool import ArgmaxNode, PoolOp, SharedPool
+from hw.manager.softmax import Softmax, logits_layout
 from sim.manager.formats import (CUM_PROB, MICROBATCH_ID, POOL_COUNT, POSITION, PROB, REQUEST_ID,
                                  THRESHOLD, TOKEN_ID, VERIFY_ID)
 from sim.manager.softmax import SoftmaxParams
@@ -128,11 +132,24 @@ event_layout = data.StructLayout({
 
 
 class Manager(wiring.Component):
+    FAULTS = {
+        "shared_full_ignored": "manager: a draft for the Shared Pool is taken although the pool is full",
+        "eager_full_ignored": "manager: a draft for an Eager Pool is taken although the pool is full",
+        "eager_moved_on_reject": "manager: Unlock moves a rejected request's eager tokens instead of "
+                                 "discarding them",
+        "move_ignores_full": "manager: the Unlock drain moves a request's eager tokens on into a full Shared Pool",
+        "retire_drains_while_locked": "manager: Retire during a verification drains the Eager Pools",
+        "wait_cleared_on_accept": "manager: a fully accepted result also clears the request's waiting tokens",
+        "refused_draft_updates_h": "manager: a refused draft still updates the request's H and t",
+    }
+    BLOCKS = (Controller, Softmax, SharedPool, ArgmaxNode, EagerPools, Scheduler)   # the blocks a fault goes to
+
     def __init__(self, *, requests: int, shared_entries: int, eager_entries: int,
-                 micro_batches: int, softmax: SoftmaxParams):
+                 micro_batches: int, softmax: SoftmaxParams, fault: str | None = None):
         self.requests, self.shared_entries = requests, shared_entries
         self.eager_entries, self.micro_batches = eager_entries, micro_batches
         self.softmax_params = softmax
+        self.fault = checked_fault(fault, Manager, *self.BLOCKS)
         super().__init__({
             "tau": In(PROB.bits), "max_draft_len": In(POSITION.bits),
             "dynamic": In(1), "dlm_fc_threshold": In(THRESHOLD.bits),
@@ -144,18 +161,23 @@ class Manager(wiring.Component):
         })
 
     @classmethod
-    def from_config(cls, config, softmax: SoftmaxParams) -> "Manager":
+    def from_config(cls, config, softmax: SoftmaxParams, fault: str | None = None) -> "Manager":
         """Sized like a ``sim.manager.config.ManagerConfig``."""
         return cls(requests=config.max_requests, shared_entries=config.shared_entries,
                    eager_entries=config.eager_entries, micro_batches=config.micro_batches,
-                   softmax=softmax)
+                   softmax=softmax, fault=fault)
 
     def elaborate(self, platform):
         m = Module()
-        m.submodules.ctl = ctl = Controller(self.requests, self.softmax_params)
-        m.submodules.sp = sp = SharedPool(self.shared_entries, self.requests)
-        m.submodules.ep = ep = EagerPools(self.micro_batches, self.eager_entries, self.requests)
-        m.submodules.sched = sched = Scheduler(self.requests, POOL_COUNT.max_raw)
+        fault = self.fault
+        m.submodules.ctl = ctl = Controller(self.requests, self.softmax_params,
+                                            fault=fault_for(fault, Controller, Softmax))
+        m.submodules.sp = sp = SharedPool(self.shared_entries, self.requests,
+                                          fault=fault_for(fault, SharedPool, ArgmaxNode))
+        m.submodules.ep = ep = EagerPools(self.micro_batches, self.eager_entries, self.requests,
+                                          fault=fault_for(fault, EagerPools))
+        m.submodules.sched = sched = Scheduler(self.requests, POOL_COUNT.max_raw,
+                                               fault=fault_for(fault, Scheduler))
         wiring.connect(m, wiring.flipped(self.logits), ctl.logits)
         m.d.comb += [
             ctl.tau.eq(self.tau), ctl.max_draft_len.eq(self.max_draft_len),
@@ -237,12 +259,15 @@ class Manager(wiring.Component):
             with m.Case(_State.DRAFT):
                 to_shared = Signal()
                 pool_room = Signal()
+                shared_room = 1 if fault == "shared_full_ignored" else ~shared_full
+                eager_room = 1 if fault == "eager_full_ignored" else ep.room
                 m.d.comb += [to_shared.eq(~locked & (eager == 0)),
-                             pool_room.eq(Mux(to_shared, ~shared_full, ep.room)),
+                             pool_room.eq(Mux(to_shared, shared_room, eager_room)),
                              ctl.prob.eq(c.prob), ctl.use_logits.eq(c.use_logits)]
                 with m.If(room):
                     # A refused token's softmax result is dropped (SKIP): the DLM retries.
-                    m.d.comb += ctl.op.eq(Mux(pool_room, CtlOp.DRAFT, CtlOp.SKIP))
+                    m.d.comb += ctl.op.eq(CtlOp.DRAFT if fault == "refused_draft_updates_h" else
+                                          Mux(pool_room, CtlOp.DRAFT, CtlOp.SKIP))
                 with m.If(room & ctl.op_ready & ~pool_room):
                     emit(EventKind.REFUSED, request=c.request, position=c.position, pool=~to_shared)
                     m.d.sync += state.eq(_State.DONE)
@@ -310,7 +335,8 @@ class Manager(wiring.Component):
                     reject = Signal()
                     m.d.comb += [first.eq(t - tail + 1), reject.eq(c.accepted < fly),
                                  ctl.token.eq(c.token), ctl.reject.eq(reject),
-                                 sp.clear_fly.eq(1), sp.clear_wait.eq(reject)]
+                                 sp.clear_fly.eq(1),
+                                 sp.clear_wait.eq(1 if fault == "wait_cleared_on_accept" else reject)]
                     m.d.comb += [ctl.op.eq(CtlOp.RESULT), sp.op.eq(PoolOp.CLEAR)]
                     emit(EventKind.VERIFIED, request=c.request, position=first, accepted=c.accepted,
                          flag=reject)
@@ -362,7 +388,7 @@ class Manager(wiring.Component):
             with m.Case(_State.UNLOCK_REJECTED):
                 # Discard the eager tokens of each rejected request, ascending request id.
                 m.d.comb += cur.eq(rej_idx)
-                with m.If(~rej_any):
+                with m.If(1 if fault == "eager_moved_on_reject" else ~rej_any):
                     m.d.sync += state.eq(_State.DRAIN)
                 with m.Elif(eager == 0):
                     m.d.sync += rejected.eq(rejected & ~rej_bit)
@@ -391,7 +417,8 @@ class Manager(wiring.Component):
                     m.d.comb += [ep.op.eq(EagerOp.TAKE), sp.op.eq(PoolOp.INSERT)]
                     emit(EventKind.MOVED, request=walk_req, microbatch=walk_mb, position=pos)
                     m.d.sync += pos.eq(pos + 1)
-                    with m.If((pos == pos_end) | (sp.count + 1 == self.shared_entries)):
+                    filled = sp.count + 1 == self.shared_entries
+                    with m.If(pos == pos_end if fault == "move_ignores_full" else (pos == pos_end) | filled):
                         m.d.sync += state.eq(_State.DRAIN)
 
             with m.Case(_State.RESUME):
@@ -447,7 +474,7 @@ class Manager(wiring.Component):
                     m.d.comb += [sp.op.eq(PoolOp.CLEAR), sp.clear_wait.eq(1), sp.clear_fly.eq(0),
                                  ep.op.eq(EagerOp.DROP), cur_mb.eq(ctl.rd_mb), ctl.op.eq(CtlOp.RETIRE)]
                     emit(EventKind.RETIRED, request=c.request)
-                    with m.If(locked):
+                    with m.If(0 if fault == "retire_drains_while_locked" else locked):
                         m.d.sync += state.eq(_State.DONE)
                     with m.Else():
                         m.d.sync += state.eq(_State.DRAIN)

@@ -13,6 +13,8 @@ The model's rules (``sim.manager.scheduler``), as combinational logic:
 
 Interface: all ports are plain signals; outputs are valid in the cycle the inputs are (the
 Manager registers them into its event stream). Device encoding: 1 = GPU, 0 = PIM.
+``fault``: one of ``FAULTS``, for mutation testing (hw/common/fault.py); None in the shipped
+design.
 """
 from __future__ import annotations
 
@@ -20,12 +22,20 @@ from amaranth.hdl import Module, Mux, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
+from hw.common.fault import checked_fault
 from sim.manager.formats import THRESHOLD
 
 
 class Scheduler(wiring.Component):
-    def __init__(self, requests: int, max_queries: int):
+    FAULTS = {
+        "dlm_fc_compare_reversed": "scheduler: DLM FC on the GPU iff b <= threshold (the model: b >= threshold)",
+        "tlm_attention_strict": "scheduler: TLM attention on the GPU iff queries > threshold x requests "
+                                "(the model: >=)",
+    }
+
+    def __init__(self, requests: int, max_queries: int, *, fault: str | None = None):
         self.requests, self.max_queries = requests, max_queries
+        self.fault = checked_fault(fault, Scheduler)
         super().__init__({
             "dynamic": In(1),
             "dlm_fc_threshold": In(THRESHOLD.bits), "tlm_attention_threshold": In(THRESHOLD.bits),
@@ -53,10 +63,14 @@ class Scheduler(wiring.Component):
 
         scaled = Signal(THRESHOLD.bits + len(self.query_requests))
         m.d.comb += scaled.eq(self.tlm_attention_threshold * self.query_requests)
+        fc_gpu = self.drafting_count >= self.dlm_fc_threshold
+        attention_gpu = self.queries >= scaled
+        if self.fault == "dlm_fc_compare_reversed":
+            fc_gpu = self.drafting_count <= self.dlm_fc_threshold
+        elif self.fault == "tlm_attention_strict":
+            attention_gpu = self.queries > scaled
         m.d.comb += [
-            self.dlm_fc_gpu.eq(Mux(self.dynamic, self.drafting_count >= self.dlm_fc_threshold,
-                                   self.static_dlm_fc_gpu)),
-            self.tlm_attention_gpu.eq(Mux(self.dynamic, self.queries >= scaled,
-                                          self.static_tlm_attention_gpu)),
+            self.dlm_fc_gpu.eq(Mux(self.dynamic, fc_gpu, self.static_dlm_fc_gpu)),
+            self.tlm_attention_gpu.eq(Mux(self.dynamic, attention_gpu, self.static_tlm_attention_gpu)),
         ]
         return m

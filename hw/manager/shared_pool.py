@@ -28,6 +28,9 @@ cycles, the first token is visible combinationally), invalidate/release of a who
 Structure: every entry and every tree node is its own submodule, so that the exported Verilog
 keeps them as modules and synthesis can map them one at a time (``hw/flow/synth.py``, method
 ``osu018-hier``) instead of optimizing one flat 200k-gate netlist.
+
+``fault``: one of ``ArgmaxNode.FAULTS`` or ``SharedPool.FAULTS``, for mutation testing
+(hw/common/fault.py); None in the shipped design.
 """
 from __future__ import annotations
 
@@ -35,6 +38,7 @@ from amaranth.hdl import Cat, Module, Mux, Signal
 from amaranth.lib import enum, wiring
 from amaranth.lib.wiring import In, Out
 
+from hw.common.fault import checked_fault, fault_for
 from hw.common.priority_encoder import first_one_hot
 from hw.common.read_mux import read
 from sim.manager.formats import CUM_PROB, MICROBATCH_ID, POSITION, REQUEST_ID, TOKEN_ID
@@ -93,8 +97,18 @@ class ArgmaxNode(wiring.Component):
     the lower index), its payload, and its index within this node's subtree: the winner's bit
     above the child's index (children of ``index_bits`` bits; 0 at the leaves)."""
 
-    def __init__(self, key_bits: int, payload_bits: int, index_bits: int):
+    FAULTS = {
+        "tie_break_request_reversed": "shared pool: on equal H the higher request id wins",
+        "tie_break_position_reversed": "shared pool: on equal H within a request the later position wins",
+        "argmax_prefers_b": "shared pool: an argmax node picks its b input on equal keys (a >= for a >)",
+    }
+    # The key bits a reversed tie-break compares inverted (see CamEntry: {waiting, H, ~request, ~position}).
+    _REVERSED_FIELD = {"tie_break_request_reversed": ((1 << REQUEST_ID.bits) - 1) << POSITION.bits,
+                       "tie_break_position_reversed": (1 << POSITION.bits) - 1}
+
+    def __init__(self, key_bits: int, payload_bits: int, index_bits: int, *, fault: str | None = None):
         self.index_bits = index_bits
+        self.fault = checked_fault(fault, ArgmaxNode)
         ports = {"a_key": In(key_bits), "a_payload": In(payload_bits),
                  "b_key": In(key_bits), "b_payload": In(payload_bits),
                  "key": Out(key_bits), "payload": Out(payload_bits), "index": Out(index_bits + 1)}
@@ -112,21 +126,26 @@ class ArgmaxNode(wiring.Component):
             m.d.comb += self.index.eq(Cat(Mux(take_b, self.b_index, self.a_index), take_b))
         else:
             m.d.comb += self.index.eq(take_b)
+        if self.fault == "argmax_prefers_b":
+            m.d.comb += take_b.eq(self.b_key >= self.a_key)
+        elif self.fault in self._REVERSED_FIELD:
+            flip = self._REVERSED_FIELD[self.fault]
+            m.d.comb += take_b.eq((self.b_key ^ flip) > (self.a_key ^ flip))
         return m
 
 
-def argmax_tree(m, leaves: list, name: str):
+def argmax_tree(m, leaves: list, name: str, fault: str | None = None):
     """(key, payload, index) of the largest of ``leaves`` [(key, payload)], lowest index on a
-    tie, built from ``ArgmaxNode`` submodules ``{name}{level}_{j}``. Node j of level L covers
-    leaves [j 2^L, (j+1) 2^L), so indices are relative and the leaves need no constants; an odd
-    node out moves up a level unchanged (its index gains a leading 0)."""
+    tie, built from ``ArgmaxNode`` submodules ``{name}{level}_{j}`` (each given ``fault``).
+    Node j of level L covers leaves [j 2^L, (j+1) 2^L), so indices are relative and the leaves
+    need no constants; an odd node out moves up a level unchanged (its index gains a leading 0)."""
     nodes = [(key, payload, None) for key, payload in leaves]
     level = 0
     while len(nodes) > 1:
         nxt = []
         for j in range(0, len(nodes) - 1, 2):
             (ka, pa, ia), (kb, pb, ib) = nodes[j], nodes[j + 1]
-            node = ArgmaxNode(len(ka), len(pa), level)
+            node = ArgmaxNode(len(ka), len(pa), level, fault=fault)
             m.submodules[f"{name}{level}_{j // 2}"] = node
             m.d.comb += [node.a_key.eq(ka), node.a_payload.eq(pa), node.b_key.eq(kb), node.b_payload.eq(pb)]
             if level:
@@ -141,10 +160,13 @@ def argmax_tree(m, leaves: list, name: str):
 
 
 class SharedPool(wiring.Component):
-    def __init__(self, entries: int, requests: int):
+    FAULTS = {"fly_count_not_cleared": "shared pool: CLEAR leaves the in-flight total fly_count unchanged"}
+
+    def __init__(self, entries: int, requests: int, *, fault: str | None = None):
         if entries < 2 or requests < 1:
             raise ValueError("SharedPool: entries >= 2 and requests >= 1 expected")
         self.entries, self.requests = entries, requests
+        self.fault = checked_fault(fault, SharedPool, ArgmaxNode)
         per_req = range(POSITION.max_raw + 1)
         super().__init__({
             "op": In(PoolOp),
@@ -165,7 +187,8 @@ class SharedPool(wiring.Component):
         wait_n = [Signal(per_req, name=f"r{r}_wait") for r in range(self.requests)]
         fly_n = [Signal(per_req, name=f"r{r}_fly") for r in range(self.requests)]
 
-        best_key, best_payload, best_index = argmax_tree(m, [(e.key, e.payload) for e in cam], "sel")
+        best_key, best_payload, best_index = argmax_tree(m, [(e.key, e.payload) for e in cam], "sel",
+                                                         fault_for(self.fault, ArgmaxNode))
         best_idx = Signal(range(n))
         m.d.comb += [
             best_idx.eq(best_index),
@@ -217,6 +240,8 @@ class SharedPool(wiring.Component):
                              dropped_wait.eq(Mux(self.clear_wait, r_wait, 0))]
                 m.d.sync += [count.eq(count - dropped_fly - dropped_wait),
                              fly_count.eq(fly_count - dropped_fly)]
+                if self.fault == "fly_count_not_cleared":
+                    m.d.sync += fly_count.eq(fly_count)
                 for r in range(self.requests):
                     with m.If(self.req == r):
                         with m.If(self.clear_fly):

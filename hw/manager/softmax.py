@@ -24,6 +24,7 @@ from amaranth.hdl import Array, Cat, Const, Module, Mux, Signal, signed, unsigne
 from amaranth.lib import data, enum, stream, wiring
 from amaranth.lib.wiring import In, Out
 
+from hw.common.fault import checked_fault
 from sim.manager.formats import LOGIT, PROB
 from sim.manager.softmax import LOG2E, LOG2E_FRAC, SoftmaxParams, exp2_table
 
@@ -50,10 +51,15 @@ def result_layout(params: SoftmaxParams) -> data.StructLayout:
 
 
 class Softmax(wiring.Component):
-    """Online base-2 softmax with greedy selection; see the module docstring."""
+    """Online base-2 softmax with greedy selection; see the module docstring. ``fault``: one
+    of ``FAULTS`` for mutation testing (hw/common/fault.py), None in the shipped design."""
 
-    def __init__(self, params: SoftmaxParams):
+    FAULTS = {"softmax_no_max_subtraction":
+              "softmax: the terms are 2^y, not 2^(y - running maximum) (the reference stays 0)"}
+
+    def __init__(self, params: SoftmaxParams, *, fault: str | None = None):
         self.params = params
+        self.fault = checked_fault(fault, Softmax)
         super().__init__({
             "logits": In(stream.Signature(logits_layout(params))),
             "result": Out(stream.Signature(result_layout(params))),
@@ -122,6 +128,8 @@ class Softmax(wiring.Component):
             new_argmax.eq(Mux(moved, count + beat_i, argmax)),
             new_ref.eq((new_ymax + ((1 << frac) - 1)) >> frac),
         ]
+        if self.fault == "softmax_no_max_subtraction":
+            m.d.comb += new_ref.eq(0)
 
         # The running sum moves to the new reference by a right shift, then takes the beat.
         ref_step = Signal(unsigned(ref_bits + 1))

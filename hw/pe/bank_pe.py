@@ -34,11 +34,17 @@ Arithmetic (bit-exact model: sim/pe_ref.py): exact binary32 products (hw/pe/fp16
 round-to-nearest-even additions (hw/pe/fp32_add.py), in the tree level by level in lane order,
 ((p0+p1)+(p2+p3))+..., then acc = acc + tree; binary16 output by round to nearest even
 (hw/pe/fp16_round.py). NaN outputs are canonical (0x7FC00000 / 0x7E00).
+
+Mutation testing: ``fault`` names one fault of ``BankPE.FAULTS`` or of a unit's ``FAULTS``
+(hw/common/fault.py, ``saddle hw mutate``); None, the default, is the shipped design. The
+multiplier's and the output rounding's faults hit lane ``FAULTY_LANE`` only, the adders' faults
+every adder.
 """
 from amaranth import Module, Mux, Signal
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
+from hw.common.fault import checked_fault, fault_for
 from hw.pe.fp16_mul import FP16Mul
 from hw.pe.fp16_round import FP32ToFP16
 from hw.pe.fp32_add import FP32Add
@@ -61,16 +67,30 @@ def result_layout(lanes: int) -> data.StructLayout:
     })
 
 
+# The lane of the one-lane faults (every PE the tests build has at least 4 lanes).
+FAULTY_LANE = 1
+
+
 class BankPE(wiring.Component):
     """The bank PE; `lanes` must be a power of two (16 in the shipped design)."""
 
     PIPELINE_LATENCY = 3
     DRAIN_LATENCY = 2
+    FAULTS = {
+        "acc_not_cleared": f"bank PE: START does not clear lane {FAULTY_LANE}'s accumulator",
+        "tree_order": "bank PE: the adder tree pairs lane i with lane i + lanes/2 at its first level "
+                      "(the model: lane 2i with 2i + 1)",
+        "drain_early": "bank PE: a DRAIN shows the accumulators one cycle early, before the last MAC is in",
+        "start_mode_from_register": "bank PE: a START's own stage-1 mode is the latched register, not its "
+                                    "mode field",
+    }
+    UNITS = (FP16Mul, FP32Add, FP32ToFP16)      # the unit classes a fault is passed on to
 
-    def __init__(self, lanes: int = 16):
+    def __init__(self, lanes: int = 16, *, fault: str | None = None):
         if lanes < 1 or lanes & (lanes - 1):
             raise ValueError(f"lanes must be a power of two, got {lanes}")
         self.lanes = lanes
+        self.fault = checked_fault(fault, BankPE, *self.UNITS)
         super().__init__({
             "cmd": In(stream.Signature(command_layout(lanes), always_ready=True)),
             "out": Out(stream.Signature(result_layout(lanes), always_ready=True)),
@@ -87,13 +107,14 @@ class BankPE(wiring.Component):
         with m.If(self.cmd.valid & (cmd.op == Op.START)):
             m.d.sync += mode.eq(cmd.mode)
         cmd_mode = Signal()
-        m.d.comb += cmd_mode.eq(Mux(cmd.op == Op.START, cmd.mode, mode))
+        m.d.comb += cmd_mode.eq(mode if self.fault == "start_mode_from_register" else
+                                Mux(cmd.op == Op.START, cmd.mode, mode))
 
         p_valid, p_op, p_mode = Signal(), Signal(2), Signal()
         m.d.sync += [p_valid.eq(self.cmd.valid), p_op.eq(cmd.op), p_mode.eq(cmd_mode)]
         products = []
         for lane in range(lanes):
-            mul = FP16Mul()
+            mul = FP16Mul(fault=self._lane_fault(lane, FP16Mul))
             m.submodules[f"mul{lane}"] = mul
             product = Signal(32, name=f"p{lane}")
             m.d.comb += [mul.a.eq(cmd.row[lane]), mul.b.eq(cmd.operand[lane])]
@@ -102,11 +123,13 @@ class BankPE(wiring.Component):
 
         # Stage 2: the adder tree, pairs in lane order, level by level.
         level = products
+        if self.fault == "tree_order":
+            level = [products[i // 2 + (i % 2) * (lanes // 2)] for i in range(lanes)]
         depth = 0
         while len(level) > 1:
             nxt = []
             for i in range(0, len(level), 2):
-                add = FP32Add()
+                add = FP32Add(fault=fault_for(self.fault, FP32Add))
                 m.submodules[f"tree{depth}_{i // 2}"] = add
                 m.d.comb += [add.a.eq(level[i]), add.b.eq(level[i + 1])]
                 nxt.append(add.s)
@@ -126,18 +149,25 @@ class BankPE(wiring.Component):
         # MAC) and their binary16 rounding.
         for lane in range(lanes):
             acc = Signal(32, name=f"acc{lane}")
-            add = FP32Add()
+            add = FP32Add(fault=fault_for(self.fault, FP32Add))
             m.submodules[f"acc_add{lane}"] = add
             m.d.comb += [add.a.eq(acc), add.b.eq(addends[lane])]
             adds_here = (s_mode == Mode.AXPY) if lane else 1
-            with m.If(s_valid & (s_op == Op.START)):
+            clears = s_valid & (s_op == Op.START)
+            with m.If(0 if self.fault == "acc_not_cleared" and lane == FAULTY_LANE else clears):
                 m.d.sync += acc.eq(0)
             with m.Elif(s_valid & (s_op == Op.MAC) & adds_here):
                 m.d.sync += acc.eq(add.s)
-            rounder = FP32ToFP16()
+            rounder = FP32ToFP16(fault=self._lane_fault(lane, FP32ToFP16))
             m.submodules[f"round{lane}"] = rounder
             m.d.comb += [rounder.a.eq(acc),
                          self.out.payload.fp32[lane].eq(acc),
                          self.out.payload.fp16[lane].eq(rounder.h)]
         m.d.comb += self.out.valid.eq(s_valid & (s_op == Op.DRAIN))
+        if self.fault == "drain_early":
+            m.d.comb += self.out.valid.eq(p_valid & (p_op == Op.DRAIN))
         return m
+
+    def _lane_fault(self, lane: int, unit) -> str | None:
+        """The fault of ``unit`` (a per-lane unit class) in ``lane``: only in ``FAULTY_LANE``."""
+        return fault_for(self.fault, unit) if lane == FAULTY_LANE else None

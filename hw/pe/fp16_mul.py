@@ -16,13 +16,22 @@ from amaranth import C, Cat, Module, Mux, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
+from hw.common.fault import checked_fault
 from hw.pe.fp_bits import FP32_QNAN, normalize_left
 
 
 class FP16Mul(wiring.Component):
-    """``p`` = exact FP32 encoding of ``a * b`` (``a``, ``b`` binary16 bit patterns)."""
+    """``p`` = exact FP32 encoding of ``a * b`` (``a``, ``b`` binary16 bit patterns). ``fault``:
+    one of ``FAULTS``, for mutation testing (hw/common/fault.py); None in the shipped design."""
 
-    def __init__(self):
+    FAULTS = {
+        "product_truncated": "one lane's multiplier: the product is truncated to an 11-bit significand "
+                             "(binary16 precision) instead of kept exact",
+        "subnormal_inputs_flushed": "one lane's multiplier: binary16 subnormal operands are taken as zeros",
+    }
+
+    def __init__(self, *, fault: str | None = None):
+        self.fault = checked_fault(fault, FP16Mul)
         super().__init__({"a": In(16), "b": In(16), "p": Out(32)})
 
     def elaborate(self, platform):
@@ -32,7 +41,7 @@ class FP16Mul(wiring.Component):
             exp, frac = x[10:15], x[0:10]
             fields[name] = dict(
                 sign=x[15],
-                zero=(exp == 0) & (frac == 0),
+                zero=(exp == 0) if self.fault == "subnormal_inputs_flushed" else (exp == 0) & (frac == 0),
                 inf=(exp == 31) & (frac == 0),
                 nan=(exp == 31) & (frac != 0),
                 # Subnormals have no hidden one and the exponent of 1 (2^-14).
@@ -44,6 +53,8 @@ class FP16Mul(wiring.Component):
         product = Signal(22)
         m.d.comb += product.eq(fa["sig"] * fb["sig"])
         normalized, lz = normalize_left(m, product, "prod")
+        if self.fault == "product_truncated":
+            normalized = Cat(C(0, 11), normalized[11:])
         # Leading one of `product` at bit 21 - lz: value = product * 2^(ea + eb - 30 - 20), so
         # the FP32 exponent field is (21 - lz) + ea + eb - 50 + 127.
         exp32 = Signal(8)

@@ -10,6 +10,7 @@ from amaranth import C, Cat, Module, Mux, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
+from hw.common.fault import checked_fault
 from hw.pe.fp_bits import FP16_QNAN
 
 _BIAS_SHIFT = 127 - 15   # FP32 exponent field of 2^-14 is 113 = _BIAS_SHIFT + 1
@@ -17,9 +18,17 @@ _SUB_MAX_SHIFT = 25      # beyond this shift a subnormal candidate rounds to zer
 
 
 class FP32ToFP16(wiring.Component):
-    """``h`` = binary16 encoding of the FP32 value ``a``, rounded to nearest even."""
+    """``h`` = binary16 encoding of the FP32 value ``a``, rounded to nearest even. ``fault``: one
+    of ``FAULTS``, for mutation testing (hw/common/fault.py); None in the shipped design."""
 
-    def __init__(self):
+    FAULTS = {
+        "fp16_round_truncates": "one lane's binary16 output: normal results truncated instead of rounded "
+                                "to nearest even",
+        "fp16_subnormals_flushed": "one lane's binary16 output: results below 2^-14 become zeros, not subnormals",
+    }
+
+    def __init__(self, *, fault: str | None = None):
+        self.fault = checked_fault(fault, FP32ToFP16)
         super().__init__({"a": In(32), "h": Out(16)})
 
     def elaborate(self, platform):
@@ -30,7 +39,8 @@ class FP32ToFP16(wiring.Component):
         # field, and a carry out of exponent 30 lands exactly on the infinity encoding.
         normal = Signal(15)
         round_up = Signal()
-        m.d.comb += round_up.eq(frac[12] & ((frac[0:12] != 0) | frac[13]))
+        m.d.comb += round_up.eq(0 if self.fault == "fp16_round_truncates" else
+                                frac[12] & ((frac[0:12] != 0) | frac[13]))
         m.d.comb += normal.eq(Cat(frac[13:23], (exp - _BIAS_SHIFT)[0:5]) + round_up)
 
         # Subnormal range: value = sig * 2^(exp - 150) = k * 2^-24 with k = sig >> (126 - exp).
@@ -59,5 +69,5 @@ class FP32ToFP16(wiring.Component):
         with m.Elif(exp > _BIAS_SHIFT):
             m.d.comb += self.h.eq(Cat(Mux(normal >= 0x7C00, 0x7C00, normal), sign))
         with m.Else():
-            m.d.comb += self.h.eq(Cat(subnormal, sign))
+            m.d.comb += self.h.eq(Cat(C(0, 15) if self.fault == "fp16_subnormals_flushed" else subnormal, sign))
         return m

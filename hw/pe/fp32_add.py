@@ -16,15 +16,24 @@ from amaranth import C, Cat, Module, Mux, Signal, signed
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
+from hw.common.fault import checked_fault
 from hw.pe.fp_bits import FP32_QNAN, normalize_left
 
 _EXTRA = 3  # guard, round, sticky
 
 
 class FP32Add(wiring.Component):
-    """``s`` = ``a + b`` (FP32 bit patterns)."""
+    """``s`` = ``a + b`` (FP32 bit patterns). ``fault``: one of ``FAULTS``, for mutation testing
+    (hw/common/fault.py); None in the shipped design."""
 
-    def __init__(self):
+    FAULTS = {
+        "adder_sticky_dropped": "binary32 adders: the bits shifted out in the alignment are dropped "
+                                "instead of jammed into the sticky bit",
+        "adder_ties_away": "binary32 adders: ties round away from zero instead of to even",
+    }
+
+    def __init__(self, *, fault: str | None = None):
+        self.fault = checked_fault(fault, FP32Add)
         super().__init__({"a": In(32), "b": In(32), "s": Out(32)})
 
     def elaborate(self, platform):
@@ -61,7 +70,8 @@ class FP32Add(wiring.Component):
         m.d.comb += [aligned.eq(small_x >> dist_sat),
                      lost_mask.eq(~(C(2 ** width - 1, width) << dist_sat))]
         small_j = Signal(width)
-        m.d.comb += small_j.eq(aligned | ((small_x & lost_mask) != 0))
+        m.d.comb += small_j.eq(aligned if self.fault == "adder_sticky_dropped" else
+                               aligned | ((small_x & lost_mask) != 0))
 
         subtract = Signal()
         m.d.comb += subtract.eq(big[31] ^ small[31])
@@ -83,7 +93,7 @@ class FP32Add(wiring.Component):
         mant = norm[_EXTRA:]
         guard, rest = norm[_EXTRA - 1], norm[0:_EXTRA - 1] != 0
         round_up = Signal()
-        m.d.comb += round_up.eq(guard & (rest | mant[0]))
+        m.d.comb += round_up.eq(guard if self.fault == "adder_ties_away" else guard & (rest | mant[0]))
         rounded = Signal(25)
         m.d.comb += rounded.eq(mant + round_up)
         exp_final = Signal(signed(10))

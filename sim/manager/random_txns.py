@@ -25,8 +25,8 @@ from sim.manager.formats import PROB_ONE
 from sim.manager.manager import Manager
 from sim.manager.softmax import SoftmaxParams
 from sim.manager.transactions import (
-    Admit, Discarded, DraftLogits, DraftToken, Drafted, EndRound, Issued, Moved, NotIssued, Refused, Resumed,
-    Retire, Retired, RoundEnded, SchedulerQuery, Unlock, Verified, VerifyIssue, VerifyResult)
+    Admit, Discarded, DraftLogits, DraftToken, Drafted, EndRound, Issued, Mapping, Moved, NotIssued, Pool, Refused,
+    Resumed, Retire, Retired, RoundEnded, SchedulerQuery, Unlock, Unlocked, Verified, VerifyIssue, VerifyResult)
 
 PHASES = ("steady", "flood", "long_lock", "reject_first", "accept_all", "ties")
 VOCAB = 128256
@@ -195,18 +195,62 @@ def generate(config: ManagerConfig, seed: int, length: int, **kw) -> list:
     return [txn for txn, _ in generate_with_events(config, seed, length, **kw)[0]]
 
 
+# The functional-coverage corners `saddle hw coverify` reports (keys of ``coverage``), in the
+# order of hw/README.md's coverage table.
+CORNERS = {
+    "refused_shared": "Shared Pool full: a draft refused",
+    "refused_eager": "Eager Pool full: a draft refused",
+    "refusal_released": "back-pressure released: a refused token taken on a retry",
+    "tie_across_requests": "tie on H across requests, in one verification",
+    "tie_same_request": "tie on H within a request, in one verification",
+    "reject_first": "reject at the first position",
+    "reject_later": "reject at a later position",
+    "moved": "eager tokens moved to the Shared Pool (one Moved event per request)",
+    "discarded_eager_after_reject": "eager tokens discarded after a reject",
+    "unlock_nothing_pooled": "Unlock with the Eager Pools empty (nothing to move or discard)",
+    "flip_dlm_fc_to_gpu": "Scheduler: DLM FC of a micro-batch flips PIM -> GPU",
+    "flip_dlm_fc_to_pim": "Scheduler: DLM FC of a micro-batch flips GPU -> PIM",
+    "flip_tlm_attention_to_gpu": "Scheduler: TLM attention flips PIM -> GPU",
+    "flip_tlm_attention_to_pim": "Scheduler: TLM attention flips GPU -> PIM",
+    "retire_during_pass": "Retire while a verification is in flight",
+}
+
+
 def coverage(pairs: Iterable[tuple[object, list]]) -> Counter:
-    """How often each corner case occurred in a sequence (tests assert they all do)."""
-    cov: Counter = Counter()
+    """How often each corner case occurred in a sequence (tests assert they all do); every key
+    of ``CORNERS`` is present. Corners that depend on the state before a transaction (eager
+    tokens held, verification in flight, the Scheduler's previous decision) are tracked from
+    the events, so a sequence of (input, events) pairs is all it needs."""
+    cov: Counter = Counter({corner: 0 for corner in CORNERS})
     streak: Counter = Counter()
+    refused: set[tuple[int, int]] = set()          # (request, position) refused, not yet taken
+    eager: dict[int, set[int]] = {}                # request -> positions held in an Eager Pool
+    device: dict[tuple, object] = {}               # (op, micro-batch) -> the latest Mapping's device
+    in_pass = False
     for txn, events in pairs:
+        if isinstance(txn, Unlock) and not any(eager.values()):
+            cov["unlock_nothing_pooled"] += 1
+        elif isinstance(txn, Retire) and in_pass:
+            cov["retire_during_pass"] += 1
         for e in events:
             if isinstance(e, Refused):
                 cov[f"refused_{e.pool.value}"] += 1
                 streak[e.request] += 1
                 cov["max_refusal_streak"] = max(cov["max_refusal_streak"], streak[e.request])
+                refused.add((e.request, e.position))
             elif isinstance(e, Drafted):
                 streak[e.request] = 0
+                if (e.request, e.position) in refused:
+                    cov["refusal_released"] += 1
+                if e.pool is Pool.EAGER:
+                    eager.setdefault(e.request, set()).add(e.position)
+            elif isinstance(e, Mapping):
+                key = (e.op, e.microbatch)
+                if device.get(key, e.device) is not e.device:
+                    cov[f"flip_{e.op.value}_to_{e.device.value}"] += 1
+                device[key] = e.device
+            elif isinstance(e, Unlocked):
+                in_pass = False
             elif isinstance(e, Verified):
                 if e.rejected and e.accepted == 0:
                     cov["reject_first"] += 1
@@ -215,6 +259,7 @@ def coverage(pairs: Iterable[tuple[object, list]]) -> Counter:
                 else:
                     cov["reject_later"] += 1
             elif isinstance(e, Issued):
+                in_pass = True
                 cov["issued"] += 1
                 for a, b in zip(e.tokens, e.tokens[1:]):
                     if a.h == b.h:
@@ -223,8 +268,12 @@ def coverage(pairs: Iterable[tuple[object, list]]) -> Counter:
                     cov["issued_full_pass"] += 1
             elif isinstance(e, NotIssued):
                 cov[f"not_issued_{e.reason.value}"] += 1
-            elif isinstance(e, Discarded):
-                cov[f"discarded_{e.reason.value}"] += len(e.positions)
-            elif isinstance(e, (Moved, Resumed, Retired, RoundEnded)):
+            elif isinstance(e, (Discarded, Moved)):
+                eager.get(e.request, set()).difference_update(e.positions)
+                if isinstance(e, Discarded):
+                    cov[f"discarded_{e.reason.value}"] += len(e.positions)
+            if isinstance(e, (Moved, Resumed, Retired, RoundEnded)):
                 cov[type(e).__name__.lower()] += 1
+            if isinstance(e, (Drafted, Resumed, Retired)):
+                refused = {(r, p) for r, p in refused if r != e.request}
     return cov

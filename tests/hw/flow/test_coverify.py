@@ -8,7 +8,7 @@ import pytest
 from hw.flow.coverify import coverify, record_run
 from sim.cli import main
 from sim.errors import SaddleError
-from sim.manager.random_txns import coverage
+from sim.manager.random_txns import CORNERS, coverage
 from sim.manager.transactions import Refused
 from sim.paths import CONFIGS, TRACE_DATA
 from sim.systems.run import RunParams
@@ -47,6 +47,8 @@ def test_cli_replays_a_log(recorded, tmp_path, capsys):
     assert main(["hw", "coverify", "--log", str(log), "--json", "--stall", "0.5"]) == 0
     report = json.loads(capsys.readouterr().out)
     assert report["ok"] and report["transactions"] == report["compared"] == 200
+    assert list(report["coverage"]) == list(CORNERS)
+    assert report["coverage"] == {corner: coverage(pairs[:200])[corner] for corner in CORNERS}
 
 
 def test_a_log_the_model_disagrees_with_is_refused(recorded, tmp_path):

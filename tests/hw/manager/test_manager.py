@@ -6,14 +6,10 @@ from __future__ import annotations
 import pytest
 
 from hw.flow import manager_replay
-from sim.manager.config import ManagerConfig
+from hw.flow.manager_stimulus import RANDOM_SEEDS, ROUND_BY_HAND, SMALL, SOFTMAX, corner_pairs, random_pairs
+from sim.manager.manager import Manager as Model
 from sim.manager.random_txns import coverage, generate_with_events
-from sim.manager.softmax import SoftmaxParams
-from sim.manager.transactions import DraftLogits
-
-SMALL = ManagerConfig(max_requests=8, max_draft_len=8, tau=30000, shared_entries=16, eager_entries=12,
-                      micro_batches=3, dlm_fc_threshold=2, tlm_attention_threshold=2)
-SOFTMAX = SoftmaxParams(lanes=2, vocab=16, exp_frac_bits=12)
+from sim.manager.transactions import Device, DraftLogits, Drafted, Mapping, Moved, Op, Pool, Retire
 
 
 def replay(config, pairs, name, *, stall: float = 0.0, seed: int = 0, long_stalls: bool = False):
@@ -25,9 +21,9 @@ def replay(config, pairs, name, *, stall: float = 0.0, seed: int = 0, long_stall
     return result.cycles
 
 
-@pytest.mark.parametrize("seed", [1, 2])
+@pytest.mark.parametrize("seed", RANDOM_SEEDS)
 def test_random_sequences_against_model(seed):
-    pairs, model = generate_with_events(SMALL, seed, 700, requests=8, softmax=SOFTMAX)
+    pairs, model = random_pairs(seed)
     assert sum(isinstance(txn, DraftLogits) for txn, _ in pairs) > 20
     cov = coverage(pairs)
     for corner in ("refused_shared", "refused_eager", "reject_first", "all_accepted", "moved",
@@ -52,39 +48,30 @@ def test_draft_and_issue_cycle_costs():
 def test_directed_round_by_hand():
     """Empty, a tie within a request, Issue while locked, eager drafting, a reject at the first
     token, everything accepted, the eager move, the new round and retirement; every event
-    worked out by hand, and the model and the RTL must both produce exactly these."""
-    from sim.manager.manager import Manager as Model
-    from sim.manager.transactions import (
-        Admit, Admitted, Device, Discarded, DiscardReason as R, DraftToken, Drafted, Issued, Locked,
-        Mapping, Moved, NotIssued, NotIssuedReason, Op, Pool, Resumed, Retire, Retired,
-        SchedulerQuery, SelectedToken as S, Unlock, Unlocked, Verified, VerifyIssue, VerifyResult)
-
-    script = [
-        (VerifyIssue(True, 4), [NotIssued(NotIssuedReason.EMPTY, 0)]),
-        (Admit(0, 0), [Admitted(0, 0)]),
-        (Admit(1, 1), [Admitted(1, 1)]),
-        (DraftToken(0, 0, 1, 10, 65536), [Drafted(0, 1, Pool.SHARED, 65536, False)]),
-        (DraftToken(0, 0, 2, 11, 32768), [Drafted(0, 2, Pool.SHARED, 32768, False)]),
-        # 32768 * 32768 >> 16 = 16384 < tau = 30000: stop, the token is still drafted.
-        (DraftToken(0, 0, 3, 12, 32768), [Drafted(0, 3, Pool.SHARED, 16384, True)]),
-        (DraftToken(1, 1, 1, 20, 49152), [Drafted(1, 1, Pool.SHARED, 49152, False)]),
-        (DraftToken(1, 1, 2, 21, 49152), [Drafted(1, 2, Pool.SHARED, 36864, False)]),
-        (DraftToken(1, 1, 3, 22, 65536), [Drafted(1, 3, Pool.SHARED, 36864, False)]),
-        (VerifyIssue(False, 8), [NotIssued(NotIssuedReason.BELOW_CAPACITY, 6)]),
-        # Descending H; the tie at 36864 within request 1 goes by position. 4 tokens of 2
-        # requests: 4 >= threshold 2 * 2, attention on the GPU.
-        (VerifyIssue(False, 4), [Issued(0, (S(0, 1, 10, 65536), S(1, 1, 20, 49152), S(1, 2, 21, 36864),
-                                            S(1, 3, 22, 36864))),
-                                 Locked(0), Mapping(Op.TLM_ATTENTION, Device.GPU, 4, 2, -1)]),
-        (VerifyIssue(True, 4), [NotIssued(NotIssuedReason.LOCKED, 2)]),
-        (DraftToken(1, 1, 4, 23, 65536), [Drafted(1, 4, Pool.EAGER, 36864, False)]),
-        (VerifyResult(0, 0, 77), [Verified(0, 1, 0, True), Discarded(0, (2, 3), R.SHARED_AFTER_REJECT)]),
-        (VerifyResult(1, 3, 88), [Verified(1, 1, 3, False)]),
-        (Unlock(), [Unlocked(0), Moved(1, 1, (4,)), Resumed(0, 77, True)]),
-        (SchedulerQuery(1), [Mapping(Op.DLM_FC, Device.PIM, 1, 1, 1)]),
-        (Retire(1), [Discarded(1, (4,), R.REQUEST_RETIRED), Retired(1)]),
-    ]
+    worked out by hand (`ROUND_BY_HAND`), and the model and the RTL must both produce exactly
+    these."""
     model = Model(SMALL)
-    for txn, expected in script:
+    for txn, expected in ROUND_BY_HAND:
         assert model.apply(txn) == expected, txn
-    replay(SMALL, script, "manager_directed", stall=0.5, seed=4)
+    replay(SMALL, ROUND_BY_HAND, "manager_directed", stall=0.5, seed=4)
+
+
+def test_directed_corners():
+    """The corners the random and real-trace stimulus miss (hw/README.md, coverage): H exactly
+    at tau does not stop, the length alone stops, both Scheduler thresholds decide GPU at
+    equality, both flip each way, a retirement during a verification leaves the Eager Pools
+    alone, a full Shared Pool refuses and the retry is taken."""
+    pairs = corner_pairs()
+    events = [e for _, evs in pairs for e in evs]
+    assert Drafted(0, 1, Pool.SHARED, SMALL.tau, False) in events
+    assert Drafted(3, SMALL.max_draft_len, Pool.SHARED, 65536, True) in events
+    assert Mapping(Op.DLM_FC, Device.GPU, SMALL.dlm_fc_threshold, 1, 0) in events
+    assert Mapping(Op.TLM_ATTENTION, Device.GPU, 2 * SMALL.tlm_attention_threshold, 2, -1) in events
+    retire = next(i for i, (txn, _) in enumerate(pairs) if isinstance(txn, Retire))
+    assert not any(isinstance(e, Moved) for e in pairs[retire][1])
+    cov = coverage(pairs)
+    for corner in ("refused_shared", "refusal_released", "reject_later", "unlock_nothing_pooled",
+                   "retire_during_pass", "flip_dlm_fc_to_gpu", "flip_dlm_fc_to_pim", "flip_tlm_attention_to_gpu",
+                   "flip_tlm_attention_to_pim"):
+        assert cov[corner] > 0, (corner, cov)
+    replay(SMALL, pairs, "manager_corners", stall=0.3, seed=5)

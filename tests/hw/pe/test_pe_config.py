@@ -1,10 +1,10 @@
 """configs/hardware/bank_pe.yaml, the RTL and the PIM cost model agree: lanes and column size
 from the PE's ports, latencies measured in simulation of the shipped PE."""
+from hw.flow.pe_replay import run_program
+from hw.flow.testbench.pe_vectors import Command, h
 from hw.pe.bank_pe import BankPE
 from sim.cost.pim import load_pim
 from sim.pe_ref import Mode, Op, load_params
-from tests.hw.pe.amaranth_bench import run_program
-from tests.hw.pe.vectors import Command, h
 
 
 def test_ports_match_lanes_and_column_size():

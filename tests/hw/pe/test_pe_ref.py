@@ -8,7 +8,7 @@ import pytest
 from sim.errors import ConfigError
 from sim.pe_ref import (BankPERef, Mode, accumulate, adder_tree, error_bound, fp16_mul, fp32_add,
                         fp32_to_fp16, load_params)
-from tests.hw.pe.vectors import any_fp16, finite_fp16, h
+from hw.flow.testbench.pe_vectors import any_fp16, finite_fp16, h
 
 
 def f32(x):

@@ -1,7 +1,8 @@
 """Golden command programs for the bank PE, with the expected output of every cycle.
 
-Pure Python + numpy (no Amaranth, no cocotb): the Amaranth-simulator adapter (test_pe.py) and
-the cocotb adapter (cocotb_pe.py) drive the same per-cycle programs and compare with the same
+Pure Python + numpy (no Amaranth, no cocotb): the Amaranth-simulator adapter (hw/flow/pe_replay.py,
+used by tests/hw/pe/test_pe.py and `saddle hw mutate`) and the cocotb adapter
+(tests/hw/pe/cocotb_pe.py) drive the same per-cycle programs and compare with the same
 expectations, computed by sim/pe_ref.py and the latencies of configs/hardware/bank_pe.yaml.
 
 A program is a list with one entry per cycle: None (no command) or a `Command`. Payloads are

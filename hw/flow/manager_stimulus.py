@@ -1,0 +1,109 @@
+"""The Manager RTL's stimulus, shared by its tests (tests/hw/manager/test_manager.py) and by
+`saddle hw mutate` (hw/flow/mutate.py): the reduced configuration, the seeded random
+sequences, and two directed sequences.
+
+Each sequence is a list of (input transaction, the model's events), the form
+`hw.flow.manager_replay.replay` compares the RTL against. Pure Python: no Amaranth import.
+"""
+from __future__ import annotations
+
+from sim.manager.config import ManagerConfig
+from sim.manager.manager import Manager as Model
+from sim.manager.random_txns import generate_with_events
+from sim.manager.softmax import SoftmaxParams
+from sim.manager.transactions import (
+    Admit, Admitted, Device, Discarded, DiscardReason as R, DraftToken, Drafted, Issued, Locked, Mapping,
+    Moved, NotIssued, NotIssuedReason, Op, Pool, Resumed, Retire, Retired, SchedulerQuery,
+    SelectedToken as S, Unlock, Unlocked, Verified, VerifyIssue, VerifyResult)
+
+# 8 slots, 16 + 12 entries (4 per micro-batch): small enough that the pools fill within a few
+# hundred transactions, and the Amaranth simulator runs 700 transactions in seconds.
+SMALL = ManagerConfig(max_requests=8, max_draft_len=8, tau=30000, shared_entries=16, eager_entries=12,
+                      micro_batches=3, dlm_fc_threshold=2, tlm_attention_threshold=2)
+SOFTMAX = SoftmaxParams(lanes=2, vocab=16, exp_frac_bits=12)
+RANDOM_SEEDS = (1, 2)
+RANDOM_LENGTH = 700
+
+# Empty, a tie within a request, Issue while locked, eager drafting, a reject at the first token,
+# everything accepted, the eager move, the new round and retirement: every event worked out by
+# hand (SMALL: tau 30000, thresholds 2).
+ROUND_BY_HAND = [
+    (VerifyIssue(True, 4), [NotIssued(NotIssuedReason.EMPTY, 0)]),
+    (Admit(0, 0), [Admitted(0, 0)]),
+    (Admit(1, 1), [Admitted(1, 1)]),
+    (DraftToken(0, 0, 1, 10, 65536), [Drafted(0, 1, Pool.SHARED, 65536, False)]),
+    (DraftToken(0, 0, 2, 11, 32768), [Drafted(0, 2, Pool.SHARED, 32768, False)]),
+    # 32768 * 32768 >> 16 = 16384 < tau = 30000: stop, the token is still drafted.
+    (DraftToken(0, 0, 3, 12, 32768), [Drafted(0, 3, Pool.SHARED, 16384, True)]),
+    (DraftToken(1, 1, 1, 20, 49152), [Drafted(1, 1, Pool.SHARED, 49152, False)]),
+    (DraftToken(1, 1, 2, 21, 49152), [Drafted(1, 2, Pool.SHARED, 36864, False)]),
+    (DraftToken(1, 1, 3, 22, 65536), [Drafted(1, 3, Pool.SHARED, 36864, False)]),
+    (VerifyIssue(False, 8), [NotIssued(NotIssuedReason.BELOW_CAPACITY, 6)]),
+    # Descending H; the tie at 36864 within request 1 goes by position. 4 tokens of 2
+    # requests: 4 >= threshold 2 * 2, attention on the GPU.
+    (VerifyIssue(False, 4), [Issued(0, (S(0, 1, 10, 65536), S(1, 1, 20, 49152), S(1, 2, 21, 36864),
+                                        S(1, 3, 22, 36864))),
+                             Locked(0), Mapping(Op.TLM_ATTENTION, Device.GPU, 4, 2, -1)]),
+    (VerifyIssue(True, 4), [NotIssued(NotIssuedReason.LOCKED, 2)]),
+    (DraftToken(1, 1, 4, 23, 65536), [Drafted(1, 4, Pool.EAGER, 36864, False)]),
+    (VerifyResult(0, 0, 77), [Verified(0, 1, 0, True), Discarded(0, (2, 3), R.SHARED_AFTER_REJECT)]),
+    (VerifyResult(1, 3, 88), [Verified(1, 1, 3, False)]),
+    (Unlock(), [Unlocked(0), Moved(1, 1, (4,)), Resumed(0, 77, True)]),
+    (SchedulerQuery(1), [Mapping(Op.DLM_FC, Device.PIM, 1, 1, 1)]),
+    (Retire(1), [Discarded(1, (4,), R.REQUEST_RETIRED), Retired(1)]),
+]
+
+# The boundaries and corners the random and real-trace stimulus reach rarely or never (see the
+# coverage table of hw/README.md), on SMALL: H exactly at tau (continues), both Scheduler
+# thresholds met with equality and both flipping each way, a retirement during a verification
+# while another request holds an eager token, a reject after an accepted token, an Unlock with
+# nothing pooled, a round stopped by its length alone (H still above tau), a full Shared Pool
+# refusing a draft that is taken on its retry.
+CORNER_INPUTS = [
+    Admit(0, 0), Admit(1, 0), Admit(2, 1),
+    SchedulerQuery(0),                              # 2 drafting >= 2: GPU
+    DraftToken(0, 0, 1, 100, 30000),                # H = 30000 = tau: not below, drafting goes on
+    DraftToken(0, 0, 2, 101, 65536),                # H stays at tau
+    DraftToken(0, 0, 3, 102, 65535),                # H = 29999 < tau: stop
+    SchedulerQuery(0),                              # 1 drafting < 2: PIM
+    DraftToken(1, 0, 1, 110, 65536), DraftToken(1, 0, 2, 111, 65536),      # a tie within request 1
+    DraftToken(2, 1, 1, 120, 49152), DraftToken(2, 1, 2, 121, 49152),
+    VerifyIssue(True, 4),                           # 4 tokens of 2 requests: 4 = 2 x 2, GPU
+    DraftToken(1, 0, 3, 112, 65536),                # locked: to the Eager Pool
+    Retire(0),                                      # during the pass, request 1 holding an eager token
+    VerifyResult(1, 1, 113),                        # accepted 1 of 2: rejected at its second token
+    VerifyResult(2, 0, 122),                        # rejected at the first token
+    Unlock(),                                       # request 1's eager token is discarded
+    DraftToken(2, 1, 1, 130, 40000),
+    VerifyIssue(True, 4),                           # 1 token of 1 request: 1 < 2, PIM
+    VerifyResult(2, 1, 131),
+    Unlock(),                                       # the Eager Pools are empty
+    Admit(3, 0),
+    SchedulerQuery(0),                              # requests 1 and 3 drafting: GPU again
+    DraftToken(1, 0, 1, 140, 65536), DraftToken(1, 0, 2, 141, 65536),
+    VerifyIssue(True, 2),                           # 2 tokens of 1 request: GPU again
+    VerifyResult(1, 2, 142),
+    Unlock(),
+    # H stays 1.0: the eighth token (t = max_draft_len) stops the round by its length.
+    *(DraftToken(3, 0, t, 150 + t, 65536) for t in range(1, SMALL.max_draft_len + 1)),
+    *(DraftToken(1, 0, t, 160 + t, 60000) for t in range(3, 9)),
+    DraftToken(2, 1, 2, 172, 60000), DraftToken(2, 1, 3, 173, 60000),      # the 16th entry: full
+    DraftToken(2, 1, 4, 174, 60000),                # refused: the Shared Pool is full
+    VerifyIssue(False, 16),                         # every token in flight
+    DraftToken(2, 1, 4, 174, 60000),                # the retry is taken (by the Eager Pool: locked)
+    VerifyResult(3, 8, 180), VerifyResult(1, 5, 181), VerifyResult(2, 2, 182),
+    Unlock(),
+    Retire(1), Retire(2), Retire(3),
+]
+
+
+def random_pairs(seed: int):
+    """The random sequence of ``seed`` on SMALL (about 30 % of the drafts as DraftLogits) and
+    the model after it."""
+    return generate_with_events(SMALL, seed, RANDOM_LENGTH, requests=SMALL.max_requests, softmax=SOFTMAX)
+
+
+def corner_pairs() -> list[tuple[object, list]]:
+    """``CORNER_INPUTS`` with the model's events."""
+    model = Model(SMALL)
+    return [(txn, model.apply(txn)) for txn in CORNER_INPUTS]

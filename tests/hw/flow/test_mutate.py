@@ -1,0 +1,54 @@
+"""Mutation testing (hw/flow/mutate.py), the CI-sized subset: faults are real design changes
+that the directed checks kill where the README says they do, argued-equivalent mutants survive
+them, and a fault name the blocks do not implement is refused. `saddle hw mutate` runs every
+mutant against every check (hw/README.md, "Mutation testing")."""
+import pytest
+
+from hw.flow.manager_stimulus import ROUND_BY_HAND, SMALL, SOFTMAX, corner_pairs
+from hw.flow.mutate import EQUIVALENT, mutants, mutate, program_check, replay_check
+from hw.flow.testbench.pe_vectors import corner_program
+from hw.manager.manager import Manager
+from hw.pe.bank_pe import BankPE
+
+
+def test_catalog():
+    manager, pe = mutants("manager"), mutants("pe")
+    assert len(manager) >= 15 and len(pe) >= 10 and not set(manager) & set(pe)
+    assert all(manager.values()) and all(pe.values())
+    assert set(EQUIVALENT) <= set(manager) | set(pe)
+    with pytest.raises(ValueError, match="unknown fault 'tie_break'"):
+        Manager.from_config(SMALL, SOFTMAX, "tie_break")
+    with pytest.raises(ValueError, match="unknown fault 'h_compare_le'"):
+        BankPE(4, fault="h_compare_le")
+    with pytest.raises(ValueError, match="unknown mutant nope"):
+        mutate("pe", ["nope"], checks=[])
+
+
+def test_manager_mutants_killed_by_the_directed_sequences():
+    checks = [replay_check("round by hand", SMALL, ROUND_BY_HAND, softmax=SOFTMAX, stall=0.5, seed=4),
+              replay_check("directed corners", SMALL, corner_pairs(), softmax=SOFTMAX, stall=0.3, seed=5)]
+    report = mutate("manager", ["tlm_attention_strict", "dlm_fc_compare_reversed", "h_compare_le",
+                                "retire_drains_while_locked", "argmax_prefers_b"], checks)
+    assert not report.clean_failures
+    got = {r.fault: (r.killed_by, r.at) for r in report.results}
+    assert got == {
+        # 4 tokens of 2 requests against threshold 2: equality, GPU (transaction 11).
+        "tlm_attention_strict": ("round by hand", 11),
+        # The last SchedulerQuery: 1 drafting request < 2, PIM.
+        "dlm_fc_compare_reversed": ("round by hand", 17),
+        # The first DraftToken of the corners: H = tau exactly, drafting goes on.
+        "h_compare_le": ("directed corners", 5),
+        # Retire(0) during the pass while request 1 holds an eager token.
+        "retire_drains_while_locked": ("directed corners", 15),
+        "argmax_prefers_b": (None, None),
+    }
+    assert report.ok and report.killed == report.killable == 4
+
+
+def test_pe_mutants_killed_by_the_corner_cases():
+    faults = ["acc_not_cleared", "drain_early", "product_truncated", "subnormal_inputs_flushed", "adder_ties_away",
+              "start_mode_from_register"]
+    report = mutate("pe", faults, [program_check("corner cases", corner_program(4), 4)])
+    assert not report.clean_failures
+    assert all(r.killed_by == "corner cases" for r in report.results if r.fault != "start_mode_from_register")
+    assert report.ok and report.killed == report.killable == 5
