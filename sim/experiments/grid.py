@@ -18,6 +18,8 @@ An experiment (``configs/experiments/NAME.yaml``)::
     sequence_length: [1024, 2048]    # optional sweep: every request decodes until its context
                                      # reaches this (sim/workload.py); max = the pair's
                                      # max_sequence_length (configs/models/pairs); null = natural
+    overrides: {hardware.links.nvlink.step_latency_ns: 2000}
+                                     # optional: config-file values for every run (sim/overrides.py)
     published: {...}                 # optional: published values to print ours beside
                                      # (sim/experiments/published.py)
     select: [{pair: P, batch: [1, 2]}]  # optional: keep only runs matching one rule
@@ -30,9 +32,9 @@ whose file exists with the same parameters is not run again.
 """
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
-from dataclasses import asdict
 from pathlib import Path
 
 from sim.config import check_keys, config_path, get, load_yaml, suggest
@@ -45,7 +47,7 @@ from sim.systems.run import RunParams
 PLOT_X = ("batch", "draft_length", "sequence_length", "system")
 # Every key an experiment file may have; anything else is refused with the closest suggested.
 EXPERIMENT_KEYS = ("name", "description", "pairs", "batches", "systems", "workload",
-                   "sequence_length", "tau", "select", "plot", "published")
+                   "sequence_length", "tau", "select", "plot", "published", "overrides")
 ENTRY_KEYS = ("system", "draft_length", "batches", "tau", "max_draft_len", "capacity_slack",
               "issue_rule", "label")
 WORKLOAD_KEYS = ("split", "requests", "requests_per_batch", "batching", "seed",
@@ -126,20 +128,54 @@ def _probability(value, where: str) -> float:
     return float(value)
 
 
-def load_experiment(path: Path, trace: str | None = None,
-                    requests: int | str | None = None) -> tuple[dict, list[RunParams]]:
+def load_experiment(path: Path, trace: str | None = None, requests: int | str | None = None,
+                    data: dict | None = None) -> tuple[dict, list[RunParams]]:
     """The experiment's runs, every setting checked before anything runs (unknown keys with
     the closest known one suggested, unknown pair / system / model / hardware / split names,
     values, and every file a run will read: each trace is read and its split and request
     count checked). Errors name the file and the key path (``systems[2].draft_length``).
     ``trace`` replaces the (single) pair's trace; ``requests`` replaces ``workload.requests``
-    (an int, or ``"all"`` for the whole split)."""
+    (an int, or ``"all"`` for the whole split). ``data``: the experiment's contents, when they
+    are not ``path``'s (a sweep's point, sim/sweeps/); errors still name ``path``.
+
+    ``overrides: {config key: value}`` (sim/overrides.py) sets config-file values for every
+    run; the whole check runs with them in force, so a value a loader refuses stops it."""
+    from sim.overrides import applied, normalize
+
+    data = load_yaml(path) if data is None else data
+    src = str(path)
+    check_keys(data, EXPERIMENT_KEYS, source=src)
+    overrides = normalize(get(data, "overrides", dict, source=src, default={}), f"{src}: overrides")
+    with applied(overrides):
+        experiment, runs = _load(data, src, trace, requests)
+        if overrides:
+            check_costs(runs, f"{src}: overrides")
+    return experiment, [dataclasses.replace(p, overrides=overrides) for p in runs]
+
+
+def check_costs(runs: list[RunParams], where: str) -> None:
+    """Load each run's cost model and price one TLM step with it, so a config value that
+    loads but cannot be priced (a zero clock, ...) stops the grid before its first run."""
+    from sim.systems.run import adapter
+    from sim.systems.spec import load_system
+
+    for hardware, pair in sorted({(load_system(p.system).hardware, p.pair) for p in runs}):
+        models = load_pair(pair)
+        try:
+            costs = adapter(hardware, models.tlm.name, models.dlm.name)
+            costs.system.price_step(costs.tlm, [(models.max_sequence_length // 2, 1)],
+                                    devices=costs.n_devices)
+        except ConfigError:
+            raise
+        except Exception as exc:        # arithmetic on an impossible value
+            raise ConfigError(f"{where}: the cost model of {hardware} fails with these values "
+                              f"({type(exc).__name__}: {exc})") from None
+
+
+def _load(data: dict, src: str, trace, requests) -> tuple[dict, list[RunParams]]:
     from sim.systems.spec import ISSUE_RULES
     from sim.workload import BATCHING, SPLITS
 
-    data = load_yaml(path)
-    src = str(path)
-    check_keys(data, EXPERIMENT_KEYS, source=src)
     name = get(data, "name", str, source=src)
     if not name or "/" in name or name in (".", ".."):
         raise ConfigError(f"{src}: name: expected a folder name (no '/'), found {name!r}")
@@ -351,8 +387,19 @@ def _matches(p: RunParams, rule: dict, where: str) -> bool:
     return True
 
 
+def params_dict(p: RunParams) -> dict:
+    """``p`` as saved and hashed: without its source, and without overrides when it has none
+    (runs saved before overrides existed keep their keys)."""
+    out = dataclasses.asdict(p) | {"source": None}
+    if not p.overrides:
+        del out["overrides"]
+    else:
+        out["overrides"] = [list(pair) for pair in p.overrides]
+    return out
+
+
 def run_key(p: RunParams) -> str:
-    text = json.dumps(asdict(p) | {"source": None}, sort_keys=True)
+    text = json.dumps(params_dict(p), sort_keys=True)
     digest = hashlib.sha256(text.encode()).hexdigest()[:10]
     d = "" if p.draft_length is None else f"_d{p.draft_length}"
     s = "" if p.sequence_length is None else f"_L{p.sequence_length}"

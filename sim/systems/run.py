@@ -49,6 +49,8 @@ class RunParams:
     label: str | None = None                  # the name in records and plots (None: system)
     manager: str | None = None                # Manager config file (pool sizes); None: configs/manager.yaml
     search_d_max: int = 12
+    # Config-file values set for this run only: sorted (dotted key, value) pairs (sim/overrides.py)
+    overrides: tuple[tuple[str, object], ...] = ()
     source: str = "<run>"
 
     def key(self) -> str:
@@ -83,6 +85,11 @@ def simulate(p: RunParams, timeline: bool = False, record: bool = False) -> tupl
     """Run ``p``; returns the metrics and the run object (its interval log feeds a timeline).
     ``record``: a Shared Pool system keeps every Manager transaction and its events in
     ``run.events`` (co-verification of the RTL, ``hw/flow/coverify.py``)."""
+    if p.overrides:
+        from dataclasses import replace
+        from sim.overrides import applied
+        with applied(p.overrides):
+            return simulate(replace(p, overrides=()), timeline, record)
     spec = load_system(p.system)
     pair = load_pair(p.pair)
     costs = adapter(spec.hardware, pair.tlm.name, pair.dlm.name)
