@@ -115,6 +115,12 @@ def execute(name: str, runs: list[RunParams], out: Path, *, progress: bool = Tru
     return records
 
 
+def run_file(p: RunParams) -> tuple[dict, str]:
+    """What the resolved run's file stores under ``params``, and the file's name."""
+    params = _saved_params(p)
+    return params, f"{run_key(dataclasses.replace(p, trace=params['trace_sha256']))}.json"
+
+
 def plan(runs: list[RunParams], out: Path, timeline: Path | None = None,
          timeline_run: int = 0) -> tuple[list[RunParams], list[dict | None], list["_Task"]]:
     """``(resolved runs, records, tasks)``: each run resolved (tau, trace), its record when
@@ -125,8 +131,8 @@ def plan(runs: list[RunParams], out: Path, timeline: Path | None = None,
     records: list[dict | None] = [None] * len(todo)
     pending = []
     for i, p in enumerate(todo):
-        params = _saved_params(p)
-        path = runs_dir / f"{run_key(dataclasses.replace(p, trace=params['trace_sha256']))}.json"
+        params, name = run_file(p)
+        path = runs_dir / name
         recorded = timeline is not None and i == timeline_run
         if path.is_file() and not recorded:
             try:
