@@ -5,8 +5,9 @@ A key names a file of ``configs/`` and a key inside it, dots between:
 ``manager.pools.shared_entries`` is ``pools.shared_entries`` of ``configs/manager.yaml``. A file
 name may hold dots (``models.opt-1.3b.layers``): the longest file name that starts the key wins.
 Only a value the file already has can be overridden (a mapping is not a value: name its keys),
-with a value of the same kind (a number for a number, an integer for an integer, a string for a
-string, ...); anything else is refused with the closest key suggested.
+with a value of the same kind (a number for a number, a string for a string, ...; a loader's
+own checks then refuse what it cannot use, such as a fractional count); an unknown key is
+refused with the closest key suggested.
 
 An override of a key that a calibration of the file also sets (``calibrations.attacc.nvlink.
 step_latency_ns`` of ``links.yaml``) sets it there too: the override holds under every
@@ -99,7 +100,7 @@ def _walk(data, keys):
 
 
 def check(key: str, value, where: str):
-    """``value`` for ``key`` as it will be set (an integer given for a number becomes a float),
+    """``value`` for ``key`` as it will be set (an integer given where the file has a float becomes one),
     or a ConfigError naming ``where`` when the key is unknown or the value of another kind."""
     path, keys = resolve(key, where)
     have = _walk(load_yaml(path), keys)
@@ -108,16 +109,14 @@ def check(key: str, value, where: str):
         return value
     if isinstance(have, bool) or isinstance(value, bool):
         ok = isinstance(have, bool) and isinstance(value, bool)
-    elif isinstance(have, int):
-        ok = isinstance(value, int)
-    elif isinstance(have, float):
+    elif isinstance(have, number):      # the loader refuses a float where it wants an integer
         ok = isinstance(value, number)
-        value = float(value) if ok else value
+        value = float(value) if ok and isinstance(have, float) else value
     else:
         ok = isinstance(value, type(have))
     if not ok:
-        kind = "an integer" if isinstance(have, int) and not isinstance(have, bool) else \
-            "a number" if isinstance(have, float) else f"a {type(have).__name__}"
+        kind = "a number" if isinstance(have, number) and not isinstance(have, bool) else \
+            f"a {type(have).__name__}"
         raise ConfigError(f"{where}: expected {kind} (as {have!r} in "
                           f"{path.relative_to(CONFIGS.parent)}), found {value!r}")
     return value
