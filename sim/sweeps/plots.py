@@ -23,6 +23,21 @@ def _label(key: str | None) -> str:
     return "" if key is None else key
 
 
+def best(rows: list[dict], plot: dict, metric: str) -> dict:
+    """The best finished row of each facet value (of each line of a line plot, each panel of
+    a heatmap) by ``metric``: ``{facet value: row}``; the first of equals wins."""
+    out: dict = {}
+    sign = 1 if plot["best"] == "max" else -1
+    for r in rows:
+        value = r["metrics"].get(metric) if r["status"] == "ok" else None
+        if not isinstance(value, (int, float)):
+            continue
+        facet = _get(r, plot["facet"])
+        if facet not in out or sign * value > sign * out[facet]["metrics"][metric]:
+            out[facet] = r
+    return out
+
+
 def plot_sweep(out: Path, name: str, plot: dict | None, rows: list[dict]) -> list[Path]:
     if plot is None:
         return []
@@ -37,7 +52,7 @@ def plot_sweep(out: Path, name: str, plot: dict | None, rows: list[dict]) -> lis
         if not have:
             continue
         facets = list(dict.fromkeys(_get(r, plot["facet"]) for r in have))
-        pick = max if plot["best"] == "max" else min
+        marks = best(have, plot, metric)
         if plot["y"] is None:
             fig, ax = plt.subplots(figsize=(6, 4))
             for facet in facets:
@@ -46,9 +61,9 @@ def plot_sweep(out: Path, name: str, plot: dict | None, rows: list[dict]) -> lis
                 xs, ys = zip(*line)
                 drawn = ax.plot(xs, ys, marker="o",
                                 label=f"{plot['facet']}={facet}" if plot["facet"] else None)
-                bx, by = pick(line, key=lambda item: item[1])
-                ax.plot([bx], [by], marker="*", markersize=16, color=drawn[0].get_color(),
-                        markeredgecolor="black")
+                top = marks[facet]
+                ax.plot([_get(top, plot["x"])], [top["metrics"][metric]], marker="*",
+                        markersize=16, color=drawn[0].get_color(), markeredgecolor="black")
             ax.set_xlabel(_label(plot["x"]))
             ax.set_ylabel(metric)
             if plot["facet"]:
@@ -58,7 +73,8 @@ def plot_sweep(out: Path, name: str, plot: dict | None, rows: list[dict]) -> lis
             for ax, facet in zip(axes[0], facets):
                 cells = {(_get(r, plot["x"]), _get(r, plot["y"])): r["metrics"][metric]
                          for r in have if _get(r, plot["facet"]) == facet}
-                _heatmap(ax, cells, pick)
+                top = marks[facet]
+                _heatmap(ax, cells, (_get(top, plot["x"]), _get(top, plot["y"])))
                 ax.set_xlabel(_label(plot["x"]))
                 ax.set_ylabel(_label(plot["y"]))
                 ax.set_title(f"{plot['facet']}={facet}" if plot["facet"] else metric, fontsize=9)
@@ -71,11 +87,11 @@ def plot_sweep(out: Path, name: str, plot: dict | None, rows: list[dict]) -> lis
     return paths
 
 
-def _heatmap(ax, cells: dict, pick) -> None:
+def _heatmap(ax, cells: dict, top: tuple) -> None:
     import numpy as np
     xs = sorted({x for x, _ in cells}, key=_order)
     ys = sorted({y for _, y in cells}, key=_order)
-    (bx, by), best = pick(cells.items(), key=lambda item: item[1])
+    bx, by = top
     if len(cells) == len(xs) * len(ys):         # a full grid: one cell per (x, y)
         grid = np.array([[cells[(x, y)] for x in xs] for y in ys], dtype=float)
         image = ax.imshow(grid, origin="lower", aspect="auto", cmap="viridis")

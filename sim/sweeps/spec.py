@@ -215,29 +215,32 @@ def load_sweep(path: Path) -> Sweep:
             first[same] = i
             runs.append((i, p))
     labels = {p.label or p.system for _, p in runs}
-    plot = _plot(data, axes, len(labels) > 1, src)
+    varying = tuple(a for a in axes if len({repr(p[a]) for p in points}) > 1)
+    plot = _plot(data, axes, varying + ((SYSTEM,) if len(labels) > 1 and SYSTEM not in axes else ()),
+                 src)
     return Sweep(name=name, source=src, experiment=base_path, axes=axes, points=tuple(points),
                  runs=tuple(runs), plot=plot)
 
 
-def _plot(data: dict, axes: tuple[str, ...], systems: bool, src: str) -> dict | None:
-    """The plot spec with its defaults: x, y, facet from the axes in order (the system as the
-    last dimension when the base has several); None when there are more than three."""
+def _plot(data: dict, axes: tuple[str, ...], dims: tuple[str, ...], src: str) -> dict | None:
+    """The plot spec with its defaults: x, y, facet from ``dims`` in order (the axes with more
+    than one value, then the system when the base has several); None when more than three
+    dimensions are left to place."""
     spec = get(data, "plot", dict, source=src, default={})
     check_keys(spec, PLOT_KEYS, source=src, where="plot")
-    dims = list(axes) + ([SYSTEM] if systems and SYSTEM not in axes else [])
+    named = list(axes) + [SYSTEM] * (SYSTEM not in axes)
     for key in ("x", "y", "facet"):
         value = spec.get(key)
-        if value is not None and value not in dims:
-            raise ConfigError(f"{src}: plot.{key}: {value!r} is not an axis{suggest(value, dims)}; "
-                              f"axes: {', '.join(dims)}")
+        if value is not None and value not in named:
+            raise ConfigError(f"{src}: plot.{key}: {value!r} is not an axis{suggest(value, named)}; "
+                              f"axes: {', '.join(named)}")
     metrics = get(spec, "metrics", list, source=src, prefix="plot", default=["tokens_per_s"])
     best = get(spec, "best", str, source=src, prefix="plot", default="max")
     if best not in ("max", "min"):
         raise ConfigError(f"{src}: plot.best: expected max or min, found {best!r}")
     given = [spec[k] for k in ("x", "y", "facet") if spec.get(k)]
     rest = [d for d in dims if d not in given]
-    x = spec.get("x") or (rest.pop(0) if rest else None)
+    x = spec.get("x") or (rest.pop(0) if rest else axes[0])
     y = spec.get("y") if "y" in spec else (rest.pop(0) if rest else None)
     facet = spec.get("facet") if "facet" in spec else (rest.pop(0) if rest else None)
     if rest:
