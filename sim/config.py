@@ -57,7 +57,8 @@ def known_names(kind: str) -> list[str]:
 
 
 _KIND_NAMES = {"models/pairs": "pair", "models": "model", "systems": "system",
-               "experiments": "experiment", "traces": "trace", "calibration": "calibration"}
+               "experiments": "experiment", "traces": "trace", "calibration": "calibration",
+               "sweeps": "sweep"}
 
 
 def config_path(kind: str, name: str, *, source: str | Path | None = None,
