@@ -3,7 +3,8 @@
 One axis (``x``): a line per facet value (``facet``, or the system when the base has several)
 over x. Two axes (``x``, ``y``): a heatmap per facet value, one panel each; rows that do not
 fill a grid (sampled points) are drawn as a scatter coloured by the metric. The best point of
-each line or panel (``best: max`` or ``min``) is marked with a star and its value written.
+each line or panel (``best: max`` or ``min``; ``best_per: y``: of each row of a heatmap) is
+marked with a star.
 Failed runs are left out.
 """
 from __future__ import annotations
@@ -24,17 +25,20 @@ def _label(key: str | None) -> str:
 
 
 def best(rows: list[dict], plot: dict, metric: str) -> dict:
-    """The best finished row of each facet value (of each line of a line plot, each panel of
-    a heatmap) by ``metric``: ``{facet value: row}``; the first of equals wins."""
+    """The best finished row by ``metric`` of each facet value (each line of a line plot, each
+    panel of a heatmap), or with ``best_per: y`` of each (facet, y): ``{key: row}``, the key
+    the facet value or (facet value, y value); the first of equals wins."""
     out: dict = {}
     sign = 1 if plot["best"] == "max" else -1
     for r in rows:
         value = r["metrics"].get(metric) if r["status"] == "ok" else None
         if not isinstance(value, (int, float)):
             continue
-        facet = _get(r, plot["facet"])
-        if facet not in out or sign * value > sign * out[facet]["metrics"][metric]:
-            out[facet] = r
+        key = _get(r, plot["facet"])
+        if plot.get("best_per") == "y":
+            key = (key, _get(r, plot["y"]))
+        if key not in out or sign * value > sign * out[key]["metrics"][metric]:
+            out[key] = r
     return out
 
 
@@ -73,8 +77,9 @@ def plot_sweep(out: Path, name: str, plot: dict | None, rows: list[dict]) -> lis
             for ax, facet in zip(axes[0], facets):
                 cells = {(_get(r, plot["x"]), _get(r, plot["y"])): r["metrics"][metric]
                          for r in have if _get(r, plot["facet"]) == facet}
-                top = marks[facet]
-                _heatmap(ax, cells, (_get(top, plot["x"]), _get(top, plot["y"])))
+                tops = [r for key, r in marks.items()
+                        if (key[0] if plot.get("best_per") == "y" else key) == facet]
+                _heatmap(ax, cells, [(_get(r, plot["x"]), _get(r, plot["y"])) for r in tops])
                 ax.set_xlabel(_label(plot["x"]))
                 ax.set_ylabel(_label(plot["y"]))
                 ax.set_title(f"{plot['facet']}={facet}" if plot["facet"] else metric, fontsize=9)
@@ -87,11 +92,10 @@ def plot_sweep(out: Path, name: str, plot: dict | None, rows: list[dict]) -> lis
     return paths
 
 
-def _heatmap(ax, cells: dict, top: tuple) -> None:
+def _heatmap(ax, cells: dict, tops: list[tuple]) -> None:
     import numpy as np
     xs = sorted({x for x, _ in cells}, key=_order)
     ys = sorted({y for _, y in cells}, key=_order)
-    bx, by = top
     if len(cells) == len(xs) * len(ys):         # a full grid: one cell per (x, y)
         grid = np.array([[cells[(x, y)] for x in xs] for y in ys], dtype=float)
         image = ax.imshow(grid, origin="lower", aspect="auto", cmap="viridis")
@@ -101,13 +105,15 @@ def _heatmap(ax, cells: dict, top: tuple) -> None:
             for i, x in enumerate(xs):
                 ax.text(i, j, f"{cells[(x, y)]:.4g}", ha="center", va="center", fontsize=7,
                         color="white")
-        at = (xs.index(bx) + 0.32, ys.index(by) + 0.3)     # the cell's corner, beside its value
+        # in the cell's corner, beside its value
+        at = [(xs.index(bx) + 0.32, ys.index(by) + 0.3) for bx, by in tops]
     else:                                       # sampled points: where they fell
         pts = list(cells.items())
         image = ax.scatter([p[0][0] for p in pts], [p[0][1] for p in pts],
                            c=[p[1] for p in pts], cmap="viridis", s=60)
-        at = (bx, by)
-    ax.plot(*at, marker="*", markersize=18, color="red", markeredgecolor="black")
+        at = tops
+    for point in at:
+        ax.plot(*point, marker="*", markersize=18, color="red", markeredgecolor="black")
     ax.figure.colorbar(image, ax=ax)
 
 

@@ -109,11 +109,14 @@ def write_outputs(sweep: Sweep, out: Path, summary: Summary, rows: list[dict]) -
     """``rows.json``, ``rows.csv``, ``summary.json`` and ``sweep.yaml``."""
     (out / "rows.json").write_text(json.dumps({"sweep": sweep.name, "rows": rows},
                                               sort_keys=True, indent=1))
-    metrics = sorted({k for r in rows for k in r["metrics"]} - set(RUN_FIELDS))
-    fields = [k for k in RUN_FIELDS if k not in sweep.axes]    # an axis is a column once
+    # An axis is a column once; the run's parameters are run.*, its record's fields follow
+    # (a searched d: run.draft_length is "search", draft_length the d chosen).
+    metrics = sorted({k for r in rows for k in r["metrics"]} - set(sweep.axes))
+    fields = [k for k in RUN_FIELDS if k not in sweep.axes]
     with (out / "rows.csv").open("w", newline="") as f:
         w = csv.writer(f)
-        w.writerow(list(sweep.axes) + fields + ["digest", "status"] + metrics + ["error"])
+        w.writerow(list(sweep.axes) + [f"run.{k}" for k in fields] + ["digest", "status"]
+                   + metrics + ["error"])
         for r in rows:
             w.writerow([r["point"].get(a) for a in sweep.axes] + [r["run"][k] for k in fields]
                        + [r["digest"], r["status"]] + [r["metrics"].get(m) for m in metrics]

@@ -17,6 +17,8 @@ A sweep (``configs/sweeps/NAME.yaml``)::
       seed: 0
       ranges: {hardware.links.nvlink.step_latency_ns: [700, 6060]}
     plot: {metrics: [tokens_per_s], x: batch, y: manager.pools.shared_entries, facet: pair}
+                                     # optional (defaults: the axes in order); best: max or min;
+                                     # best_per: facet (default) or y (a heatmap's best x per y)
 
 The points are grid x zip x sample (each part optional, at least one given). A key is either a
 key of the experiment (``RUN_KEYS``: the value replaces the experiment's, e.g. ``batch: 16``
@@ -41,7 +43,7 @@ from sim.systems.run import RunParams
 
 SWEEP_KEYS = ("name", "description", "experiment", "grid", "zip", "sample", "plot")
 SAMPLE_KEYS = ("method", "points", "seed", "ranges")
-PLOT_KEYS = ("metrics", "x", "y", "facet", "best")
+PLOT_KEYS = ("metrics", "x", "y", "facet", "best", "best_per")
 # Keys of the experiment a point may set: its grid's own dimensions, the per-system settings
 # (set on every system entry) and the workload's.
 RUN_KEYS = ("pair", "batch", "system", "sequence_length", "tau") + \
@@ -238,6 +240,9 @@ def _plot(data: dict, axes: tuple[str, ...], dims: tuple[str, ...], src: str) ->
     best = get(spec, "best", str, source=src, prefix="plot", default="max")
     if best not in ("max", "min"):
         raise ConfigError(f"{src}: plot.best: expected max or min, found {best!r}")
+    per = get(spec, "best_per", str, source=src, prefix="plot", default="facet")
+    if per not in ("facet", "y"):
+        raise ConfigError(f"{src}: plot.best_per: expected facet or y, found {per!r}")
     given = [spec[k] for k in ("x", "y", "facet") if spec.get(k)]
     rest = [d for d in dims if d not in given]
     x = spec.get("x") or (rest.pop(0) if rest else axes[0])
@@ -245,4 +250,6 @@ def _plot(data: dict, axes: tuple[str, ...], dims: tuple[str, ...], src: str) ->
     facet = spec.get("facet") if "facet" in spec else (rest.pop(0) if rest else None)
     if rest:
         return None
-    return {"metrics": metrics, "x": x, "y": y, "facet": facet, "best": best}
+    if per == "y" and y is None:
+        raise ConfigError(f"{src}: plot.best_per: y needs a heatmap (plot.y)")
+    return {"metrics": metrics, "x": x, "y": y, "facet": facet, "best": best, "best_per": per}

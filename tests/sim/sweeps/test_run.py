@@ -85,6 +85,10 @@ def test_best_point_of_each_facet():
     assert {k: v["point"]["batch"] for k, v in best(rows, plot, "m").items()} == {"a": 2, "b": 1}
     assert {k: v["point"]["batch"] for k, v in best(rows, plot | {"best": "min"}, "m").items()} == \
         {"a": 1, "b": 1}
+    # best_per: y (a heatmap's best x of each y): here x = pair, y = batch
+    per_y = plot | {"x": "pair", "y": "batch", "facet": None, "best_per": "y"}
+    assert {k: v["point"]["pair"] for k, v in best(rows, per_y, "m").items()} == \
+        {(None, 1): "b", (None, 2): "b"}
 
 
 def test_cli_summary_plots_and_sigint_resume(sweep_file, tmp_path, capsys):

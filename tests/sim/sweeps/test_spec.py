@@ -81,7 +81,8 @@ def test_a_sweep_resolves_to_one_run_per_point(write):
         (2, 4, (("hardware.links.nvlink.step_latency_ns", 700),)),
         (3, 4, (("hardware.links.nvlink.step_latency_ns", 6060),))]
     assert sweep.plot == {"metrics": ["tokens_per_s"], "x": "batch",
-                          "y": "hardware.links.nvlink.step_latency_ns", "facet": None, "best": "max"}
+                          "y": "hardware.links.nvlink.step_latency_ns", "facet": None, "best": "max",
+                          "best_per": "facet"}
 
 
 @pytest.mark.parametrize("text, message", [
