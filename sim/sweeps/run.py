@@ -87,7 +87,11 @@ def run_sweep(sweep: Sweep, out: Path, *, backend: str = "local", address: str |
     def put(index: int, params: dict, record: dict | None, error: str | None) -> None:
         rows[index] = row(sweep.points[sweep.runs[index][0]], params, record, error)
         path = rows_dir / run_file(todo[index])[1]
-        if not path.is_file() or json.loads(path.read_text()) != rows[index]:
+        try:
+            same = json.loads(path.read_text()) == rows[index]
+        except (OSError, ValueError):       # missing or damaged
+            same = False
+        if not same:
             _write(path, rows[index])
 
     for i, p in enumerate(todo):
