@@ -69,7 +69,7 @@ def _load() -> str:
 
 def _time(sweep, out: Path, backend: str, jobs: int) -> tuple[float, list[dict]]:
     start = time.perf_counter()
-    summary, rows = run_sweep(sweep, out, backend=backend, jobs=jobs, progress=False)
+    summary, rows = run_sweep(sweep, out, make(backend, jobs), progress=False)
     wall = time.perf_counter() - start
     assert summary.succeeded == summary.runs, summary
     return wall, rows

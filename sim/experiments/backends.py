@@ -38,7 +38,7 @@ def make(name: str, jobs: int, address: str | None = None) -> "Backend":
     if name not in BACKENDS:
         raise SaddleError(f"unknown backend {name!r}; known: {', '.join(BACKENDS)}")
     if address is not None and name != "ray":
-        raise SaddleError(f"--address names a Ray cluster; it needs --backend ray (not {name})")
+        raise SaddleError(f"--address names a Ray cluster: give --backend ray too (not {name})")
     return BACKENDS[name](jobs, address)
 
 

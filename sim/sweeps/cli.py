@@ -9,17 +9,12 @@ from sim.errors import SaddleError
 
 
 def register(subparsers) -> None:
-    from sim.experiments.backends import BACKENDS
-    from sim.experiments.cli import _jobs
+    from sim.experiments.cli import _jobs, add_backend_args
     sweep = subparsers.add_parser(
         "sweep", help="a design-space sweep: a base experiment over axes of any config key "
                       "(configs/sweeps/)")
     sweep.add_argument("file", help="sweep YAML file or name in configs/sweeps/")
-    sweep.add_argument("--backend", choices=sorted(BACKENDS), default="local",
-                       help="where runs are simulated: local worker processes (default) or Ray tasks")
-    sweep.add_argument("--address", metavar="ADDR",
-                       help="Ray cluster to join (ray://HOST:10001 or HOST:6379; default: start a "
-                            "local one of --jobs CPUs and stop it at the end)")
+    add_backend_args(sweep)
     sweep.add_argument("--jobs", "-j", type=_jobs, metavar="N",
                        help="runs at once: worker processes, or the local Ray cluster's CPUs "
                             "(default: the CPUs, at most 8)")
@@ -32,23 +27,24 @@ def register(subparsers) -> None:
 
 
 def sweep_handler(args) -> int:
+    from sim.experiments.backends import make
     from sim.experiments.runner import default_jobs
     from sim.paths import results_dir
     from sim.sweeps.plots import plot_sweep
     from sim.sweeps.run import run_sweep, write_outputs
     from sim.sweeps.spec import load_sweep, resolve_sweep
 
-    if args.address and args.backend != "ray":
-        raise SaddleError("--address names a Ray cluster: give --backend ray too")
+    runner = make(args.backend, args.jobs or default_jobs(), args.address)
     sweep = load_sweep(resolve_sweep(args.file))
     out = Path(args.out) if args.out else results_dir() / "sweeps" / sweep.name
     if out.exists() and not out.is_dir():
         raise SaddleError(f"--out {out}: exists and is not a folder")
-    summary, rows = run_sweep(sweep, out, backend=args.backend, address=args.address,
-                              jobs=args.jobs or default_jobs(),
-                              progress=not args.json and sys.stderr.isatty())
+    summary, rows = run_sweep(sweep, out, runner, progress=not args.json and sys.stderr.isatty())
     write_outputs(sweep, out, summary, rows)
     plots = [] if args.no_plot else plot_sweep(out, sweep.name, sweep.plot, rows)
+    if sweep.plot is None and not args.no_plot:
+        print(f"no plot: more than three axes with several values; choose x, y and facet in "
+              f"the sweep's plot:", file=sys.stderr)
     if args.json:
         print(json.dumps(summary.to_dict() | {"out": str(out), "plots": [str(p) for p in plots]},
                          sort_keys=True))

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import yaml
 
-from sim.experiments.backends import make
+from sim.experiments.backends import Backend, make
 from sim.experiments.runner import dispatch, plan, run_file
 from sim.sweeps.spec import Sweep
 
@@ -72,12 +72,12 @@ def _write(path: Path, data: dict) -> None:
     tmp.replace(path)
 
 
-def run_sweep(sweep: Sweep, out: Path, *, backend: str = "local", address: str | None = None,
-              jobs: int = 1, progress: bool = True) -> tuple[Summary, list[dict]]:
-    """Simulate every run of the sweep not already saved in ``out`` and return the summary and
-    the rows in point order. A failed run is a row with its error (the others go on; a rerun
-    tries it again)."""
-    runner = make(backend, jobs, address)       # an unknown backend stops before anything runs
+def run_sweep(sweep: Sweep, out: Path, runner: Backend | None = None, *,
+              progress: bool = True) -> tuple[Summary, list[dict]]:
+    """Simulate every run of the sweep not already saved in ``out`` on ``runner`` (default: in
+    this process) and return the summary and the rows in point order. A failed run is a row
+    with its error (the others go on; a rerun tries it again)."""
+    runner = runner or make("local", 1)
     todo, records, pending = plan([p for _, p in sweep.runs], out)
     rows_dir = out / "rows"
     rows_dir.mkdir(exist_ok=True)
