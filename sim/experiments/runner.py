@@ -156,7 +156,9 @@ def dispatch(name: str, pending: list["_Task"], total: int, done, runner: Backen
     bar = None
     if progress:
         from tqdm import tqdm
-        bar = tqdm(total=total, initial=total - len(pending), desc=name, unit="run", leave=False)
+        # Redrawn at every run's end (a run takes far longer than a redraw), failures included.
+        bar = tqdm(total=total, initial=total - len(pending), desc=name, unit="run", leave=False,
+                   mininterval=0)
     failed = 0
 
     def finish(task: _Task, record: dict | None, error: str | None) -> None:

@@ -40,7 +40,8 @@ def _outputs(out):
         f"rows/{p.name}": p.read_bytes() for p in sorted((out / "rows").glob("*.json"))}
 
 
-def test_failed_points_are_rows_and_a_rerun_retries_only_them(sweep_file, tmp_path, monkeypatch):
+def test_failed_points_are_rows_and_a_rerun_retries_only_them(sweep_file, tmp_path, monkeypatch,
+                                                              capsys):
     sweep = load_sweep(sweep_file)
     clean, rows = run_sweep(sweep, tmp_path / "clean", progress=False)
     write_outputs(sweep, tmp_path / "clean", clean, rows)
@@ -63,7 +64,10 @@ def test_failed_points_are_rows_and_a_rerun_retries_only_them(sweep_file, tmp_pa
         return real(p)
     monkeypatch.setattr(runner, "simulate", broken)
     out = tmp_path / "out"
-    summary, rows = run_sweep(sweep, out, progress=False)
+    capsys.readouterr()
+    summary, rows = run_sweep(sweep, out, progress=True)
+    bar = capsys.readouterr().err               # the progress bar: done, failed, time left
+    assert "4/4" in bar and "failed=2" in bar and "<00:00" in bar
     assert (summary.succeeded, summary.failed, summary.reused) == (2, 2, 0)
     assert [r["status"] for r in rows] == ["ok", "ok", "failed", "failed"]
     assert rows[2]["error"] == "broken on purpose" and rows[2]["metrics"] == {}
