@@ -12,7 +12,9 @@ An experiment (``configs/experiments/NAME.yaml``)::
       - {system: gpu-sd, draft_length: search}
                                      # per entry also tau, max_draft_len, capacity_slack,
                                      # issue_rule, label (the name records and plots use,
-                                     # e.g. pim-sd-best for a second pim-sd entry)
+                                     # e.g. pim-sd-best for a second pim-sd entry),
+                                     # dlm_fc_threshold, tlm_attention_threshold (the
+                                     # Scheduler's; default: measured offline)
     workload: {split: test, requests: 256, batching: continuous, seed: 0}
                                      # or requests_per_batch: K (K x batch requests per run)
     sequence_length: [1024, 2048]    # optional sweep: every request decodes until its context
@@ -49,7 +51,10 @@ PLOT_X = ("batch", "draft_length", "sequence_length", "system")
 EXPERIMENT_KEYS = ("name", "description", "pairs", "batches", "systems", "workload",
                    "sequence_length", "tau", "select", "plot", "published", "overrides")
 ENTRY_KEYS = ("system", "draft_length", "batches", "tau", "max_draft_len", "capacity_slack",
-              "issue_rule", "label")
+              "issue_rule", "label", "dlm_fc_threshold", "tlm_attention_threshold")
+# RunParams fields added after run files existed: left out of a run's key and saved parameters
+# at their default, so runs saved before keep their keys.
+LATER_FIELDS = {"overrides": (), "dlm_fc_threshold": None, "tlm_attention_threshold": None}
 WORKLOAD_KEYS = ("split", "requests", "requests_per_batch", "batching", "seed",
                  "validation_fraction")
 RUN_FIELDS = ("pair", "batch", "system", "sequence_length", "draft_length")
@@ -258,6 +263,16 @@ def _load(data: dict, src: str, trace, requests) -> tuple[dict, list[RunParams]]
             if spec.stop != "threshold":
                 raise ConfigError(f"{src}: {at}.tau: system {spec.name} has no stopping threshold "
                                   "(its stop rule is not 'threshold'); leave tau out")
+        for key in ("dlm_fc_threshold", "tlm_attention_threshold"):
+            if key in entry:
+                from sim.manager.formats import THRESHOLD
+                value = _int(get(entry, key, int, source=src, prefix=at), f"{src}: {at}.{key}", low=0)
+                if value > THRESHOLD.max_raw:
+                    raise ConfigError(f"{src}: {at}.{key}: expected at most {THRESHOLD.max_raw}, "
+                                      f"found {value}")
+                if spec.mapping != "dynamic":
+                    raise ConfigError(f"{src}: {at}.{key}: system {spec.name} has no Scheduler "
+                                      "(mapping: dynamic); leave it out")
         if "max_draft_len" in entry:
             _int(get(entry, "max_draft_len", int, source=src, prefix=at), f"{src}: {at}.max_draft_len")
         if "capacity_slack" in entry:
@@ -318,6 +333,8 @@ def _load(data: dict, src: str, trace, requests) -> tuple[dict, list[RunParams]]
                             capacity_slack=(float(entry["capacity_slack"])
                                             if "capacity_slack" in entry else None),
                             issue_rule=entry.get("issue_rule"), label=entry.get("label"),
+                            dlm_fc_threshold=entry.get("dlm_fc_threshold"),
+                            tlm_attention_threshold=entry.get("tlm_attention_threshold"),
                             trace=trace, split=split,
                             requests=n_requests if per_batch is None else per_batch * batch,
                             seed=seed, validation_fraction=fraction, batching=batching,
@@ -388,12 +405,13 @@ def _matches(p: RunParams, rule: dict, where: str) -> bool:
 
 
 def params_dict(p: RunParams) -> dict:
-    """``p`` as saved and hashed: without its source, and without overrides when it has none
-    (runs saved before overrides existed keep their keys)."""
+    """``p`` as saved and hashed: without its source, and without the ``LATER_FIELDS`` at their
+    default."""
     out = dataclasses.asdict(p) | {"source": None}
-    if not p.overrides:
-        del out["overrides"]
-    else:
+    for name, default in LATER_FIELDS.items():
+        if getattr(p, name) == default:
+            del out[name]
+    if p.overrides:
         out["overrides"] = [list(pair) for pair in p.overrides]
     return out
 

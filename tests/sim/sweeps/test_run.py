@@ -80,6 +80,20 @@ def test_failed_points_are_rows_and_a_rerun_retries_only_them(sweep_file, tmp_pa
     assert _outputs(out) == _outputs(tmp_path / "clean")
 
 
+def test_the_schedulers_thresholds_are_axes(tmp_path):
+    (tmp_path / "base.yaml").write_text(BASE)
+    path = tmp_path / "sweep.yaml"
+    path.write_text(f"name: thr\nexperiment: {tmp_path / 'base.yaml'}\n"
+                    "grid: {system: [saddle], dlm_fc_threshold: [0, 500], tlm_attention_threshold: [3]}\n")
+    summary, rows = run_sweep(load_sweep(path), tmp_path / "out", progress=False)
+    assert summary.succeeded == 2
+    used = [(r["metrics"]["scheduler_thresholds.dlm_fc"],
+             r["metrics"]["scheduler_thresholds.tlm_attention"]) for r in rows]
+    assert used == [(0, 3), (500, 3)]
+    # 0: DLM FC always on the GPU; 500: never (more requests than any micro-batch holds)
+    assert rows[0]["metrics"]["pim_op_fraction"] < rows[1]["metrics"]["pim_op_fraction"]
+
+
 def test_best_point_of_each_facet():
     plot = {"x": "batch", "y": None, "facet": "pair", "best": "max"}
     rows = [{"point": {"batch": b, "pair": p}, "run": {"system": "s"}, "status": s,
