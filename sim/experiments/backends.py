@@ -9,7 +9,8 @@ in ``value``. A new backend is one class with ``@register("name")``.
 - ``local``: worker processes on this machine (spawned; ``--jobs``), as ``saddle run --jobs``.
 - ``ray``: Ray tasks on the cluster at ``address`` (``ray://HOST:10001`` or ``HOST:6379``), or on
   a local cluster of ``jobs`` CPUs started for the call and stopped after it. Needs the ``ray``
-  extra (``pip install -e '.[ray]'``); every node of a cluster needs the project installed.
+  extra (``pip install -e '.[ray]'``; a ``ray://`` address needs ``ray[client]``); every node
+  of a cluster needs the project installed.
 """
 from __future__ import annotations
 
