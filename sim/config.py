@@ -15,9 +15,14 @@ import yaml
 from sim.errors import ConfigError
 from sim.paths import CONFIGS
 
+# Overrides of config files in force (sim/overrides.py sets them around a run): resolved file
+# -> ((key path, value), ...). Every loader reads through load_yaml, so they all see them.
+ACTIVE_OVERRIDES: dict[Path, tuple] = {}
+
 
 def load_yaml(path: str | Path) -> dict:
-    """Load a YAML mapping; a missing file, a syntax error or a non-mapping is a ConfigError."""
+    """Load a YAML mapping; a missing file, a syntax error or a non-mapping is a ConfigError.
+    A file with overrides in force (``sim.overrides.applied``) comes back with them set."""
     path = Path(path)
     if not path.is_file():
         raise ConfigError(f"{path}: no such config file")
@@ -30,6 +35,11 @@ def load_yaml(path: str | Path) -> dict:
         raise ConfigError(f"{path}:{where} invalid YAML: {getattr(exc, 'problem', exc)}") from None
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: expected a mapping at the top level, found {type(data).__name__}")
+    if ACTIVE_OVERRIDES:
+        patches = ACTIVE_OVERRIDES.get(path.resolve())
+        if patches:
+            from sim.overrides import patch
+            data = patch(data, patches)
     return data
 
 
@@ -47,7 +57,8 @@ def known_names(kind: str) -> list[str]:
 
 
 _KIND_NAMES = {"models/pairs": "pair", "models": "model", "systems": "system",
-               "experiments": "experiment", "traces": "trace", "calibration": "calibration"}
+               "experiments": "experiment", "traces": "trace", "calibration": "calibration",
+               "sweeps": "sweep"}
 
 
 def config_path(kind: str, name: str, *, source: str | Path | None = None,

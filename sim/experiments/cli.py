@@ -29,6 +29,7 @@ def register(subparsers) -> None:
     run.add_argument("--no-plot", action="store_true", help="skip the plot")
     run.add_argument("--jobs", "-j", type=_jobs, metavar="N",
                      help="runs simulated at once, in worker processes (default: the CPUs, at most 8)")
+    add_backend_args(run)
     run.set_defaults(func=run_handler)
 
     tune = subparsers.add_parser("tune-tau", help="choose SADDLE's tau on the validation split and store it")
@@ -46,6 +47,17 @@ def register(subparsers) -> None:
     cal.add_argument("--from-log", metavar="FILE",
                      help="take candidates already evaluated from an earlier run's output")
     cal.set_defaults(func=calibrate_handler)
+
+
+def add_backend_args(parser) -> None:
+    """``--backend`` and ``--address`` (``saddle run`` and ``saddle sweep``)."""
+    from sim.experiments.backends import BACKENDS
+    parser.add_argument("--backend", choices=sorted(BACKENDS), default="local",
+                        help="where runs are simulated: local worker processes (default) or Ray "
+                             "tasks (sim/experiments/backends.py)")
+    parser.add_argument("--address", metavar="ADDR",
+                        help="Ray cluster to join (ray://HOST:10001 or HOST:6379; default: start "
+                             "a local one of --jobs CPUs and stop it at the end)")
 
 
 def _requests(text: str) -> int | str:
@@ -94,7 +106,8 @@ def run_handler(args) -> int:
     if timeline is not None and (timeline.is_dir() or not timeline.parent.is_dir()):
         raise SaddleError(f"--timeline {timeline}: expected a file in an existing folder")
     records = execute(experiment["name"], runs, out, progress=not args.json and sys.stderr.isatty(),
-                      timeline=timeline, timeline_run=chosen, jobs=args.jobs or default_jobs())
+                      timeline=timeline, timeline_run=chosen, jobs=args.jobs or default_jobs(),
+                      backend=args.backend, address=args.address)
     write_results(out, experiment, runs, records)
     notes = []
     if timeline is not None:

@@ -12,12 +12,16 @@ An experiment (``configs/experiments/NAME.yaml``)::
       - {system: gpu-sd, draft_length: search}
                                      # per entry also tau, max_draft_len, capacity_slack,
                                      # issue_rule, label (the name records and plots use,
-                                     # e.g. pim-sd-best for a second pim-sd entry)
+                                     # e.g. pim-sd-best for a second pim-sd entry),
+                                     # dlm_fc_threshold, tlm_attention_threshold (the
+                                     # Scheduler's; default: measured offline)
     workload: {split: test, requests: 256, batching: continuous, seed: 0}
                                      # or requests_per_batch: K (K x batch requests per run)
     sequence_length: [1024, 2048]    # optional sweep: every request decodes until its context
                                      # reaches this (sim/workload.py); max = the pair's
                                      # max_sequence_length (configs/models/pairs); null = natural
+    overrides: {hardware.links.nvlink.step_latency_ns: 2000}
+                                     # optional: config-file values for every run (sim/overrides.py)
     published: {...}                 # optional: published values to print ours beside
                                      # (sim/experiments/published.py)
     select: [{pair: P, batch: [1, 2]}]  # optional: keep only runs matching one rule
@@ -30,9 +34,9 @@ whose file exists with the same parameters is not run again.
 """
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
-from dataclasses import asdict
 from pathlib import Path
 
 from sim.config import check_keys, config_path, get, load_yaml, suggest
@@ -45,9 +49,12 @@ from sim.systems.run import RunParams
 PLOT_X = ("batch", "draft_length", "sequence_length", "system")
 # Every key an experiment file may have; anything else is refused with the closest suggested.
 EXPERIMENT_KEYS = ("name", "description", "pairs", "batches", "systems", "workload",
-                   "sequence_length", "tau", "select", "plot", "published")
+                   "sequence_length", "tau", "select", "plot", "published", "overrides")
 ENTRY_KEYS = ("system", "draft_length", "batches", "tau", "max_draft_len", "capacity_slack",
-              "issue_rule", "label")
+              "issue_rule", "label", "dlm_fc_threshold", "tlm_attention_threshold")
+# RunParams fields added after run files existed: left out of a run's key and saved parameters
+# at their default, so runs saved before keep their keys.
+LATER_FIELDS = {"overrides": (), "dlm_fc_threshold": None, "tlm_attention_threshold": None}
 WORKLOAD_KEYS = ("split", "requests", "requests_per_batch", "batching", "seed",
                  "validation_fraction")
 RUN_FIELDS = ("pair", "batch", "system", "sequence_length", "draft_length")
@@ -126,20 +133,54 @@ def _probability(value, where: str) -> float:
     return float(value)
 
 
-def load_experiment(path: Path, trace: str | None = None,
-                    requests: int | str | None = None) -> tuple[dict, list[RunParams]]:
+def load_experiment(path: Path, trace: str | None = None, requests: int | str | None = None,
+                    data: dict | None = None) -> tuple[dict, list[RunParams]]:
     """The experiment's runs, every setting checked before anything runs (unknown keys with
     the closest known one suggested, unknown pair / system / model / hardware / split names,
     values, and every file a run will read: each trace is read and its split and request
     count checked). Errors name the file and the key path (``systems[2].draft_length``).
     ``trace`` replaces the (single) pair's trace; ``requests`` replaces ``workload.requests``
-    (an int, or ``"all"`` for the whole split)."""
+    (an int, or ``"all"`` for the whole split). ``data``: the experiment's contents, when they
+    are not ``path``'s (a sweep's point, sim/sweeps/); errors still name ``path``.
+
+    ``overrides: {config key: value}`` (sim/overrides.py) sets config-file values for every
+    run; the whole check runs with them in force, so a value a loader refuses stops it."""
+    from sim.overrides import applied, normalize
+
+    data = load_yaml(path) if data is None else data
+    src = str(path)
+    check_keys(data, EXPERIMENT_KEYS, source=src)
+    overrides = normalize(get(data, "overrides", dict, source=src, default={}), f"{src}: overrides")
+    with applied(overrides):
+        experiment, runs = _load(data, src, trace, requests)
+        if overrides:
+            check_costs(runs, f"{src}: overrides")
+    return experiment, [dataclasses.replace(p, overrides=overrides) for p in runs]
+
+
+def check_costs(runs: list[RunParams], where: str) -> None:
+    """Load each run's cost model and price one TLM step with it, so a config value that
+    loads but cannot be priced (a zero clock, ...) stops the grid before its first run."""
+    from sim.systems.run import adapter
+    from sim.systems.spec import load_system
+
+    for hardware, pair in sorted({(load_system(p.system).hardware, p.pair) for p in runs}):
+        models = load_pair(pair)
+        try:
+            costs = adapter(hardware, models.tlm.name, models.dlm.name)
+            costs.system.price_step(costs.tlm, [(models.max_sequence_length // 2, 1)],
+                                    devices=costs.n_devices)
+        except ConfigError:
+            raise
+        except Exception as exc:        # arithmetic on an impossible value
+            raise ConfigError(f"{where}: the cost model of {hardware} fails with these values "
+                              f"({type(exc).__name__}: {exc})") from None
+
+
+def _load(data: dict, src: str, trace, requests) -> tuple[dict, list[RunParams]]:
     from sim.systems.spec import ISSUE_RULES
     from sim.workload import BATCHING, SPLITS
 
-    data = load_yaml(path)
-    src = str(path)
-    check_keys(data, EXPERIMENT_KEYS, source=src)
     name = get(data, "name", str, source=src)
     if not name or "/" in name or name in (".", ".."):
         raise ConfigError(f"{src}: name: expected a folder name (no '/'), found {name!r}")
@@ -222,6 +263,16 @@ def load_experiment(path: Path, trace: str | None = None,
             if spec.stop != "threshold":
                 raise ConfigError(f"{src}: {at}.tau: system {spec.name} has no stopping threshold "
                                   "(its stop rule is not 'threshold'); leave tau out")
+        for key in ("dlm_fc_threshold", "tlm_attention_threshold"):
+            if key in entry:
+                from sim.manager.formats import THRESHOLD
+                value = _int(get(entry, key, int, source=src, prefix=at), f"{src}: {at}.{key}", low=0)
+                if value > THRESHOLD.max_raw:
+                    raise ConfigError(f"{src}: {at}.{key}: expected at most {THRESHOLD.max_raw}, "
+                                      f"found {value}")
+                if spec.mapping != "dynamic":
+                    raise ConfigError(f"{src}: {at}.{key}: system {spec.name} has no Scheduler "
+                                      "(mapping: dynamic); leave it out")
         if "max_draft_len" in entry:
             _int(get(entry, "max_draft_len", int, source=src, prefix=at), f"{src}: {at}.max_draft_len")
         if "capacity_slack" in entry:
@@ -282,6 +333,8 @@ def load_experiment(path: Path, trace: str | None = None,
                             capacity_slack=(float(entry["capacity_slack"])
                                             if "capacity_slack" in entry else None),
                             issue_rule=entry.get("issue_rule"), label=entry.get("label"),
+                            dlm_fc_threshold=entry.get("dlm_fc_threshold"),
+                            tlm_attention_threshold=entry.get("tlm_attention_threshold"),
                             trace=trace, split=split,
                             requests=n_requests if per_batch is None else per_batch * batch,
                             seed=seed, validation_fraction=fraction, batching=batching,
@@ -351,8 +404,20 @@ def _matches(p: RunParams, rule: dict, where: str) -> bool:
     return True
 
 
+def params_dict(p: RunParams) -> dict:
+    """``p`` as saved and hashed: without its source, and without the ``LATER_FIELDS`` at their
+    default."""
+    out = dataclasses.asdict(p) | {"source": None}
+    for name, default in LATER_FIELDS.items():
+        if getattr(p, name) == default:
+            del out[name]
+    if p.overrides:
+        out["overrides"] = [list(pair) for pair in p.overrides]
+    return out
+
+
 def run_key(p: RunParams) -> str:
-    text = json.dumps(asdict(p) | {"source": None}, sort_keys=True)
+    text = json.dumps(params_dict(p), sort_keys=True)
     digest = hashlib.sha256(text.encode()).hexdigest()[:10]
     d = "" if p.draft_length is None else f"_d{p.draft_length}"
     s = "" if p.sequence_length is None else f"_L{p.sequence_length}"

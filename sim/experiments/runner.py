@@ -11,7 +11,6 @@ import dataclasses
 import hashlib
 import json
 import os
-import signal
 import traceback
 from functools import lru_cache
 from pathlib import Path
@@ -19,7 +18,8 @@ from pathlib import Path
 import yaml
 
 from sim.errors import SaddleError
-from sim.experiments.grid import run_key
+from sim.experiments.backends import Backend, make
+from sim.experiments.grid import params_dict, run_key
 from sim.paths import ROOT
 from sim.systems.run import RunParams, default_trace, load_tau, simulate
 from sim.systems.spec import load_system
@@ -57,8 +57,7 @@ def portable(path: str | Path) -> str:
 
 def _saved_params(p: RunParams) -> dict:
     """What a run file stores under ``params`` (and config.yaml under ``resolved_runs``)."""
-    return dataclasses.asdict(p) | {"source": None, "trace": portable(p.trace),
-                                    "trace_sha256": _file_digest(p.trace)}
+    return params_dict(p) | {"trace": portable(p.trace), "trace_sha256": _file_digest(p.trace)}
 
 
 def _same_run(saved: dict | None, params: dict) -> bool:
@@ -90,25 +89,50 @@ def default_jobs() -> int:
 
 
 def execute(name: str, runs: list[RunParams], out: Path, *, progress: bool = True,
-            timeline: Path | None = None, timeline_run: int = 0, jobs: int = 1) -> list[dict]:
+            timeline: Path | None = None, timeline_run: int = 0, jobs: int = 1,
+            backend: str = "local", address: str | None = None) -> list[dict]:
     """Simulate every run of the grid not already in ``out/runs/`` and return the records in
     grid order. ``jobs`` > 1 spreads the runs over that many worker processes (spawned, one
-    run at a time each); the records, the run files and everything written from them are the
-    same bytes as with ``jobs`` = 1. A failing run does not stop the others: when all are done,
+    run at a time each; ``backend``/``address``: elsewhere, sim/experiments/backends.py); the
+    records, the run files and everything written from them are the same bytes as with
+    ``jobs`` = 1. A failing run does not stop the others: when all are done,
     a ``SaddleError`` names every failed run (the finished ones are saved, so a rerun resumes;
     an error all failed runs share is said once). ``timeline``: write a Perfetto trace of run
     number ``timeline_run`` (an index into ``runs``) there; that run is simulated again even
     when saved."""
-    if isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1:
-        raise SaddleError(f"jobs must be a positive integer, found {jobs!r}")
+    runner = make(backend, jobs, address)
+    todo, records, pending = plan(runs, out, timeline, timeline_run)
+    failures: list[tuple[int, str]] = []
+
+    def done(task: _Task, record: dict | None, error: str | None) -> None:
+        records[task.index] = record
+        if error is not None:
+            failures.append((task.index, error))
+
+    dispatch(name, pending, len(todo), done, runner, progress=progress)
+    if failures:
+        raise SaddleError(_failure_message(name, todo, failures, out / "runs"))
+    return records
+
+
+def run_file(p: RunParams) -> tuple[dict, str]:
+    """What the resolved run's file stores under ``params``, and the file's name."""
+    params = _saved_params(p)
+    return params, f"{run_key(dataclasses.replace(p, trace=params['trace_sha256']))}.json"
+
+
+def plan(runs: list[RunParams], out: Path, timeline: Path | None = None,
+         timeline_run: int = 0) -> tuple[list[RunParams], list[dict | None], list["_Task"]]:
+    """``(resolved runs, records, tasks)``: each run resolved (tau, trace), its record when
+    ``out/runs/`` holds it (else None), and a task for every run still to simulate."""
     runs_dir = out / "runs"
     runs_dir.mkdir(parents=True, exist_ok=True)
     todo = [resolved(p) for p in runs]
     records: list[dict | None] = [None] * len(todo)
     pending = []
     for i, p in enumerate(todo):
-        params = _saved_params(p)
-        path = runs_dir / f"{run_key(dataclasses.replace(p, trace=params['trace_sha256']))}.json"
+        params, name = run_file(p)
+        path = runs_dir / name
         recorded = timeline is not None and i == timeline_run
         if path.is_file() and not recorded:
             try:
@@ -120,51 +144,48 @@ def execute(name: str, runs: list[RunParams], out: Path, *, progress: bool = Tru
                 records[i] = saved["result"]
                 continue
         pending.append(_Task(i, p, params, str(path), str(timeline) if recorded else None))
+    return todo, records, pending
+
+
+def dispatch(name: str, pending: list["_Task"], total: int, done, runner: Backend, *,
+             progress: bool = True) -> None:
+    """Simulate ``pending`` (``total`` runs in all, the others saved) on ``runner``; each run's
+    file is written here as soon as it ends (whatever machine simulated it), then
+    ``done(task, record, error)`` is called. A progress bar shows runs done and failed and the
+    time left."""
     bar = None
     if progress:
         from tqdm import tqdm
-        bar = tqdm(total=len(todo), initial=len(todo) - len(pending), desc=name, unit="run",
-                   leave=False)
-    failures: list[tuple[int, str]] = []
+        # Redrawn at every run's end (a run takes far longer than a redraw), failures included.
+        bar = tqdm(total=total, initial=total - len(pending), desc=name, unit="run", leave=False,
+                   mininterval=0)
+    failed = 0
 
-    def done(index: int, record: dict | None, error: str | None) -> None:
-        records[index] = record
-        if error is not None:
-            failures.append((index, error))
+    def finish(task: _Task, record: dict | None, error: str | None) -> None:
+        nonlocal failed
+        if record is not None:
+            _save(task, record)
+        done(task, record, error)
         if bar:
+            failed += error is not None
+            if failed:
+                bar.set_postfix(failed=failed, refresh=False)
             bar.update(1)
 
-    # The timeline needs the run's interval log: that run stays in this process.
-    away = [t for t in pending if not t.timeline]
-    if jobs == 1 or len(away) < 2:
-        away = []
-    for task in pending:
-        if task.timeline or not away:
-            done(*_run_task(task))
-    if away:
+    try:
+        # The timeline needs the run's interval log: that run stays in this process.
+        away = [t for t in pending if not t.timeline]
+        for task in pending:
+            if task.timeline:
+                finish(task, *_run_task(task))
         # Manager-driven runs take several times longer than the others: they start first,
         # so short runs fill the workers at the end (the order changes no result).
         away.sort(key=lambda t: load_system(t.params.system).verify != "shared_pool")
-        import multiprocessing
-        ctx = multiprocessing.get_context("spawn")
-        # Workers start with Ctrl-C ignored (inherited through exec), so one that is still
-        # starting cannot print a KeyboardInterrupt of its own; the parent alone reports it.
-        import threading
-        main_thread = threading.current_thread() is threading.main_thread()
-        previous = signal.signal(signal.SIGINT, signal.SIG_IGN) if main_thread else None
-        try:
-            pool = ctx.Pool(min(jobs, len(away)), initializer=_worker_init)
-        finally:
-            if main_thread:
-                signal.signal(signal.SIGINT, previous)
-        with pool:
-            for result in pool.imap_unordered(_run_task, away):
-                done(*result)
-    if bar:
-        bar.close()
-    if failures:
-        raise SaddleError(_failure_message(name, todo, failures, runs_dir))
-    return records
+        for task, value, lost in runner.map(_run_task, away):
+            finish(task, *(value if lost is None else (None, lost)))
+    finally:
+        if bar:
+            bar.close()
 
 
 def _failure_message(name: str, todo: list[RunParams], failures: list[tuple[int, str]],
@@ -191,30 +212,30 @@ class _Task:
     timeline: str | None
 
 
-def _worker_init() -> None:
-    # Ctrl-C goes to the whole process group: let the parent alone stop the pool.
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-
-
-def _run_task(task: _Task) -> tuple[int, dict | None, str | None]:
-    """Simulate one run and write its file; errors come back as text naming what failed
-    (internal errors with their traceback), so one run cannot take the others down."""
+def _run_task(task: _Task) -> tuple[dict | None, str | None]:
+    """Simulate one run: ``(record, None)``, or ``(None, error)`` with the error as text naming
+    what failed (internal errors with their traceback), so one run cannot take the others
+    down. Runs wherever the backend puts it: only the timeline (an in-process run) is written
+    here."""
     p = task.params
     try:
         metrics, run = simulate(p)
     except SaddleError as exc:
-        return task.index, None, str(exc)
+        return None, str(exc)
     except Exception:
-        return task.index, None, "internal error:\n" + traceback.format_exc()
-    record = metrics.to_dict() | {"sequence_length": p.sequence_length}
+        return None, "internal error:\n" + traceback.format_exc()
+    if task.timeline:
+        from sim.engine.timeline import write_timeline
+        write_timeline(Path(task.timeline), run.log, run.n_devices)
+    return metrics.to_dict() | {"sequence_length": p.sequence_length}, None
+
+
+def _save(task: _Task, record: dict) -> None:
+    """The run's file, written whole or not at all (a rerun resumes from it)."""
     path = Path(task.path)
     tmp = path.with_suffix(".tmp")
     tmp.write_text(json.dumps({"params": task.record_params, "result": record}, sort_keys=True))
     tmp.replace(path)
-    if task.timeline:
-        from sim.engine.timeline import write_timeline
-        write_timeline(Path(task.timeline), run.log, run.n_devices)
-    return task.index, record, None
 
 
 def _flat(record: dict, key: str):

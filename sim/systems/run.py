@@ -51,6 +51,11 @@ class RunParams:
     label: str | None = None                  # the name in records and plots (None: system)
     manager: str | None = None                # Manager config file (pool sizes); None: configs/manager.yaml
     search_d_max: int = 12
+    # The Scheduler's thresholds (dynamic mapping); None: measured offline (offline.py)
+    dlm_fc_threshold: int | None = None
+    tlm_attention_threshold: int | None = None
+    # Config-file values set for this run only: sorted (dotted key, value) pairs (sim/overrides.py)
+    overrides: tuple[tuple[str, object], ...] = ()
     source: str = "<run>"
 
     def key(self) -> str:
@@ -99,6 +104,11 @@ def simulate(p: RunParams, timeline: bool = False, record: bool = False) -> tupl
     """Run ``p``; returns the metrics and the run object (its interval log feeds a timeline).
     ``record``: a Shared Pool system keeps every Manager transaction and its events in
     ``run.events`` (co-verification of the RTL, ``hw/flow/coverify.py``)."""
+    if p.overrides:
+        from dataclasses import replace
+        from sim.overrides import applied
+        with applied(p.overrides):
+            return simulate(replace(p, overrides=()), timeline, record)
     with _without_cycle_collection():
         return _simulate(p, record)
 
@@ -161,6 +171,8 @@ def _simulate(p: RunParams, record: bool) -> tuple[RunMetrics, object]:
             context = max_seq // 2
             dlm_thr, tlm_thr = offline.scheduler_thresholds(
                 costs, mapping, p.batch, context, max_batch=128, max_tokens=max_len)
+            dlm_thr = dlm_thr if p.dlm_fc_threshold is None else p.dlm_fc_threshold
+            tlm_thr = tlm_thr if p.tlm_attention_threshold is None else p.tlm_attention_threshold
             cfg = cfg.replace(dlm_fc_threshold=dlm_thr, tlm_attention_threshold=tlm_thr)
             setup_extra["scheduler_thresholds"] = {"dlm_fc": dlm_thr, "tlm_attention": tlm_thr}
         slack = spec.capacity_slack if p.capacity_slack is None else p.capacity_slack
