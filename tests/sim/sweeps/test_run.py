@@ -112,10 +112,12 @@ def test_best_point_of_each_facet():
 def test_cli_summary_plots_and_sigint_resume(sweep_file, tmp_path, capsys):
     """From the command line: Ctrl-C after the first row, a rerun finishes the rest and the
     rows are the bytes of an uninterrupted run (on 2 worker processes)."""
-    # A longer sweep (SADDLE runs) interrupted after its first row, then resumed.
+    # A longer sweep (SADDLE runs) interrupted after its first row, then resumed. The point
+    # after the first (200 requests) runs for about a second, so the interrupt arrives while it
+    # runs even on a fast, idle machine (with 12 requests the sweep could finish first).
     path = tmp_path / "long.yaml"
     path.write_text(f"name: long\nexperiment: {tmp_path / 'base.yaml'}\n"
-                    "grid: {system: [saddle], batch: [2, 4], workload.requests: [8, 12]}\n"
+                    "grid: {system: [saddle], batch: [2, 4], workload.requests: [8, 200]}\n"
                     "plot: {x: workload.requests, y: null, facet: batch}\n")
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
     out = tmp_path / "interrupted"
