@@ -109,12 +109,19 @@ def test_best_point_of_each_facet():
         {(None, 1): "b", (None, 2): "b"}
 
 
+def _default_sigint():
+    """A test run launched in the background (non-interactive shells start those with SIGINT
+    ignored, and Python then keeps it ignored) must still see Ctrl-C as a user's terminal sends
+    it."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def test_cli_summary_plots_and_sigint_resume(sweep_file, tmp_path, capsys):
     """From the command line: Ctrl-C after the first row, a rerun finishes the rest and the
     rows are the bytes of an uninterrupted run (on 2 worker processes)."""
     # A longer sweep (SADDLE runs) interrupted after its first row, then resumed. The point
-    # after the first (200 requests) runs for about a second, so the interrupt arrives while it
-    # runs even on a fast, idle machine (with 12 requests the sweep could finish first).
+    # after the first (200 requests) runs for about a second, so the sweep is still running when
+    # the interrupt arrives.
     path = tmp_path / "long.yaml"
     path.write_text(f"name: long\nexperiment: {tmp_path / 'base.yaml'}\n"
                     "grid: {system: [saddle], batch: [2, 4], workload.requests: [8, 200]}\n"
@@ -123,7 +130,7 @@ def test_cli_summary_plots_and_sigint_resume(sweep_file, tmp_path, capsys):
     out = tmp_path / "interrupted"
     proc = subprocess.Popen([sys.executable, "-m", "sim.cli", "sweep", str(path), "--out", str(out),
                              "--jobs", "1", "--json"], env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+                            stderr=subprocess.PIPE, text=True, preexec_fn=_default_sigint)
     deadline = time.time() + 120
     while not list((out / "rows").glob("*.json")) if (out / "rows").is_dir() else True:
         assert proc.poll() is None and time.time() < deadline, proc.communicate()
