@@ -166,9 +166,9 @@ def _synth(args) -> int:
 
 def _timing(args) -> int:
     from hw.flow.export import write_verilog
-    from hw.flow.synth import MAPPED_NETLIST, fetch_celllib, parse_liberty
+    from hw.flow.synth import MAPPED_NETLIST, _shown, fetch_celllib, parse_liberty
     from hw.flow.timing import (block_timing, critical_path, fetch_opensta, load_timing_config,
-                                measure_fo4)
+                                measure_fo4, sta_netlist)
 
     sta, liberty = fetch_opensta(), fetch_celllib()
     config = load_timing_config()
@@ -184,8 +184,9 @@ def _timing(args) -> int:
         if not (netlist.is_file() and netlist.stat().st_mtime > verilog.stat().st_mtime
                 and previous.get("library", "").startswith(library)):
             _synth_block(name, factory, args.out, liberty)
+        netlist = sta_netlist(netlist, name, liberty, work)
         path = critical_path(sta, netlist, name, liberty, work, config.clock_period_ns)
-        result = block_timing(name, path, fo4, config, library, str(netlist))
+        result = block_timing(name, path, fo4, config, library, _shown(netlist))
         results.append(result)
         if not args.json:
             print(f"{name:<16} {path.startpoint} -> {path.endpoint}: {path.stages} stages, "

@@ -30,13 +30,20 @@ _HINT = "install it (`apt-get install opensta`) or set SADDLE_STA to an OpenSTA 
 
 
 def _usable(sta: Path) -> Path:
-    """`sta` if its shared libraries resolve; SaddleError naming the missing ones otherwise."""
+    """`sta` if it runs; SaddleError naming the missing shared libraries (an unpacked package
+    brings none of its dependencies) or the failure otherwise."""
     if shutil.which("ldd"):
         proc = subprocess.run(["ldd", str(sta)], capture_output=True, text=True)
         missing = [line.split()[0] for line in proc.stdout.splitlines() if "not found" in line]
         if missing:
             raise SaddleError(f"{sta}: shared libraries not found: {', '.join(missing)} "
                               f"(Debian: libtcl8.6, libreadline8); {_HINT}")
+    try:
+        proc = subprocess.run([str(sta), "-version"], capture_output=True, text=True, timeout=60)
+    except OSError as exc:
+        raise SaddleError(f"{sta} does not run: {exc}; {_HINT}") from None
+    if proc.returncode != 0:
+        raise SaddleError(f"{sta} -version failed: {(proc.stderr or proc.stdout).strip()[-200:]}; {_HINT}")
     return sta
 
 
@@ -134,6 +141,26 @@ def parse_path(report: str, period: float) -> CriticalPath:
                         arrival_ns=float(arrival.group(1)),
                         min_period_ns=round(period - float(slack.group(1)), 4),
                         cells=tuple(cell for *_, cell in rows[1:-1]))
+
+
+# OpenSTA's Verilog reader takes no `assign` with a concatenation on its left (Yosys writes them
+# for wires joined inside a module) and no undefined bits: each connection becomes a buffer and
+# undefined bits zeros. Only the netlist OpenSTA reads changes, never the area report.
+STA_BUFFER = ("BUFX2", "A", "Y")  # an osu018 cell
+
+
+def sta_netlist(mapped: Path, top: str, liberty: Path, work_dir: Path) -> Path:
+    """`mapped` (Yosys' mapped netlist) rewritten for OpenSTA as WORK_DIR/sta.v (kept while newer)."""
+    from hw.flow.synth import _rel, run_yosys
+
+    out = Path(work_dir) / "sta.v"
+    if out.is_file() and out.stat().st_mtime > Path(mapped).stat().st_mtime:
+        return out
+    cell, a, y = STA_BUFFER
+    run_yosys(f"read_liberty -lib {_rel(liberty, work_dir)}; read_verilog {_rel(mapped, work_dir)}; "
+              f"hierarchy -top {top}; setundef -zero; insbuf -buf {cell} {a} {y}; "
+              f"write_verilog -noattr sta.v", cwd=Path(work_dir), log=Path(work_dir) / "sta_netlist.log")
+    return out
 
 
 def critical_path(sta: Path, netlist: Path, top: str, liberty: Path, work_dir: Path,

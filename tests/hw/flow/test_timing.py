@@ -112,3 +112,15 @@ def test_cli_timing_of_a_synthesized_block(tools, tmp_path, capsys):
     assert block["block"] == "scheduler" and block["stages"] > 5
     assert block["fmax_mhz"] == pytest.approx(1000 / block["min_period_ns"], abs=0.1)
     assert (tmp_path / "scheduler" / "mapped.v").is_file()
+
+
+def test_opensta_override_must_exist_and_run(monkeypatch, tmp_path):
+    monkeypatch.setenv("SADDLE_STA", str(tmp_path / "missing"))
+    with pytest.raises(SaddleError, match="SADDLE_STA=.*missing: no such file"):
+        fetch_opensta()
+    broken = tmp_path / "sta"
+    broken.write_text("#!/bin/sh\nexit 3\n")
+    broken.chmod(0o755)
+    monkeypatch.setenv("SADDLE_STA", str(broken))
+    with pytest.raises(SaddleError, match="-version failed"):
+        fetch_opensta()
