@@ -166,7 +166,7 @@ def _synth(args) -> int:
 
 def _timing(args) -> int:
     from hw.flow.export import write_verilog
-    from hw.flow.synth import MAPPED_NETLIST, _shown, fetch_celllib, parse_liberty
+    from hw.flow.synth import MAPPED_NETLIST, fetch_celllib, parse_liberty, repo_path
     from hw.flow.timing import (block_timing, critical_path, fetch_opensta, load_timing_config,
                                 measure_fo4, sta_netlist)
 
@@ -186,7 +186,7 @@ def _timing(args) -> int:
             _synth_block(name, factory, args.out, liberty)
         netlist = sta_netlist(netlist, name, liberty, work)
         path = critical_path(sta, netlist, name, liberty, work, config.clock_period_ns)
-        result = block_timing(name, path, fo4, config, library, _shown(netlist))
+        result = block_timing(name, path, fo4, config, library, repo_path(netlist))
         results.append(result)
         if not args.json:
             print(f"{name:<16} {path.startpoint} -> {path.endpoint}: {path.stages} stages, "

