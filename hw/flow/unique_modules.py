@@ -4,13 +4,15 @@ Amaranth writes one Verilog module per submodule *instance* (`shared_pool.e0` ..
 `shared_pool.e511`), so a hierarchical synthesis maps 512 copies of the same CAM entry. The
 copies differ only in names: the module's own and the escaped identifiers Amaranth numbers
 across the whole design (`\\port$3752$0`, `\\$160`, `\\pos$19`). `share_identical_modules`
-renames those identifiers canonically (in order of first appearance), bottom-up so that a
-parent's text already names its children's representatives, and keeps one module per canonical
-text; the other instances point at it with their port connections renamed to match.
+renames those identifiers canonically (in order of first appearance) and sorts the
+declarations, bottom-up so that a parent's text already names its children's representatives,
+and keeps one module per canonical text; the other instances point at it with their port
+connections renamed to match.
 
-Two modules with the same canonical text are the same circuit up to a renaming of wires, so
-mapping one and counting its instances (Yosys' `stat` does) gives the totals of mapping every
-copy, which `tests/hw/flow/test_unique_modules.py` checks on a small Manager. Modules that
+Two modules with the same canonical text are the same circuit up to a renaming of wires, so the
+mapped representative is a valid netlist of every copy and Yosys' `stat` counts its instances.
+The totals agree with mapping every copy up to ABC's tie-breaking, which depends on what Yosys
+created before (0.1 % on a small Manager; `tests/hw/flow/test_unique_modules.py`). Modules that
 differ in anything else (widths, constants, Python-chosen names) stay distinct: the sharing can
 only be too cautious, never wrong.
 """
