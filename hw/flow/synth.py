@@ -251,6 +251,16 @@ def load_flow(path: Path | None = None) -> dict[str, str]:
     return {name: "hier" for name in hier}
 
 
+def load_direct_mapping(path: Path | None = None) -> frozenset[str]:
+    """The blocks configs/synth/flow.yaml lists under `direct_mapping` (see there)."""
+    path = path or config_path("synth", "flow")
+    names = get(load_yaml(path), "direct_mapping", list, source=path, default=[])
+    for i, name in enumerate(names):
+        if not isinstance(name, str):
+            raise SaddleError(f"{path}: direct_mapping[{i}]: expected a block name, found {name!r}")
+    return frozenset(names)
+
+
 def synthesize(verilog: Path, top: str, *, liberty: Path | None, work_dir: Path,
                block: str | None = None, hierarchy: str | None = None,
                every_instance: bool = False) -> SynthResult:
@@ -270,6 +280,11 @@ def synthesize(verilog: Path, top: str, *, liberty: Path | None, work_dir: Path,
     synth = f"synth -top {top} -noshare" + (" -flatten" if flat else "")
     shape = ("synth -flatten -noshare" if flat else
              "synth -noshare, hierarchy kept (each module optimized and mapped by itself, instances summed)")
+    # Direct mapping: skip synth's generic-gate ABC, whose output only the generic method reads;
+    # `abc -liberty` then maps Yosys' gates itself (about half the time, a little more area).
+    direct = liberty is not None and (block or top) in load_direct_mapping()
+    if direct:
+        shape += ", synth -noabc (direct mapping)"
     # The top's direct submodules as exported (the report's `parts`) -> the module mapped for each.
     children = None
     if not flat and not every_instance:
@@ -283,7 +298,7 @@ def synthesize(verilog: Path, top: str, *, liberty: Path | None, work_dir: Path,
     script = [f"read_verilog {yosys_path(verilog, work_dir)}",
               # Stop after the coarse stage to count memory bits before they become flip-flops.
               f"{synth} -run begin:fine", "tee -q -o coarse.json stat -json",
-              f"{synth} -run fine:",
+              f"{synth} -run fine:" + (" -noabc" if direct else ""),
               # Flattening leaves $scopeinfo cells (names of the flattened instances): no logic.
               "delete t:$scopeinfo", "tee -q -o generic.json stat -json"]
     if liberty is not None:
