@@ -205,6 +205,9 @@ METRIC_TITLES = {
     "verification_comm_share": "communication share of verification",
     "request_latency_s.p50": "median request latency (s)",
     "request_latency_s.p99": "p99 request latency (s)", "latency_breakdown": "time (s)",
+    "request_latency_s.max": "longest request latency (s)",
+    "request_time_per_token_s.p99": "p99 time per output token (s)",
+    "request_rate_jain": "Jain's index of request token rates",
 }
 
 

@@ -49,7 +49,7 @@ def test_json_fields_resume_and_timeline(experiment, tiny_trace, tmp_path, capsy
                     "request_latency_s"):
             assert key in r
         assert set(r["utilization"]) == {"gpu", "pim"}
-        assert set(r["request_latency_s"]) == {"p50", "p99"}
+        assert set(r["request_latency_s"]) == {"p50", "p99", "max"}
         assert {"generated", "drafted", "accepted", "discarded"} <= set(r["tokens"])
     assert [r["draft_length"] for r in first["runs"]] == [None, 3, None, 3, None]
     for name in ("results.json", "results.csv", "config.yaml", "small.png"):
