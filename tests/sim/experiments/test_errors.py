@@ -126,6 +126,12 @@ def test_unknown_system_names_file_and_entry(tmp_path, capsys, no_simulation):
      "systems[2].batches[0]: 4 is not one of the experiment's batches [2]"),
     ("{system: pim-ad}", "{system: saddle, capacity_slack: 11}",
      "systems[2].capacity_slack: expected a number in [0, 10]"),
+    ("{system: pim-ad}", "{system: pim-ad, aging_passes: 2}",
+     "systems[2].aging_passes: system pim-ad has no Shared Pool"),
+    ("{system: pim-ad}", "{system: saddle, aging_passes: [2, 0]}",
+     "systems[2].aging_passes[1]: expected an integer >= 1, found 0"),
+    ("{system: pim-ad}", "{system: saddle, aging_passes: 256}",
+     "systems[2].aging_passes: expected at most 255, found 256"),
     ("batches: [2]", "batches: [2000]",
      "batches[0]: batch 2000 of saddle (systems[3]) exceeds the 128 Controller slots"),
 ])

@@ -101,3 +101,17 @@ def test_requests_flag_rejects_garbage(capsys):
     with pytest.raises(SystemExit):
         main(["run", "default", "--requests", "-3"])
     assert "expected a positive integer or 'all'" in capsys.readouterr().err
+
+
+def test_aging_from_an_experiment_file(tmp_path, tiny_trace, capsys):
+    """`saddle run` takes the Shared Pool's aging K per system entry, one run per K; runs
+    without it carry no aging field (their records are those of before aging existed)."""
+    path = tmp_path / "aging.yaml"
+    path.write_text(EXPERIMENT.replace("name: small", "name: aging").replace(
+        "  - {system: saddle, tau: 0.3}",
+        "  - {system: saddle, tau: 0.3}\n  - {system: saddle, tau: 0.3, label: aged, aging_passes: [1, 3]}")
+        .replace("plot: {x: system", "plot: {x: aging_passes"))
+    runs = _run(capsys, path, "--trace", tiny_trace, "--out", tmp_path / "o")["runs"]
+    assert [(r["system"], r.get("aging_passes")) for r in runs[4:]] == [
+        ("saddle", None), ("aged", 1), ("aged", 3)]
+    assert (tmp_path / "o" / "aging.png").is_file()
