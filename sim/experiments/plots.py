@@ -3,7 +3,9 @@
 ``plot.x`` = ``system``: grouped bars, one group per (batch, sequence length), one bar per
 system; ``batch`` / ``sequence_length``: one line per system; ``draft_length``: one line per
 fixed-d system against d, systems without a fixed d as horizontal lines; ``aging_passes``
-likewise against the Shared Pool's aging K, runs without aging as horizontal lines. With ``normalize`` each
+likewise against the Shared Pool's aging K, runs without aging as horizontal lines. With
+several batches in a panel these two draw one line per (system, batch) and no horizontal
+lines (normalise to the reference system instead). With ``normalize`` each
 value is divided by that system's value at the same pair, batch and sequence length. A system
 appearing with several fixed d at the same point is split into one series per d.
 
@@ -157,15 +159,19 @@ def plot(path: Path, experiment: dict, spec: dict, records: list[dict],
                 x_title = "batch size" + (", sequence length" if any(s for _, s in groups) else "")
         elif x_key in ("draft_length", "aging_passes"):
             systems = list(dict.fromkeys(r["system"] for r in rows))
+            batches = list(dict.fromkeys(r["batch"] for r in rows))
             for k, system in enumerate(systems):
-                pts = sorted((r[x_key], value(r)) for r in rows
-                             if r["system"] == system and r.get(x_key) is not None)
-                if pts:
-                    ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=system)
-                else:
-                    for r in rows:
-                        if r["system"] == system:
-                            ax.axhline(value(r), linestyle="--", linewidth=1, color=f"C{k}", label=system)
+                for batch in batches:
+                    name = system if len(batches) == 1 else f"{system} b{batch}"
+                    pts = sorted((r[x_key], value(r)) for r in rows if r["system"] == system
+                                 and r["batch"] == batch and r.get(x_key) is not None)
+                    if pts:
+                        ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=name)
+                    elif len(batches) == 1:
+                        for r in rows:
+                            if r["system"] == system:
+                                ax.axhline(value(r), linestyle="--", linewidth=1, color=f"C{k}",
+                                           label=system)
         else:
             for name in series:
                 pts = sorted((r[x_key], value(r)) for r in rows if names[id(r)] == name
