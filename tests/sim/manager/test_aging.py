@@ -20,13 +20,17 @@ def _passes(pool: SharedPool, n: int, per_pass: int = 1) -> list[list[tuple[int,
     return out
 
 
+def _pool(aging, *tokens) -> SharedPool:
+    """A 16-entry pool holding ``tokens`` (request, position, H), inserted in that order."""
+    pool = SharedPool(16, aging)
+    for request, position, h in tokens:
+        pool.insert(entry(request, position, h))
+    return pool
+
+
 def _starving_pool(aging):
     # Request 0 drafts four confident tokens, request 1 one unlikely token.
-    pool = SharedPool(8, aging)
-    for pos, h in enumerate((60000, 50000, 40000, 30000), 1):
-        pool.insert(entry(0, pos, h))
-    pool.insert(entry(1, 1, 20000))
-    return pool
+    return _pool(aging, (0, 1, 60000), (0, 2, 50000), (0, 3, 40000), (0, 4, 30000), (1, 1, 20000))
 
 
 def test_greedy_order_starves_the_unlikely_request():
@@ -48,10 +52,7 @@ def test_k_one_alternates():
 
 
 def test_serving_a_request_resets_all_its_waiting_tokens():
-    pool = SharedPool(8, 2)
-    pool.insert(entry(0, 1, 60000))
-    pool.insert(entry(0, 2, 10000))
-    pool.insert(entry(1, 1, 50000))
+    pool = _pool(2, (0, 1, 60000), (0, 2, 10000), (1, 1, 50000))
     assert _passes(pool, 1) == [[(0, 1)]]
     # (0, 2) waited but its request was served: count 0; request 1 was passed over: 1.
     assert [e.age for e in pool.lookup(0)] == [0] and [e.age for e in pool.lookup(1)] == [1]
@@ -60,11 +61,8 @@ def test_serving_a_request_resets_all_its_waiting_tokens():
 def test_aged_requests_keep_the_greedy_order_among_themselves():
     # Three requests passed over twice (K = 2) by request 9; then aged, they go by H descending
     # and, on equal H, ascending request id, and before request 9's higher-H token.
-    pool = SharedPool(16, 2)
-    for pos, h in enumerate((65000, 64000, 63000), 1):
-        pool.insert(entry(9, pos, h))
-    for request, h in ((3, 20000), (2, 30000), (1, 20000)):
-        pool.insert(entry(request, 1, h))
+    pool = _pool(2, (9, 1, 65000), (9, 2, 64000), (9, 3, 63000), (3, 1, 20000), (2, 1, 30000),
+                 (1, 1, 20000))
     assert _passes(pool, 2) == [[(9, 1)], [(9, 2)]]
     assert _passes(pool, 1, per_pass=4) == [[(2, 1), (1, 1), (3, 1), (9, 3)]]
 
@@ -72,10 +70,7 @@ def test_aged_requests_keep_the_greedy_order_among_themselves():
 def test_new_token_of_an_aged_request_is_not_aged_and_the_prefix_holds():
     # Request 1 ages with one token; a second token joins it later with count 0: the aged
     # token is served first, the new one keeps its H rank after request 0's.
-    pool = SharedPool(8, 1)
-    pool.insert(entry(0, 1, 60000))
-    pool.insert(entry(0, 2, 55000))
-    pool.insert(entry(1, 1, 50000))
+    pool = _pool(1, (0, 1, 60000), (0, 2, 55000), (1, 1, 50000))
     assert _passes(pool, 1) == [[(0, 1)]]
     pool.insert(entry(1, 2, 50000))
     assert [e.age for e in pool.lookup(1)] == [1, 0]
