@@ -90,16 +90,15 @@ class CamEntry(wiring.Component):
         valid, fly = Signal(), Signal()
         req, mb, pos = Signal(REQUEST_ID.bits), Signal(MICROBATCH_ID.bits), Signal(POSITION.bits)
         token, h = Signal(TOKEN_ID.bits), Signal(CUM_PROB.bits)
-        match = Signal()
-        m.d.comb += [match.eq(valid & (req == self.req)),
-                     self.payload.eq(Cat(token, mb)), self.free.eq(~valid)]
         k = self.aging_passes
         if k is None:
-            m.d.comb += self.key.eq(Cat(~pos, ~req, h, valid & ~fly))
+            key = Cat(~pos, ~req, h, valid & ~fly)
         else:
             age, served = Signal(range(k + 1)), Signal()
-            m.d.comb += self.key.eq(Cat(~pos, ~req, h, age == k, valid & ~fly))
-            with m.If(self.selecting & match):
+            key = Cat(~pos, ~req, h, age == k, valid & ~fly)
+        m.d.comb += [self.key.eq(key), self.payload.eq(Cat(token, mb)), self.free.eq(~valid)]
+        if k is not None:
+            with m.If(self.selecting & valid & (req == self.req)):
                 m.d.sync += served.eq(1)
             with m.If(self.pass_end):
                 m.d.sync += served.eq(0)
@@ -108,7 +107,8 @@ class CamEntry(wiring.Component):
             with m.If(self.write):
                 m.d.sync += [age.eq(0), served.eq(0)]
         gone = Signal()
-        m.d.comb += gone.eq(self.clear & match & Mux(fly, self.clear_fly, self.clear_wait))
+        m.d.comb += gone.eq(self.clear & valid & (req == self.req) &
+                            Mux(fly, self.clear_fly, self.clear_wait))
         with m.If(self.write):
             m.d.sync += [valid.eq(1), fly.eq(0), req.eq(self.req), mb.eq(self.mb), pos.eq(self.pos),
                          token.eq(self.token), h.eq(self.h)]
@@ -230,7 +230,7 @@ class SharedPool(wiring.Component):
         m.d.comb += [
             best_idx.eq(best_index),
             self.best_valid.eq(best_key[-1]),
-            self.best_h.eq(best_key[POSITION.bits + REQUEST_ID.bits:][:CUM_PROB.bits]),
+            self.best_h.eq(best_key[POSITION.bits + REQUEST_ID.bits:POSITION.bits + REQUEST_ID.bits + CUM_PROB.bits]),
             self.best_req.eq(~best_key[POSITION.bits:POSITION.bits + REQUEST_ID.bits]),
             self.best_pos.eq(~best_key[:POSITION.bits]),
             self.best_token.eq(best_payload[:TOKEN_ID.bits]),
@@ -243,10 +243,9 @@ class SharedPool(wiring.Component):
         inserting, selecting = Signal(), Signal()
         m.d.comb += [inserting.eq(self.op == PoolOp.INSERT),
                      selecting.eq((self.op == PoolOp.SELECT) & self.best_valid)]
-        entry_req = Signal(REQUEST_ID.bits)
-        if self.aging_passes is None:
-            m.d.comb += entry_req.eq(self.req)
-        else:   # a SELECT tells every entry which request it served
+        entry_req = self.req
+        if self.aging_passes is not None:   # a SELECT tells every entry which request it served
+            entry_req = Signal(REQUEST_ID.bits)
             m.d.comb += entry_req.eq(Mux(selecting, self.best_req, self.req))
         for i, e in enumerate(cam):
             m.submodules[f"e{i}"] = e
