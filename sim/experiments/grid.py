@@ -62,7 +62,7 @@ LATER_FIELDS = {"overrides": (), "dlm_fc_threshold": None, "tlm_attention_thresh
                 "capacity_rule": None, "aging_passes": None}
 WORKLOAD_KEYS = ("split", "requests", "requests_per_batch", "batching", "seed",
                  "validation_fraction")
-RUN_FIELDS = ("pair", "batch", "system", "sequence_length", "draft_length")
+RUN_FIELDS = ("pair", "batch", "system", "sequence_length", "draft_length", "aging_passes")
 
 
 def resolve_path(name_or_path: str | None) -> Path:
