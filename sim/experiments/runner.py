@@ -284,12 +284,13 @@ def write_results(out: Path, experiment: dict, runs: list[RunParams], records: l
 
 
 def table(records: list[dict]) -> str:
-    head = f"{'system':<11} {'pair':<28} {'batch':>5} {'d':>6} {'tok/s':>9} {'tok/J':>7} " \
+    head = f"{'system':<16} {'pair':<28} {'batch':>5} {'d':>6} {'tok/s':>9} {'tok/J':>7} " \
            f"{'accept':>6} {'PIM ops':>7} {'GPU':>5} {'PIM':>5} {'p50 s':>7} {'p99 s':>7} {'max s':>7} {'Jain':>5}"
     lines = [head, "-" * len(head)]
     for r in records:
         d = "adapt" if r["draft_length"] is None and r["tokens"]["drafted"] else (r["draft_length"] or "-")
-        lines.append(f"{r['system']:<11} {r['pair']:<28} {r['batch']:>5} {str(d):>6} "
+        name = r["system"] + (f" K={r['aging_passes']}" if r.get("aging_passes") else "")
+        lines.append(f"{name:<16} {r['pair']:<28} {r['batch']:>5} {str(d):>6} "
                      f"{r['tokens_per_s']:>9.0f} {r['tokens_per_joule']:>7.2f} "
                      f"{r['acceptance_rate']:>6.2f} {r['pim_op_fraction']:>7.2f} "
                      f"{r['utilization']['gpu']:>5.2f} {r['utilization']['pim']:>5.2f} "
