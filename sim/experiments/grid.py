@@ -51,10 +51,12 @@ PLOT_X = ("batch", "draft_length", "sequence_length", "system")
 EXPERIMENT_KEYS = ("name", "description", "pairs", "batches", "systems", "workload",
                    "sequence_length", "tau", "select", "plot", "published", "overrides")
 ENTRY_KEYS = ("system", "draft_length", "batches", "tau", "max_draft_len", "capacity_slack",
-              "issue_rule", "label", "dlm_fc_threshold", "tlm_attention_threshold")
+              "issue_rule", "label", "dlm_fc_threshold", "tlm_attention_threshold", "stop",
+              "stop_param")
 # RunParams fields added after run files existed: left out of a run's key and saved parameters
 # at their default, so runs saved before keep their keys.
-LATER_FIELDS = {"overrides": (), "dlm_fc_threshold": None, "tlm_attention_threshold": None}
+LATER_FIELDS = {"overrides": (), "dlm_fc_threshold": None, "tlm_attention_threshold": None,
+                "stop": None, "stop_param": None}
 WORKLOAD_KEYS = ("split", "requests", "requests_per_batch", "batching", "seed",
                  "validation_fraction")
 RUN_FIELDS = ("pair", "batch", "system", "sequence_length", "draft_length")
@@ -258,9 +260,20 @@ def _load(data: dict, src: str, trace, requests) -> tuple[dict, list[RunParams]]
             if not fixed and d is not None:
                 raise ConfigError(f"{where}: system {spec.name} does not take a fixed d "
                                   f"(found {d!r}); leave it out")
+        rule = spec.stop
+        if "stop" in entry:
+            from sim.systems.run import check_stop
+            rule = get(entry, "stop", str, source=src, prefix=at)
+            check_stop(rule, spec, f"{src}: {at}")
+        if "stop_param" in entry:
+            from sim.systems.registry import STOP_RULES
+            _probability(get(entry, "stop_param", float, source=src, prefix=at), f"{src}: {at}.stop_param")
+            if STOP_RULES[rule].param_name is None:
+                raise ConfigError(f"{src}: {at}.stop_param: stop rule {rule!r} takes no parameter; "
+                                  "leave stop_param out")
         if "tau" in entry:
             _probability(get(entry, "tau", float, source=src, prefix=at), f"{src}: {at}.tau")
-            if spec.stop != "threshold":
+            if rule != "threshold":
                 raise ConfigError(f"{src}: {at}.tau: system {spec.name} has no stopping threshold "
                                   "(its stop rule is not 'threshold'); leave tau out")
         for key in ("dlm_fc_threshold", "tlm_attention_threshold"):
@@ -293,8 +306,10 @@ def _load(data: dict, src: str, trace, requests) -> tuple[dict, list[RunParams]]
         label = get(entry, "label", str, source=src, prefix=at, default=None)
         if label == "":
             raise ConfigError(f"{src}: {at}.label: expected a non-empty name")
-        if spec.stop == "threshold" and get(entry, "tau", float, source=src, prefix=at,
-                                            default=tau) is None:
+        if rule is not None and "stop_param" not in entry:
+            _check_tuned(rule, pairs, src, at)
+        if rule == "threshold" and get(entry, "tau", float, source=src, prefix=at,
+                                       default=tau) is None:
             for pair in pairs:      # tau comes from configs/tau/<pair>.yaml
                 if not (CONFIGS / "tau" / f"{pair}.yaml").is_file():
                     raise ConfigError(f"{src}: {at}: system {spec.name} needs a tau for {pair}: "
@@ -333,6 +348,9 @@ def _load(data: dict, src: str, trace, requests) -> tuple[dict, list[RunParams]]
                             capacity_slack=(float(entry["capacity_slack"])
                                             if "capacity_slack" in entry else None),
                             issue_rule=entry.get("issue_rule"), label=entry.get("label"),
+                            stop=entry.get("stop"),
+                            stop_param=(float(entry["stop_param"])
+                                        if "stop_param" in entry else None),
                             dlm_fc_threshold=entry.get("dlm_fc_threshold"),
                             tlm_attention_threshold=entry.get("tlm_attention_threshold"),
                             trace=trace, split=split,
@@ -381,17 +399,36 @@ def check_workloads(runs: list[RunParams]) -> None:
     """Read every trace the runs replay and take each run's requests from it, as the run will
     (cached: the runs in this process reuse it), so a bad trace, a split the trace lacks, too
     few requests or a too short trace stop the experiment before its first run, once."""
-    from sim.systems.run import _workload, default_trace
+    from sim.systems.registry import STOP_RULES, check_entropy
+    from sim.systems.run import _workload
 
     seen = set()
     for p in runs:
-        trace = str(p.trace or default_trace(p.pair, p.sequence_length))
+        trace = p.trace_path()
         max_seq = max(p.max_seq_len or load_pair(p.pair).max_sequence_length, p.sequence_length or 0)
         key = (trace, p.split, p.requests, p.seed, p.validation_fraction, max_seq, p.sequence_length)
         if key not in seen:
             seen.add(key)
-            _workload(trace, p.split, p.requests, p.seed, p.validation_fraction, max_seq, p.source,
-                      p.sequence_length)
+            work = _workload(trace, p.split, p.requests, p.seed, p.validation_fraction, max_seq,
+                             p.source, p.sequence_length)
+            rule = p.stop_rule()
+            if rule is not None and STOP_RULES[rule].needs_entropy:
+                check_entropy(work.requests, trace)
+
+
+def _check_tuned(rule: str, pairs: list, src: str, at: str) -> None:
+    """A rule with a parameter and no ``stop_param`` reads it from configs/stopping/<pair>.yaml:
+    each pair's must exist before anything runs."""
+    from sim.systems.registry import STOP_RULES
+    from sim.systems.run import load_stop_param
+
+    if STOP_RULES[rule].param_name is None:
+        return
+    for pair in pairs:
+        try:
+            load_stop_param(pair, rule)
+        except ConfigError as e:
+            raise ConfigError(f"{src}: {at}: {e}") from None
 
 
 def _matches(p: RunParams, rule: dict, where: str) -> bool:

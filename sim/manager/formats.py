@@ -103,8 +103,13 @@ VERIFY_ID = FixedFormat("verify_id", 16, 0)
 # Scheduler thresholds (integers, see scheduler.py for their units).
 THRESHOLD = FixedFormat("threshold", 16, 0)
 
+# The DLM's entropy at a draft token, in nats, for the entropy stopping rule
+# (sim/systems/registry.py): UQ4.12 covers ln(128256) = 11.8 (the largest vocabulary's uniform
+# distribution) in steps of 1/4096.
+ENTROPY = FixedFormat("entropy", 16, 12)
+
 FORMATS = {f.name: f for f in (PROB, CUM_PROB, TAU, TOKEN_ID, REQUEST_ID, MICROBATCH_ID,
-                               POSITION, POOL_COUNT, VERIFY_ID, THRESHOLD)}
+                               POSITION, POOL_COUNT, VERIFY_ID, THRESHOLD, ENTROPY)}
 
 
 def quantize_prob(x: float) -> int:
