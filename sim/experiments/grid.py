@@ -10,7 +10,8 @@ An experiment (``configs/experiments/NAME.yaml``)::
                                      # optional per-entry batches: [...] (subset of batches)
       - {system: gpu-ad}
       - {system: gpu-sd, draft_length: search}
-                                     # per entry also tau, max_draft_len, capacity_slack,
+                                     # per entry also tau, max_draft_len, capacity_rule,
+                                     # capacity_slack (with capacity_rule fc_slack),
                                      # issue_rule, label (the name records and plots use,
                                      # e.g. pim-sd-best for a second pim-sd entry),
                                      # dlm_fc_threshold, tlm_attention_threshold (the
@@ -50,13 +51,13 @@ PLOT_X = ("batch", "draft_length", "sequence_length", "system")
 # Every key an experiment file may have; anything else is refused with the closest suggested.
 EXPERIMENT_KEYS = ("name", "description", "pairs", "batches", "systems", "workload",
                    "sequence_length", "tau", "select", "plot", "published", "overrides")
-ENTRY_KEYS = ("system", "draft_length", "batches", "tau", "max_draft_len", "capacity_slack",
-              "issue_rule", "label", "dlm_fc_threshold", "tlm_attention_threshold", "stop",
-              "stop_param")
+ENTRY_KEYS = ("system", "draft_length", "batches", "tau", "max_draft_len", "capacity_rule",
+              "capacity_slack", "issue_rule", "label", "dlm_fc_threshold", "tlm_attention_threshold",
+              "stop", "stop_param")
 # RunParams fields added after run files existed: left out of a run's key and saved parameters
 # at their default, so runs saved before keep their keys.
 LATER_FIELDS = {"overrides": (), "dlm_fc_threshold": None, "tlm_attention_threshold": None,
-                "stop": None, "stop_param": None}
+                "capacity_rule": None, "stop": None, "stop_param": None}
 WORKLOAD_KEYS = ("split", "requests", "requests_per_batch", "batching", "seed",
                  "validation_fraction")
 RUN_FIELDS = ("pair", "batch", "system", "sequence_length", "draft_length")
@@ -180,7 +181,7 @@ def check_costs(runs: list[RunParams], where: str) -> None:
 
 
 def _load(data: dict, src: str, trace, requests) -> tuple[dict, list[RunParams]]:
-    from sim.systems.spec import ISSUE_RULES
+    from sim.systems.spec import CAPACITY_RULES, ISSUE_RULES, check_slack
     from sim.workload import BATCHING, SPLITS
 
     name = get(data, "name", str, source=src)
@@ -288,13 +289,25 @@ def _load(data: dict, src: str, trace, requests) -> tuple[dict, list[RunParams]]
                                       "(mapping: dynamic); leave it out")
         if "max_draft_len" in entry:
             _int(get(entry, "max_draft_len", int, source=src, prefix=at), f"{src}: {at}.max_draft_len")
+        for key in ("capacity_rule", "capacity_slack"):
+            if key in entry and spec.verify != "shared_pool":
+                raise ConfigError(f"{src}: {at}.{key}: system {spec.name} has no pass "
+                                  "capacity (only systems with verify: shared_pool); leave it out")
+        rule = spec.capacity_rule
+        if "capacity_rule" in entry:
+            rule = get(entry, "capacity_rule", str, source=src, prefix=at)
+            if rule not in CAPACITY_RULES:
+                raise ConfigError(f"{src}: {at}.capacity_rule: unknown rule {rule!r}"
+                                  f"{suggest(rule, CAPACITY_RULES)}; expected one of {', '.join(CAPACITY_RULES)}")
         if "capacity_slack" in entry:
             slack = get(entry, "capacity_slack", float, source=src, prefix=at)
-            if spec.verify != "shared_pool":
-                raise ConfigError(f"{src}: {at}.capacity_slack: system {spec.name} has no pass "
-                                  "capacity (only systems with verify: shared_pool); leave it out")
-            if not 0 <= slack <= 10:
-                raise ConfigError(f"{src}: {at}.capacity_slack: expected a number in [0, 10], found {slack!r}")
+            if rule != "fc_slack":
+                raise ConfigError(f"{src}: {at}.capacity_slack: only capacity_rule fc_slack has a "
+                                  f"slack ({spec.name}'s rule here is {rule!r})")
+            check_slack(slack, f"{src}: {at}.capacity_slack")
+        elif rule == "fc_slack" and spec.capacity_slack is None:
+            raise ConfigError(f"{src}: {at}: capacity_rule fc_slack needs capacity_slack "
+                              f"({spec.name}'s config has none)")
         if "issue_rule" in entry:
             rule = get(entry, "issue_rule", str, source=src, prefix=at)
             if not spec.eager:
@@ -345,6 +358,7 @@ def _load(data: dict, src: str, trace, requests) -> tuple[dict, list[RunParams]]
                             system=spec.name, pair=pair, batch=batch, draft_length=d,
                             tau=float(entry["tau"]) if "tau" in entry else tau,
                             max_draft_len=entry.get("max_draft_len"),
+                            capacity_rule=entry.get("capacity_rule"),
                             capacity_slack=(float(entry["capacity_slack"])
                                             if "capacity_slack" in entry else None),
                             issue_rule=entry.get("issue_rule"), label=entry.get("label"),

@@ -20,7 +20,7 @@ import yaml
 from sim.errors import SaddleError
 from sim.experiments.backends import Backend, make
 from sim.experiments.grid import params_dict, run_key
-from sim.paths import ROOT
+from sim.paths import CONFIGS, ROOT
 from sim.systems.run import RunParams, default_trace, load_tau, simulate
 from sim.systems.spec import load_system
 
@@ -55,9 +55,26 @@ def portable(path: str | Path) -> str:
         return str(path)
 
 
+# Config folders every run reads (system, hardware, model and Manager timing files): a saved run
+# whose files changed since is simulated again. The code is not part of the key (sim/README.md).
+RUN_CONFIGS = ("systems", "hardware", "models", "timing")
+
+
+@lru_cache(maxsize=None)
+def _configs_digest(manager: str | None) -> str:
+    from sim.manager.config import DEFAULT_PATH
+    files = sorted(f for kind in RUN_CONFIGS for f in (CONFIGS / kind).glob("*.yaml"))
+    files.append(Path(manager) if manager else DEFAULT_PATH)
+    h = hashlib.sha256()
+    for f in files:
+        h.update(f"{portable(f)}\0".encode() + f.read_bytes())
+    return h.hexdigest()[:16]
+
+
 def _saved_params(p: RunParams) -> dict:
     """What a run file stores under ``params`` (and config.yaml under ``resolved_runs``)."""
-    return params_dict(p) | {"trace": portable(p.trace), "trace_sha256": _file_digest(p.trace)}
+    return params_dict(p) | {"trace": portable(p.trace), "trace_sha256": _file_digest(p.trace),
+                             "configs_sha256": _configs_digest(p.manager)}
 
 
 def _same_run(saved: dict | None, params: dict) -> bool:

@@ -27,7 +27,8 @@ from sim.systems.pooled import PooledRun
 from sim.paths import CONFIGS
 from sim.systems.registry import STOP_RULES, calibration_table, check_entropy
 from sim.systems.base import RunSetup
-from sim.systems.spec import ISSUE_RULES, load_manager_timing, load_system
+from sim.systems.spec import (CAPACITY_RULES, ISSUE_RULES, SystemSpec, check_slack,
+                              load_manager_timing, load_system)
 from sim.workload import Workload, load_workload
 
 
@@ -47,7 +48,8 @@ class RunParams:
     batching: str = "continuous"
     max_seq_len: int | None = None
     sequence_length: int | None = None
-    capacity_slack: float | None = None       # None: the system's configs/systems/ value
+    capacity_rule: str | None = None          # None: the system's configs/systems/ value
+    capacity_slack: float | None = None       # capacity_rule fc_slack; None: the system's value
     issue_rule: str | None = None             # None: the system's configs/systems/ value
     stop: str | None = None                   # stop rule (registry.py); None: the system's
     stop_param: float | None = None           # its parameter; None: configs/stopping/<pair>.yaml
@@ -83,6 +85,24 @@ def default_trace(pair: str, sequence_length: int | None = None, entropy: bool =
     """The pair's synthetic trace, long enough for ``sequence_length`` (traces/synth.py)."""
     from traces.synth import trace_for_context
     return trace_for_context(pair, sequence_length, entropy)
+
+
+def capacity_rule(spec: SystemSpec, p: RunParams) -> tuple[str, float | None]:
+    """The run's pass-capacity rule and, for ``fc_slack``, its slack: the run's own, else the
+    system's."""
+    rule = p.capacity_rule or spec.capacity_rule
+    if rule not in CAPACITY_RULES:
+        raise ConfigError(f"{p.source}: capacity_rule: expected one of {list(CAPACITY_RULES)}, found {rule!r}")
+    if rule != "fc_slack":
+        if p.capacity_slack is not None:
+            raise ConfigError(f"{p.source}: capacity_slack: only capacity_rule fc_slack has a slack "
+                              f"(the run's rule is {rule!r})")
+        return rule, None
+    slack = p.capacity_slack if p.capacity_slack is not None else spec.capacity_slack
+    if slack is None:
+        raise ConfigError(f"{p.source}: capacity_rule fc_slack needs capacity_slack "
+                          f"({spec.name}'s config has none)")
+    return rule, check_slack(slack, f"{p.source}: capacity_slack")
 
 
 def load_tau(pair: str) -> float:
@@ -230,10 +250,11 @@ def _simulate(p: RunParams, record: bool) -> tuple[RunMetrics, object]:
             tlm_thr = tlm_thr if p.tlm_attention_threshold is None else p.tlm_attention_threshold
             cfg = cfg.replace(dlm_fc_threshold=dlm_thr, tlm_attention_threshold=tlm_thr)
             setup_extra["scheduler_thresholds"] = {"dlm_fc": dlm_thr, "tlm_attention": tlm_thr}
-        slack = spec.capacity_slack if p.capacity_slack is None else p.capacity_slack
-        ridge = offline.verify_capacity(costs, cfg.shared_entries, slack)
+        rule, slack = capacity_rule(spec, p)
+        ridge = offline.verify_capacity(costs, cfg.shared_entries, rule, slack)
         capacity = min(max(ridge, p.batch), cfg.shared_entries)
         setup_extra["verify_capacity"] = capacity
+        setup_extra["capacity_rule"] = rule if slack is None else f"{rule} {slack:g}"
     issue_rule = spec.issue_rule
     if p.issue_rule is not None:
         if not spec.eager:

@@ -101,3 +101,25 @@ def test_requests_flag_rejects_garbage(capsys):
     with pytest.raises(SystemExit):
         main(["run", "default", "--requests", "-3"])
     assert "expected a positive integer or 'all'" in capsys.readouterr().err
+
+
+def test_saved_runs_are_simulated_again_when_a_config_file_changes(experiment, tiny_trace, tmp_path,
+                                                                  capsys, monkeypatch):
+    import shutil
+
+    from sim.experiments import runner
+    configs = tmp_path / "configs"
+    for kind in runner.RUN_CONFIGS:
+        shutil.copytree(runner.CONFIGS / kind, configs / kind)
+    monkeypatch.setattr(runner, "CONFIGS", configs)
+    runner._configs_digest.cache_clear()
+    out = tmp_path / "out"
+    first = _run(capsys, experiment, "--trace", tiny_trace, "--out", out, "--no-plot")
+    stamps = {p.name: p.stat().st_mtime_ns for p in (out / "runs").glob("*.json")}
+    saddle = configs / "systems" / "saddle.yaml"
+    saddle.write_text(saddle.read_text().replace("capacity_rule: ridge", "capacity_rule: pool"))
+    runner._configs_digest.cache_clear()
+    again = _run(capsys, experiment, "--trace", tiny_trace, "--out", out, "--no-plot")
+    assert again == first          # the copies are not what the runs read: same results, re-simulated
+    assert all(p.stat().st_mtime_ns != stamps[p.name] for p in (out / "runs").glob("*.json"))
+    runner._configs_digest.cache_clear()
