@@ -125,13 +125,14 @@ class Oracle(StopRule):
 
 class TokenRule(StopRule):
     """A rule that looks at each drafted token in turn: ``stops_after`` over the round's window
-    says after which tokens it would stop; the round ends at the first (or at the cap)."""
+    says after which tokens it would stop; the round ends at the first (or at the cap, or the
+    output's end)."""
 
     def planned(self, trace, t, remaining):
         cap = min(self.max_draft_len, remaining)
         stop = self.stops_after(trace, t, cap)
         hit = np.flatnonzero(stop)
-        return int(hit[0]) + 1 if len(hit) else cap
+        return int(hit[0]) + 1 if len(hit) else len(stop)   # the window ends at the output's end
 
     def stops_after(self, trace: RequestTrace, t: int, cap: int) -> np.ndarray:
         raise NotImplementedError
