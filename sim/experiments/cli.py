@@ -142,6 +142,10 @@ def run_handler(args) -> int:
             print()
             print(published.table(experiment["published"],
                                   published.compare(experiment["published"], records)))
+        if "compare" in experiment:
+            from sim.experiments import compare
+            print()
+            print(compare.text(experiment["compare"], compare.rows(experiment["compare"], records)))
         print(f"\nresults: {out}/results.json, results.csv, config.yaml"
               + "".join(f"\nplot: {p}" for p in plots) + "".join(f"\n{n}" for n in notes))
     return 0

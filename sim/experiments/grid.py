@@ -13,7 +13,10 @@ An experiment (``configs/experiments/NAME.yaml``)::
                                      # per entry also tau, max_draft_len, capacity_rule,
                                      # capacity_slack (with capacity_rule fc_slack),
                                      # issue_rule, label (the name records and plots use,
-                                     # e.g. pim-sd-best for a second pim-sd entry),
+                                     # e.g. pim-sd-best for a second pim-sd entry), stop (a
+                                     # rule of sim/systems/registry.py in place of the
+                                     # system's adaptive one) and stop_param (its parameter;
+                                     # default configs/stopping/<pair>.yaml),
                                      # dlm_fc_threshold, tlm_attention_threshold (the
                                      # Scheduler's; default: measured offline)
     workload: {split: test, requests: 256, batching: continuous, seed: 0}
@@ -25,6 +28,8 @@ An experiment (``configs/experiments/NAME.yaml``)::
                                      # optional: config-file values for every run (sim/overrides.py)
     published: {...}                 # optional: published values to print ours beside
                                      # (sim/experiments/published.py)
+    compare: {reference: S, baseline: S}   # optional: every system's gap to S at every point
+                                     # (sim/experiments/compare.py)
     select: [{pair: P, batch: [1, 2]}]  # optional: keep only runs matching one rule
     plot: {x: batch, metric: tokens_per_s, normalize: gpu-ad}   # or a list of such, each with
                                      # optional name and where: {batch: 64}
@@ -50,7 +55,7 @@ from sim.systems.run import RunParams
 PLOT_X = ("batch", "draft_length", "sequence_length", "system")
 # Every key an experiment file may have; anything else is refused with the closest suggested.
 EXPERIMENT_KEYS = ("name", "description", "pairs", "batches", "systems", "workload",
-                   "sequence_length", "tau", "select", "plot", "published", "overrides")
+                   "sequence_length", "tau", "select", "plot", "published", "overrides", "compare")
 ENTRY_KEYS = ("system", "draft_length", "batches", "tau", "max_draft_len", "capacity_rule",
               "capacity_slack", "issue_rule", "label", "dlm_fc_threshold", "tlm_attention_threshold",
               "stop", "stop_param")
@@ -404,6 +409,9 @@ def _load(data: dict, src: str, trace, requests) -> tuple[dict, list[RunParams]]
     if "published" in data:
         from sim.experiments.published import check
         check(data["published"], src)
+    if "compare" in data:
+        from sim.experiments import compare
+        compare.check(data["compare"], list(dict.fromkeys(p.label or p.system for p in runs)), src)
     check_workloads(runs)
     data = dict(data, name=name, plot=plot)
     return data, runs

@@ -270,6 +270,11 @@ def write_results(out: Path, experiment: dict, runs: list[RunParams], records: l
         rows = published.compare(experiment["published"], records)
         summary["published"] = {"source": experiment["published"]["source"], "claims": rows}
         published.write(out, rows)
+    if "compare" in experiment:
+        from sim.experiments import compare
+        rows = compare.rows(experiment["compare"], records)
+        summary["compare"] = {"spec": experiment["compare"], "rows": rows,
+                              "summary": compare.summary(experiment["compare"], rows)}
     (out / "results.json").write_text(json.dumps(summary, indent=1, sort_keys=True))
     with (out / "results.csv").open("w", newline="") as f:
         w = csv.writer(f)
