@@ -266,20 +266,20 @@ def _load(data: dict, src: str, trace, requests) -> tuple[dict, list[RunParams]]
             if not fixed and d is not None:
                 raise ConfigError(f"{where}: system {spec.name} does not take a fixed d "
                                   f"(found {d!r}); leave it out")
-        rule = spec.stop
+        stop = spec.stop
         if "stop" in entry:
             from sim.systems.run import check_stop
-            rule = get(entry, "stop", str, source=src, prefix=at)
-            check_stop(rule, spec, f"{src}: {at}")
+            stop = get(entry, "stop", str, source=src, prefix=at)
+            check_stop(stop, spec, f"{src}: {at}")
         if "stop_param" in entry:
             from sim.systems.registry import STOP_RULES
             _probability(get(entry, "stop_param", float, source=src, prefix=at), f"{src}: {at}.stop_param")
-            if STOP_RULES[rule].param_name is None:
-                raise ConfigError(f"{src}: {at}.stop_param: stop rule {rule!r} takes no parameter; "
+            if STOP_RULES[stop].param_name is None:
+                raise ConfigError(f"{src}: {at}.stop_param: stop rule {stop!r} takes no parameter; "
                                   "leave stop_param out")
         if "tau" in entry:
             _probability(get(entry, "tau", float, source=src, prefix=at), f"{src}: {at}.tau")
-            if rule != "threshold":
+            if stop != "threshold":
                 raise ConfigError(f"{src}: {at}.tau: system {spec.name} has no stopping threshold "
                                   "(its stop rule is not 'threshold'); leave tau out")
         for key in ("dlm_fc_threshold", "tlm_attention_threshold"):
@@ -324,9 +324,9 @@ def _load(data: dict, src: str, trace, requests) -> tuple[dict, list[RunParams]]
         label = get(entry, "label", str, source=src, prefix=at, default=None)
         if label == "":
             raise ConfigError(f"{src}: {at}.label: expected a non-empty name")
-        if rule is not None and "stop_param" not in entry:
-            _check_tuned(rule, pairs, src, at)
-        if rule == "threshold" and get(entry, "tau", float, source=src, prefix=at,
+        if stop is not None and "stop_param" not in entry:
+            _check_tuned(stop, pairs, src, at)
+        if stop == "threshold" and get(entry, "tau", float, source=src, prefix=at,
                                        default=tau) is None:
             for pair in pairs:      # tau comes from configs/tau/<pair>.yaml
                 if not (CONFIGS / "tau" / f"{pair}.yaml").is_file():

@@ -105,3 +105,69 @@ def test_rule_parameters_are_checked(name, param, message):
         rule(name, param)
     with pytest.raises(ConfigError, match="takes no parameter"):
         rule("oracle", 0.5)
+
+
+# -- in runs and experiments ---------------------------------------------------------------
+
+STOP_EXPERIMENT = """
+name: stops
+pairs: [opt-66b+opt-1.3b]
+batches: [2]
+systems:
+  - {system: saddle}
+  - {system: saddle, stop: confidence, stop_param: 0.5, label: confidence}
+  - {system: oracle}
+workload: {split: all, batching: continuous, seed: 0}
+compare: {reference: oracle, baseline: saddle}
+"""
+
+
+def _fails(capsys, *argv) -> str:
+    from sim.cli import main
+    assert main([str(a) for a in argv]) == 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and len(err.strip().splitlines()) == 1, err
+    return err.strip()
+
+
+@pytest.mark.parametrize("old, new, message", [
+    ("stop: confidence,", "stop: confidnce,", "systems[1]: stop: expected one of ['calibrated', 'confidence', 'entropy', 'oracle', 'threshold'], found 'confidnce'"),
+    ("{system: saddle, stop: confidence", "{system: gpu-sd, draft_length: 2, stop: confidence",
+     "systems[1]: stop: system gpu-sd has no adaptive stopping rule to replace"),
+    ("{system: oracle}", "{system: oracle, stop_param: 0.3}",
+     "systems[2].stop_param: stop rule 'oracle' takes no parameter"),
+    ("stop_param: 0.5", "stop_param: 1.5", "systems[1].stop_param: expected a number in [0, 1], found 1.5"),
+    ("reference: oracle", "reference: orcle", "compare.reference: 'orcle' is none of the experiment's systems"),
+])
+def test_bad_stop_entries_name_file_and_key(tmp_path, capsys, tiny_trace, old, new, message):
+    exp = tmp_path / "exp.yaml"
+    exp.write_text(STOP_EXPERIMENT.replace(old, new))
+    err = _fails(capsys, "run", exp, "--trace", tiny_trace, "--out", tmp_path / "out", "--jobs", 1)
+    assert message in err, err
+    assert not (tmp_path / "out" / "runs").exists() or not list((tmp_path / "out" / "runs").iterdir())
+
+
+def test_entropy_rule_on_a_trace_without_entropy_fails_before_running(tmp_path, capsys, tiny_trace):
+    exp = tmp_path / "exp.yaml"
+    exp.write_text(STOP_EXPERIMENT.replace("stop: confidence, stop_param: 0.5", "stop: entropy, stop_param: 0.5"))
+    err = _fails(capsys, "run", exp, "--trace", tiny_trace, "--out", tmp_path / "out", "--jobs", 1)
+    assert f"{tiny_trace}: request r0 has no 'entropy' field: stop rule 'entropy' needs" in err
+
+
+def test_rules_run_and_the_comparison_table(tmp_path, capsys, tiny_trace):
+    from sim.cli import main
+    exp = tmp_path / "exp.yaml"
+    exp.write_text(STOP_EXPERIMENT)
+    assert main(["run", str(exp), "--trace", tiny_trace, "--out", str(tmp_path / "out"), "--jobs", "1",
+                 "--no-plot"]) == 0
+    out = capsys.readouterr().out
+    assert "gap to oracle" in out and "tok/s vs saddle (geomean)" in out
+    import json
+    summary = json.loads((tmp_path / "out" / "results.json").read_text())
+    rows = {r["system"]: r for r in summary["compare"]["rows"]}
+    assert rows["oracle"]["gap_to_reference"] == 0
+    runs = {r["system"]: r for r in summary["runs"]}
+    assert runs["confidence"]["stop_param"] == 0.5 and runs["confidence"]["stop"] == "confidence"
+    for name, r in rows.items():
+        t = runs[name]["tokens"]
+        assert r["drafted_per_accepted"] == t["drafted"] / t["accepted"]
