@@ -345,11 +345,14 @@ def _log_probs(logits):
 
 
 def _entropy(logp):
-    """Entropy (nats) of each row's distribution. ``xlogy`` gives 0 for a token of probability
-    0 (a logit of -inf, which quantized models emit): p * log p there is 0 * -inf = NaN."""
+    """Entropy (nats) of each row's distribution. The sign goes on before the clamp (a unary
+    minus binds after the method calls: written ``-x.sum().clamp(min=0)`` it clamps the negative
+    sum to 0, which is how the first capture recorded 0 everywhere); ``xlogy`` gives 0 for a
+    token of probability 0, where ``p * log p`` would be 0 * -inf = NaN."""
     import torch
 
-    return -torch.special.xlogy(logp.exp(), logp.exp()).sum(-1).clamp(min=0.0) + 0.0   # no -0.0
+    p = logp.exp()
+    return (-torch.special.xlogy(p, p).sum(-1)).clamp(min=0.0) + 0.0   # no -0.0
 
 
 def _rollouts(draft, cache, P: int, n: int, positions: list[int], tokens: list[int],
