@@ -80,6 +80,7 @@ def test_bad_offpath_entropy_is_named(tmp_path, value, message):
 
 def test_synthetic_entropy_leaves_the_rest_alone_and_follows_its_model():
     params = load_params("opt-66b+opt-1.3b")
+    assert isinstance(params.source.get("entropy"), dict), "the shipped config models entropy"
     h, reqs = synthesize(params, {"test": 16}, seed=3)
     h2, with_e = with_entropy(params, h, reqs, seed=3)
     assert [r.p.tolist() for r in with_e] == [r.p.tolist() for r in reqs]
@@ -96,3 +97,18 @@ def test_synthetic_entropy_leaves_the_rest_alone_and_follows_its_model():
     assert all(np.array_equal(a.extra["entropy"], b.extra["entropy"]) for a, b in zip(again, with_e))
     for r in with_e:
         assert [len(o) for o in r.extra["offpath_entropy"]] == [len(o) for o in r.offpath]
+
+
+def test_realfit_recovers_the_entropy_model():
+    """The entropy fit of traces/realfit.py on a synthetic trace recovers the model's tail
+    parameters (the generator's inverse)."""
+    import dataclasses
+
+    from traces.realfit import entropy_report
+
+    params = load_params("opt-66b+opt-1.3b")
+    params = dataclasses.replace(params, source=dict(params.source, entropy={"tail_nats": {"median": 2.0, "sigma": 0.5}}))
+    h, reqs = synthesize(params, {"test": 64}, seed=4)
+    _, reqs = with_entropy(params, h, reqs, seed=4)
+    fit = entropy_report(reqs)["tail_nats"]
+    assert abs(fit["median"] - 2.0) < 0.1 and abs(fit["sigma"] - 0.5) < 0.05, fit
