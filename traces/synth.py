@@ -31,17 +31,21 @@ only appends positions (the first C - prompt positions of every request are the 
 every context >= C).
 
 Entropy (optional, ``with_entropy``; ``saddle trace synth --entropy``): the DLM's entropy at a
-token of probability p (on-path and off-path alike) is modelled as that of a distribution with
-mass p on the token and the rest spread over an effective number N of other tokens:
+token of probability p is modelled as that of a distribution with mass p on the token and the
+rest spread over an effective number N of other tokens:
 
     entropy = h2(p) + (1 - p) * g,    h2(p) = -p ln p - (1 - p) ln(1 - p),   g = ln N
-    g ~ LogNormal(ln(entropy.tail_nats.median), entropy.tail_nats.sigma), at least ln((1-p)/p)
+    g ~ LogNormal(ln(median), sigma), at least ln((1-p)/p)   (p stays the largest probability)
 
-(the floor keeps p the largest probability). g is drawn independently per token from its own
-Generator (seeded from (seed, ``_ENTROPY_TAG``)), so the other fields are those of the trace
-without entropy, and within this model the entropy says nothing about acceptance that p does
-not: it is p's function plus noise. Its parameters are fitted to the real SmolLM2 capture
-(configs/traces/PAIR.yaml, ``entropy``).
+with (median, sigma) by what becomes of the token (configs/trace_entropy.yaml): ``accepted`` and
+``rejected`` on-path tokens, ``offpath`` tokens (after a mismatch, where acceptance is
+undefined). So, given p, a token drawn as accepted tends to have a lower entropy: the entropy
+carries information about acceptance beyond p, as in the real SmolLM2 capture, where within
+every tenth of p the tokens below the median entropy are accepted about twice as often
+(traces/CAPTURE.md); the three pairs share the parameters fitted there (``python -m
+traces.realfit``), an assumption: it is the only real trace. g is drawn per token from its own
+Generator (seeded from (seed, ``_ENTROPY_TAG``)), so every other field is the trace without
+entropy.
 """
 from __future__ import annotations
 
@@ -62,6 +66,7 @@ GENERATOR = "saddle.traces.synth"
 EXTENSION_BLOCK = 256     # extension positions per seeded Generator (see the module doc)
 _EXTENSION_TAG = 0x5AD1E  # mixed into the extension's seeds, apart from the main Generator
 _ENTROPY_TAG = 0xE7120    # the entropy's Generator (module doc)
+ENTROPY_KINDS = ("accepted", "rejected", "offpath")   # the entropy model's token kinds
 
 
 @dataclass(frozen=True)
@@ -411,22 +416,31 @@ def _offpath(params: SynthParams, logit_p: np.ndarray, accepted: np.ndarray, out
 
 
 def with_entropy(params: SynthParams, header: TraceHeader, requests: list[RequestTrace],
-                 seed: int) -> tuple[TraceHeader, list[RequestTrace]]:
+                 seed: int, entropy_config: str | Path | None = None
+                 ) -> tuple[TraceHeader, list[RequestTrace]]:
     """The trace with ``entropy`` and ``offpath_entropy`` drawn by the model of the module doc,
-    from the ``entropy`` block of the pair's config (required here, and only here)."""
-    src = params.config or params.pair
-    block = params.source.get("entropy")
-    if not isinstance(block, dict) or not isinstance(block.get("tail_nats"), dict):
-        raise ConfigError(f"{src}: entropy.tail_nats: missing; a trace with entropy needs its "
-                          "model's parameters (median, sigma; traces/README.md)")
-    tail = block["tail_nats"]
-    median = get(tail, "median", float, source=src, prefix="entropy.tail_nats", positive=True)
-    sigma = get(tail, "sigma", float, source=src, prefix="entropy.tail_nats")
-    if sigma < 0:
-        raise ConfigError(f"{src}: entropy.tail_nats.sigma: expected a number >= 0, found {sigma!r}")
+    with the parameters of ``entropy_config`` (default configs/trace_entropy.yaml)."""
+    entropy_config = Path(entropy_config) if entropy_config else CONFIGS / "trace_entropy.yaml"
+    src = str(entropy_config)
+    block = load_yaml(entropy_config)
+    tails = {}
+    for kind in ENTROPY_KINDS:
+        at = f"tail_nats.{kind}"
+        tail = block.get("tail_nats", {}).get(kind) if isinstance(block.get("tail_nats"), dict) else None
+        if not isinstance(tail, dict):
+            raise ConfigError(f"{src}: {at}: missing; a trace with entropy needs its model's "
+                              "parameters (median, sigma; traces/README.md)")
+        median = get(tail, "median", float, source=src, prefix=at, positive=True)
+        sigma = get(tail, "sigma", float, source=src, prefix=at)
+        if sigma < 0:
+            raise ConfigError(f"{src}: {at}.sigma: expected a number >= 0, found {sigma!r}")
+        tails[kind] = (median, sigma)
     rng = np.random.default_rng([seed, _ENTROPY_TAG])
 
-    def entropy(p: np.ndarray) -> np.ndarray:
+    def entropy(p: np.ndarray, kind: np.ndarray) -> np.ndarray:
+        """``kind[i]``: index into ENTROPY_KINDS of token i."""
+        median = np.array([tails[k][0] for k in ENTROPY_KINDS])[kind]
+        sigma = np.array([tails[k][1] for k in ENTROPY_KINDS])[kind]
         q = 1.0 - p
         g = median * np.exp(sigma * rng.standard_normal(len(p)))
         with np.errstate(divide="ignore"):
@@ -438,10 +452,13 @@ def with_entropy(params: SynthParams, header: TraceHeader, requests: list[Reques
     for r in requests:
         sizes = np.fromiter(map(len, r.offpath), dtype=np.int64, count=len(r.offpath))
         off = np.concatenate(r.offpath) if r.offpath else np.zeros(0)
-        extra = dict(r.extra, entropy=entropy(r.p), offpath_entropy=split_flat(entropy(off), sizes))
+        onpath = entropy(r.p, np.where(r.accepted, 0, 1))
+        offpath = entropy(off, np.full(len(off), 2))
+        extra = dict(r.extra, entropy=onpath, offpath_entropy=split_flat(offpath, sizes))
         out.append(RequestTrace(r.id, r.category, r.prompt_len, r.p, r.accepted, r.offpath, extra,
                                 r.natural_len))
-    provenance = dict(header.provenance, entropy={"tail_nats": {"median": median, "sigma": sigma}})
+    provenance = dict(header.provenance, entropy={"config": str(entropy_config), "tail_nats": {
+        k: {"median": m, "sigma": sd} for k, (m, sd) in tails.items()}})
     return TraceHeader(pair=header.pair, target=header.target, draft=header.draft,
                        dataset=header.dataset, max_seq_len=header.max_seq_len,
                        offpath_len=header.offpath_len, provenance=provenance,
