@@ -78,15 +78,16 @@ def test_calibrated_stops_when_the_round_is_likely_rejected():
 
 
 def test_entropy_stops_when_the_bound_falls_below_lambda():
-    # lambda = 0.5: stop when E > (1 - 0.5)^2 = 0.25 nats.
+    # lambda = 0.75: stop when E > (1 - 0.75)^2 / gamma = 0.0625 / 0.25 = 0.25 nats.
     t = trace([0.9] * 6, [1, 1, 0, 1, 1, 1], offpath=[[0.9, 0.9, 0.9]],
               entropy=[0.1, 0.2, 0.25, 0.9, 0.9, 0.9], offpath_entropy=[[0.2, 0.3, 0.1]])
-    r = rule("entropy", 0.5)
+    r = rule("entropy", 0.75)
     # Tokens 0, 1 on path (0.1, 0.2), token 2 the mismatch (0.25, not above), then its off-path
     # entropies 0.2, 0.3: the fifth token trips the bound.
     assert r.planned(t, 0, 6) == 5
     assert r.planned(t, 3, 3) == 1                     # 0.9 at once
-    assert rule("entropy", 0.0).planned(t, 3, 3) == 3  # bound 1 nat: never
+    assert rule("entropy", 0.0).planned(t, 3, 3) == 3  # bound 4 nats: never
+    assert rule("entropy", 0.5).planned(t, 3, 3) == 3  # bound 1 nat: 0.9 is below it
 
 
 def test_entropy_rule_refuses_a_trace_without_entropy():
