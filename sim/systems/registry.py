@@ -5,11 +5,12 @@ leaves the decision to the Manager's Controller (``planned`` returns None: stop 
 at ``max_draft_len``). The Controller is always given ``controller_tau``; rules that plan their
 own length give tau = 0, so the Controller's H rule never fires before theirs.
 
-The rules beyond the paper (``confidence``, ``calibrated``, ``entropy``) decide token by token
-from what the DLM shows (its probability, its entropy) and nothing the TLM knows, so reading
-the round's draft window up front (``draft_probs``, ``draft_entropy``: the DLM's own path) gives
-the round the same length as deciding after each token; they plan it, and the Controller's H
-rule stays off. Like SADDLE's rule, the token that trips a rule is drafted (and verified).
+The rules beyond the paper decide token by token from what the DLM shows (its probability,
+its entropy) and nothing the TLM knows. ``calibrated`` is computed by the Controller (its
+multiplier reads an acceptance table; sim/manager/controller.py, and the RTL). ``confidence``
+and ``entropy`` have no Controller datapath: reading the round's draft window up front
+(``draft_probs``, ``draft_entropy``: the DLM's own path) gives the round the same length as
+deciding after each token, so they plan it, and the Controller's H rule stays off. Like SADDLE's rule, the token that trips a rule is drafted (and verified).
 Each computes on the Manager's integer formats, as a Controller would (sim/README.md, "Stopping
 rules", has what each would need in RTL). Their parameter (``param_name``) is tuned on the
 validation split (``saddle tune-stop``, configs/stopping/).
@@ -24,8 +25,8 @@ from typing import ClassVar, Sequence
 import numpy as np
 
 from sim.errors import ConfigError
-from sim.manager.controller import update_h
-from sim.manager.formats import ENTROPY, PROB_ONE, quantize_prob
+from sim.manager.controller import ACCEPTANCE_BINS
+from sim.manager.formats import ENTROPY, quantize_prob
 from traces.format import RequestTrace
 
 STOP_RULES: dict[str, type["StopRule"]] = {}
@@ -64,6 +65,11 @@ class StopRule:
     @property
     def adaptive(self) -> bool:
         return True
+
+    @property
+    def acceptance_table(self) -> tuple[int, ...] | None:
+        """The table the Controller's multiplier reads instead of p (None: p itself)."""
+        return None
 
     @property
     def planned_by_controller(self) -> bool:
@@ -154,7 +160,7 @@ class Confidence(TokenRule):
         return np.array([p < c for p in self.raw_probs(trace, t, cap)])
 
 
-CALIBRATION_BINS = 16   # acceptance table entries: bin = the top 4 bits of p's 16 fraction bits
+CALIBRATION_BINS = ACCEPTANCE_BINS   # the Controller's acceptance table (sim/manager/controller.py)
 
 
 def calibration_table(requests: Sequence[RequestTrace], bins: int = CALIBRATION_BINS) -> tuple[int, ...]:
@@ -168,17 +174,13 @@ def calibration_table(requests: Sequence[RequestTrace], bins: int = CALIBRATION_
                  for row in rows)
 
 
-def calibration_bin(p_raw: int, bins: int = CALIBRATION_BINS) -> int:
-    """Table index of a UQ1.16 probability: floor(p * bins), p = 1 in the last bin."""
-    return min(p_raw * bins >> 16, bins - 1)
-
-
 @register
-class Calibrated(TokenRule):
+class Calibrated(StopRule):
     """Calibrated acceptance (after SpecDec++): stop when the estimated probability that some
     token of the round is rejected exceeds h, i.e. when A_t = prod a(p_i) < 1 - h, with a(p)
-    the acceptance table fitted on the validation split (``calibration_table``) and A kept in
-    UQ1.16 like H (A_t = (A_{t-1} * a(p_t)) >> 16)."""
+    the acceptance table fitted on the validation split (``calibration_table``). The Controller
+    computes it: its H multiplier takes a(p_t) from the table instead of p_t
+    (``ManagerConfig.acceptance_table``), its tau is 1 - h."""
     name = "calibrated"
     param_name = "h"
     needs_calibration = True
@@ -190,13 +192,20 @@ class Calibrated(TokenRule):
                               f"{CALIBRATION_BINS} entries, found {calibration!r}")
         self.table = tuple(calibration)
 
-    def stops_after(self, trace, t, cap):
-        limit = quantize_prob(1.0 - self.param)
-        a, out = PROB_ONE, []
-        for p in self.raw_probs(trace, t, cap):
-            a = update_h(a, self.table[calibration_bin(p)])
-            out.append(a < limit)
-        return np.array(out)
+    @property
+    def controller_tau(self) -> int:
+        return quantize_prob(1.0 - self.param)
+
+    @property
+    def acceptance_table(self) -> tuple[int, ...] | None:
+        return self.table
+
+    @property
+    def planned_by_controller(self) -> bool:
+        return True
+
+    def planned(self, trace, t, remaining):
+        return None
 
 
 # AdaEDL's scale gamma. Only (1 - lambda)^2 / gamma matters, so gamma is fixed and lambda tuned:

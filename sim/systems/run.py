@@ -235,6 +235,7 @@ def _simulate(p: RunParams, record: bool) -> tuple[RunMetrics, object]:
             raise ConfigError(f"{where}: pools.eager_entries {base_cfg.eager_entries}: needs at least one "
                               f"entry for each of the {n_mb} micro-batches of {spec.hardware}")
     cfg = base_cfg.replace(max_draft_len=max_len, tau=stop.controller_tau if stop else 0,
+                           acceptance_table=stop.acceptance_table if stop else None,
                            micro_batches=n_mb,
                            eager_entries=(base_cfg.eager_entries // n_mb * n_mb) if spec.eager else 0,
                            dynamic_mapping=spec.mapping == "dynamic",

@@ -75,3 +75,18 @@ def test_directed_corners():
                    "flip_tlm_attention_to_pim"):
         assert cov[corner] > 0, (corner, cov)
     replay(SMALL, pairs, "manager_corners", stall=0.3, seed=5)
+
+
+def test_calibrated_stop_rule_against_model():
+    """The calibrated stop rule (an acceptance table in the Controller's multiplier, configured
+    through the Manager's ports) on a random sequence: every event as the model's."""
+    from tests.hw.manager.test_controller import TABLE
+
+    config = SMALL.replace(acceptance_table=TABLE)
+    pairs, model = generate_with_events(config, RANDOM_SEEDS[0], 400, requests=config.max_requests,
+                                        softmax=SOFTMAX)
+    plain, _ = generate_with_events(SMALL, RANDOM_SEEDS[0], 400, requests=SMALL.max_requests,
+                                    softmax=SOFTMAX)
+    assert [e for _, e in pairs] != [e for _, e in plain]      # the table changes the decisions
+    replay(config, pairs, "manager_calibrated", stall=0.3, seed=1)
+    model.conservation(final=True)

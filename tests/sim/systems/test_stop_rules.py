@@ -7,8 +7,8 @@ import pytest
 
 from sim.errors import ConfigError
 from sim.manager.formats import quantize_prob
-from sim.systems.registry import (CALIBRATION_BINS, STOP_RULES, calibration_bin, calibration_table,
-                                  check_entropy)
+from sim.manager.controller import Controller, acceptance_bin
+from sim.systems.registry import CALIBRATION_BINS, STOP_RULES, calibration_table, check_entropy
 from traces.format import RequestTrace
 
 
@@ -58,23 +58,36 @@ def test_calibration_table_by_hand():
     want[15], want[8], want[1] = 49152, 32768, 0
     assert list(table) == want
     assert len(table) == CALIBRATION_BINS
-    assert [calibration_bin(quantize_prob(x)) for x in (0.0, 0.0625, 0.5, 0.95, 1.0)] == [0, 1, 8, 15, 15]
+    assert [acceptance_bin(quantize_prob(x)) for x in (0.0, 0.0625, 0.5, 0.95, 1.0)] == [0, 1, 8, 15, 15]
+
+
+def calibrated_round(h, table, probs, max_draft_len=8) -> int:
+    """Tokens the Controller drafts in a round with the calibrated rule's tau and table."""
+    r = rule("calibrated", h, table, max_draft_len)
+    assert r.planned(ALL_ACCEPTED, 0, 10) is None and r.planned_by_controller
+    ctl = Controller(1, max_draft_len, r.controller_tau, r.acceptance_table)
+    slot = ctl.admit(0, 0)
+    for t, p in enumerate(probs, 1):
+        if ctl.advance(slot, quantize_prob(p)):
+            return t
+    return len(probs)
 
 
 def test_calibrated_stops_when_the_round_is_likely_rejected():
     table = [quantize_prob((2 * k + 1) / 32) for k in range(16)]
     table[14] = 49152                  # a(p) = 0.75 for p in [0.875, 0.9375): 0.9 lands here
     table[15] = 62259                  # a(p) = 0.95 for p >= 0.9375
-    t = trace([0.9, 0.9, 0.95, 0.9, 0.9], [1] * 5)
+    probs = [0.9, 0.9, 0.95, 0.9, 0.9]
     # A: 49152, then 49152 * 49152 >> 16 = 36864 (0.5625). h = 0.4: stop when A < 39322 (0.6).
-    assert rule("calibrated", 0.4, table).planned(t, 0, 5) == 2
+    assert calibrated_round(0.4, table, probs) == 2
     # h = 0.5: limit 32768; A3 = 36864 * 62259 >> 16 = 35020, A4 = 35020 * 49152 >> 16 = 26265.
-    assert rule("calibrated", 0.5, table).planned(t, 0, 5) == 4
+    assert calibrated_round(0.5, table, probs) == 4
     # SADDLE's H on the DLM's own word stays above 0.6 over all five (0.9, 0.81, 0.77, 0.69,
     # 0.62): the table is what stops the calibrated rule earlier.
-    assert np.prod(t.p) >= 0.6
-    assert rule("calibrated", 1.0, table).planned(t, 0, 5) == 5     # limit 0: never
-    assert rule("calibrated", 0.0, table).planned(t, 0, 5) == 1     # limit 1: at once
+    assert np.prod(probs) >= 0.6
+    assert calibrated_round(1.0, table, probs) == 5     # limit 0: never
+    assert calibrated_round(0.0, table, probs) == 1     # limit 1: at once
+    assert calibrated_round(1.0, table, probs, max_draft_len=3) == 3
 
 
 def test_entropy_stops_when_the_bound_falls_below_lambda():
