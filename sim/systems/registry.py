@@ -175,12 +175,12 @@ def calibration_table(requests: Sequence[RequestTrace], bins: int = CALIBRATION_
 
 
 @register
-class Calibrated(StopRule):
+class Calibrated(Threshold):
     """Calibrated acceptance (after SpecDec++): stop when the estimated probability that some
     token of the round is rejected exceeds h, i.e. when A_t = prod a(p_i) < 1 - h, with a(p)
     the acceptance table fitted on the validation split (``calibration_table``). The Controller
-    computes it: its H multiplier takes a(p_t) from the table instead of p_t
-    (``ManagerConfig.acceptance_table``), its tau is 1 - h."""
+    computes it as SADDLE's rule with two changes: its H multiplier takes a(p_t) from the table
+    instead of p_t (``ManagerConfig.acceptance_table``), and its tau is 1 - h."""
     name = "calibrated"
     param_name = "h"
     needs_calibration = True
@@ -199,13 +199,6 @@ class Calibrated(StopRule):
     @property
     def acceptance_table(self) -> tuple[int, ...] | None:
         return self.table
-
-    @property
-    def planned_by_controller(self) -> bool:
-        return True
-
-    def planned(self, trace, t, remaining):
-        return None
 
 
 # AdaEDL's scale gamma. Only (1 - lambda)^2 / gamma matters, so gamma is fixed and lambda tuned:

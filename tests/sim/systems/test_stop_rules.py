@@ -9,6 +9,7 @@ from sim.errors import ConfigError
 from sim.manager.formats import quantize_prob
 from sim.manager.controller import Controller, acceptance_bin
 from sim.systems.registry import CALIBRATION_BINS, STOP_RULES, calibration_table, check_entropy
+from tests.sim.experiments.test_errors import _fails
 from traces.format import RequestTrace
 
 
@@ -134,14 +135,6 @@ systems:
 workload: {split: all, batching: continuous, seed: 0}
 compare: {reference: oracle, baseline: saddle}
 """
-
-
-def _fails(capsys, *argv) -> str:
-    from sim.cli import main
-    assert main([str(a) for a in argv]) == 2
-    err = capsys.readouterr().err
-    assert "Traceback" not in err and len(err.strip().splitlines()) == 1, err
-    return err.strip()
 
 
 @pytest.mark.parametrize("old, new, message", [
