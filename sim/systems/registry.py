@@ -11,8 +11,9 @@ multiplier reads an acceptance table; sim/manager/controller.py, and the RTL). `
 and ``entropy`` have no Controller datapath: reading the round's draft window up front
 (``draft_probs``, ``draft_entropy``: the DLM's own path) gives the round the same length as
 deciding after each token, so they plan it, and the Controller's H rule stays off. As with
-SADDLE's rule, the token that trips a rule is drafted (and verified). Each computes on the Manager's integer formats, as a Controller would (sim/README.md, "Stopping
-rules", has what each would need in RTL). Their parameter (``param_name``) is tuned on the
+SADDLE's rule, the token that trips a rule is drafted (and verified). Each computes on the
+Manager's integer formats, as a Controller would (sim/README.md, "Stopping rules", has what
+each would need in RTL). Their parameter (``param_name``) is tuned on the
 validation split (``saddle tune-stop``, configs/stopping/).
 
 To add a rule: subclass ``StopRule``, set ``name``, decorate with ``@register``; systems name it
