@@ -178,3 +178,21 @@ def test_rules_run_and_the_comparison_table(tmp_path, capsys, tiny_trace):
     for name, r in rows.items():
         t = runs[name]["tokens"]
         assert r["drafted_per_accepted"] == t["drafted"] / t["accepted"]
+
+
+def test_tune_stop_scores_every_value_and_keeps_the_best(tmp_path, capsys):
+    """tune-tau's procedure for a rule's parameter, on a tiny settings file (2 natural-length
+    validation requests, batch 2, two values); nothing written with write=False."""
+    from sim.experiments.tune import tune_stop
+
+    settings = tmp_path / "tune.yaml"
+    settings.write_text("system: saddle\nbatches: [2]\nrequests: 2\nsequence_length: null\n"
+                        "grids: {confidence: [0.5, 0.9]}\n")
+    best = tune_stop("opt-66b+opt-1.3b", "confidence", str(settings), write=False, out=tmp_path / "out")
+    out = capsys.readouterr().out
+    scores = {float(line.split()[2].rstrip(":")): float(line.split()[3])
+              for line in out.splitlines() if line.startswith("confidence c ")}
+    assert set(scores) == {0.5, 0.9} and best == max(scores, key=scores.get)
+    assert len(list((tmp_path / "out" / "runs").glob("*.json"))) == 2
+    with pytest.raises(ConfigError, match=r"tune.yaml: missing key 'grids.entropy'"):
+        tune_stop("opt-66b+opt-1.3b", "entropy", str(settings), write=False, out=tmp_path / "out")
