@@ -100,7 +100,8 @@ def design_name(config: ManagerConfig, softmax) -> str:
     """Build folder name of a Manager design: the sizes its Verilog depends on (one Verilator
     build per distinct design, shared by coverify and the RTL tests)."""
     return (f"manager_r{config.max_requests}_s{config.shared_entries}_e{config.eager_entries}"
-            f"_m{config.micro_batches}_l{softmax.lanes}_v{softmax.vocab}_x{softmax.exp_frac_bits}")
+            f"_m{config.micro_batches}_l{softmax.lanes}_v{softmax.vocab}_x{softmax.exp_frac_bits}"
+            + ("" if config.aging_passes is None else f"_a{config.aging_passes}"))
 
 
 def _on_verilator(config: ManagerConfig, softmax, txlog: Path, stall: float, seed: int):

@@ -147,8 +147,9 @@ class Manager(wiring.Component):
     BLOCKS = (Controller, Softmax, SharedPool, ArgmaxNode, EagerPools, Scheduler)   # the blocks a fault goes to
 
     def __init__(self, *, requests: int, shared_entries: int, eager_entries: int,
-                 micro_batches: int, softmax: SoftmaxParams, fault: str | None = None):
-        self.requests, self.shared_entries = requests, shared_entries
+                 micro_batches: int, softmax: SoftmaxParams, aging_passes: int | None = None,
+                 fault: str | None = None):
+        self.requests, self.shared_entries, self.aging_passes = requests, shared_entries, aging_passes
         self.eager_entries, self.micro_batches = eager_entries, micro_batches
         self.softmax_params = softmax
         self.fault = checked_fault(fault, Manager, *self.BLOCKS)
@@ -168,14 +169,14 @@ class Manager(wiring.Component):
         """Sized like a ``sim.manager.config.ManagerConfig``."""
         return cls(requests=config.max_requests, shared_entries=config.shared_entries,
                    eager_entries=config.eager_entries, micro_batches=config.micro_batches,
-                   softmax=softmax, fault=fault)
+                   softmax=softmax, aging_passes=config.aging_passes, fault=fault)
 
     def elaborate(self, platform):
         m = Module()
         fault = self.fault
         m.submodules.ctl = ctl = Controller(self.requests, self.softmax_params,
                                             fault=fault_for(fault, Controller, Softmax))
-        m.submodules.sp = sp = SharedPool(self.shared_entries, self.requests,
+        m.submodules.sp = sp = SharedPool(self.shared_entries, self.requests, self.aging_passes,
                                           fault=fault_for(fault, SharedPool, ArgmaxNode))
         m.submodules.ep = ep = EagerPools(self.micro_batches, self.eager_entries, self.requests,
                                           fault=fault_for(fault, EagerPools))
@@ -307,6 +308,8 @@ class Manager(wiring.Component):
                 m.d.comb += [cur.eq(sp.best_req)]
                 with m.If(~sp.best_valid | (left == 0)):
                     m.d.sync += state.eq(_State.ISSUED)
+                    if self.aging_passes is not None:   # the selection is complete: age the pool
+                        m.d.comb += sp.pass_end.eq(1)
                 with m.Elif(room):
                     m.d.comb += sp.op.eq(PoolOp.SELECT)
                     emit(EventKind.ISSUED_TOKEN, request=sp.best_req, position=sp.best_pos,

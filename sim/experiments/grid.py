@@ -18,7 +18,9 @@ An experiment (``configs/experiments/NAME.yaml``)::
                                      # system's adaptive one) and stop_param (its parameter;
                                      # default configs/stopping/<pair>.yaml),
                                      # dlm_fc_threshold, tlm_attention_threshold (the
-                                     # Scheduler's; default: measured offline)
+                                     # Scheduler's; default: measured offline),
+                                     # aging_passes: K or [K, ...] (the Shared Pool's aging,
+                                     # sim/manager/shared_pool.py; one run per K)
     workload: {split: test, requests: 256, batching: continuous, seed: 0}
                                      # or requests_per_batch: K (K x batch requests per run)
     sequence_length: [1024, 2048]    # optional sweep: every request decodes until its context
@@ -52,20 +54,20 @@ from sim.model import load_pair
 from sim.paths import CONFIGS
 from sim.systems.run import RunParams
 
-PLOT_X = ("batch", "draft_length", "sequence_length", "system")
+PLOT_X = ("batch", "draft_length", "sequence_length", "system", "aging_passes")
 # Every key an experiment file may have; anything else is refused with the closest suggested.
 EXPERIMENT_KEYS = ("name", "description", "pairs", "batches", "systems", "workload",
                    "sequence_length", "tau", "select", "plot", "published", "overrides", "compare")
 ENTRY_KEYS = ("system", "draft_length", "batches", "tau", "max_draft_len", "capacity_rule",
               "capacity_slack", "issue_rule", "label", "dlm_fc_threshold", "tlm_attention_threshold",
-              "stop", "stop_param")
+              "aging_passes", "stop", "stop_param")
 # RunParams fields added after run files existed: left out of a run's key and saved parameters
 # at their default, so runs saved before keep their keys.
 LATER_FIELDS = {"overrides": (), "dlm_fc_threshold": None, "tlm_attention_threshold": None,
-                "capacity_rule": None, "stop": None, "stop_param": None}
+                "capacity_rule": None, "aging_passes": None, "stop": None, "stop_param": None}
 WORKLOAD_KEYS = ("split", "requests", "requests_per_batch", "batching", "seed",
                  "validation_fraction")
-RUN_FIELDS = ("pair", "batch", "system", "sequence_length", "draft_length")
+RUN_FIELDS = ("pair", "batch", "system", "sequence_length", "draft_length", "aging_passes")
 
 
 def resolve_path(name_or_path: str | None) -> Path:
@@ -240,7 +242,7 @@ def _load(data: dict, src: str, trace, requests) -> tuple[dict, list[RunParams]]
     for i, seq in enumerate(seqs):
         check_sequence_length(seq, f"{src}: sequence_length[{i}]")
 
-    entries = []            # (entry, spec, draft lengths)
+    entries = []            # (entry, spec, draft lengths, aging Ks)
     for i, entry in enumerate(systems):
         at = f"systems[{i}]"
         if not isinstance(entry, dict):
@@ -321,6 +323,16 @@ def _load(data: dict, src: str, trace, requests) -> tuple[dict, list[RunParams]]
             if rule not in ISSUE_RULES:
                 raise ConfigError(f"{src}: {at}.issue_rule: unknown rule {rule!r}"
                                   f"{suggest(rule, ISSUE_RULES)}; expected one of {', '.join(ISSUE_RULES)}")
+        ks = _list(entry.get("aging_passes"))
+        if "aging_passes" in entry:
+            from sim.manager.formats import AGE
+            for j, k in enumerate(ks):
+                where = f"{src}: {at}.aging_passes" + (f"[{j}]" if isinstance(entry["aging_passes"], list) else "")
+                if _int(k, where) > AGE.max_raw:
+                    raise ConfigError(f"{where}: expected at most {AGE.max_raw}, found {k}")
+            if spec.verify != "shared_pool":
+                raise ConfigError(f"{src}: {at}.aging_passes: system {spec.name} has no Shared Pool "
+                                  "(only systems with verify: shared_pool); leave it out")
         label = get(entry, "label", str, source=src, prefix=at, default=None)
         if label == "":
             raise ConfigError(f"{src}: {at}.label: expected a non-empty name")
@@ -342,23 +354,23 @@ def _load(data: dict, src: str, trace, requests) -> tuple[dict, list[RunParams]]
                     raise ConfigError(f"{src}: {key}: batch {b} of {spec.name} ({at}) exceeds the "
                                       f"{slots} Controller slots of configs/manager.yaml "
                                       "(controller.max_requests)")
-        for other, (o_entry, o_spec, o_ds) in enumerate(entries):
+        for other, (o_entry, o_spec, o_ds, o_ks) in enumerate(entries):
             same = (o_entry.get("label") or o_spec.name) == (label or spec.name)
             shared = set(o_entry.get("batches", batches)) & set(own or batches)
-            if same and shared and any(d in o_ds for d in ds):
+            if same and shared and any(d in o_ds for d in ds) and any(k in o_ks for k in ks):
                 raise ConfigError(f"{src}: {at}: the same runs as systems[{other}] (system "
-                                  f"{label or spec.name}, draft length, batches); give one a label")
-        entries.append((entry, spec, ds))
+                                  f"{label or spec.name}, draft length, aging, batches); give one a label")
+        entries.append((entry, spec, ds, ks))
 
     runs = []
     for pair in pairs:
         for seq_entry in seqs:
             seq = resolve_sequence_length(seq_entry, pair)
             for batch in batches:
-                for i, (entry, spec, ds) in enumerate(entries):
+                for i, (entry, spec, ds, ks) in enumerate(entries):
                     if batch not in entry.get("batches", batches):
                         continue
-                    for d in ds:
+                    for d, k in ((d, k) for d in ds for k in ks):
                         runs.append(RunParams(
                             system=spec.name, pair=pair, batch=batch, draft_length=d,
                             tau=float(entry["tau"]) if "tau" in entry else tau,
@@ -372,7 +384,7 @@ def _load(data: dict, src: str, trace, requests) -> tuple[dict, list[RunParams]]
                                         if "stop_param" in entry else None),
                             dlm_fc_threshold=entry.get("dlm_fc_threshold"),
                             tlm_attention_threshold=entry.get("tlm_attention_threshold"),
-                            trace=trace, split=split,
+                            aging_passes=k, trace=trace, split=split,
                             requests=n_requests if per_batch is None else per_batch * batch,
                             seed=seed, validation_fraction=fraction, batching=batching,
                             sequence_length=seq, source=src))

@@ -102,6 +102,9 @@ POOL_COUNT = FixedFormat("pool_count", 10, 0)
 VERIFY_ID = FixedFormat("verify_id", 16, 0)
 # Scheduler thresholds (integers, see scheduler.py for their units).
 THRESHOLD = FixedFormat("threshold", 16, 0)
+# Aging of the Shared Pool's selection: K, the passes a token may be passed over before it is
+# served first, and each entry's count of such passes (saturating at K; shared_pool.py).
+AGE = FixedFormat("age", 8, 0)
 
 # The DLM's entropy at a draft token, in nats, for the entropy stopping rule
 # (sim/systems/registry.py): UQ4.12 covers ln(128256) = 11.8 (the largest vocabulary's uniform
@@ -109,7 +112,7 @@ THRESHOLD = FixedFormat("threshold", 16, 0)
 ENTROPY = FixedFormat("entropy", 16, 12)
 
 FORMATS = {f.name: f for f in (PROB, CUM_PROB, TAU, TOKEN_ID, REQUEST_ID, MICROBATCH_ID,
-                               POSITION, POOL_COUNT, VERIFY_ID, THRESHOLD, ENTROPY)}
+                               POSITION, POOL_COUNT, VERIFY_ID, THRESHOLD, AGE, ENTROPY)}
 
 
 def quantize_prob(x: float) -> int:

@@ -59,6 +59,8 @@ class RunParams:
     # The Scheduler's thresholds (dynamic mapping); None: measured offline (offline.py)
     dlm_fc_threshold: int | None = None
     tlm_attention_threshold: int | None = None
+    # Shared Pool aging K (sim/manager/shared_pool.py); None: the Manager config's (off by default)
+    aging_passes: int | None = None
     # Config-file values set for this run only: sorted (dotted key, value) pairs (sim/overrides.py)
     overrides: tuple[tuple[str, object], ...] = ()
     source: str = "<run>"
@@ -234,13 +236,19 @@ def _simulate(p: RunParams, record: bool) -> tuple[RunMetrics, object]:
         if spec.eager and base_cfg.eager_entries < n_mb:
             raise ConfigError(f"{where}: pools.eager_entries {base_cfg.eager_entries}: needs at least one "
                               f"entry for each of the {n_mb} micro-batches of {spec.hardware}")
+    if p.aging_passes is not None and spec.verify != "shared_pool":
+        raise ConfigError(f"{p.source}: aging_passes: system {p.system} has no Shared Pool "
+                          "(only systems with verify: shared_pool); leave it out")
     cfg = base_cfg.replace(max_draft_len=max_len, tau=stop.controller_tau if stop else 0,
                            acceptance_table=stop.acceptance_table if stop else None,
                            micro_batches=n_mb,
                            eager_entries=(base_cfg.eager_entries // n_mb * n_mb) if spec.eager else 0,
                            dynamic_mapping=spec.mapping == "dynamic",
                            static_dlm_fc=Device(mapping["dlm_fc"]),
-                           static_tlm_attention=Device(mapping["tlm_attention"]))
+                           static_tlm_attention=Device(mapping["tlm_attention"]),
+                           aging_passes=(base_cfg.aging_passes if p.aging_passes is None
+                                         else p.aging_passes))
+    cfg.validate(p.source)
     setup_extra = {}
     if spec.verify == "shared_pool":
         if spec.mapping == "dynamic":
@@ -256,6 +264,8 @@ def _simulate(p: RunParams, record: bool) -> tuple[RunMetrics, object]:
         capacity = min(max(ridge, p.batch), cfg.shared_entries)
         setup_extra["verify_capacity"] = capacity
         setup_extra["capacity_rule"] = rule if slack is None else f"{rule} {slack:g}"
+        if cfg.aging_passes is not None:
+            setup_extra["aging_passes"] = cfg.aging_passes
     issue_rule = spec.issue_rule
     if p.issue_rule is not None:
         if not spec.eager:

@@ -130,6 +130,12 @@ def test_unknown_system_names_file_and_entry(tmp_path, capsys, no_simulation):
      "systems[2].capacity_slack: only capacity_rule fc_slack has a slack (saddle's rule here is 'ridge')"),
     ("{system: pim-ad}", "{system: saddle, capacity_rule: ridg}",
      "systems[2].capacity_rule: unknown rule 'ridg' (did you mean 'ridge'?)"),
+    ("{system: pim-ad}", "{system: pim-ad, aging_passes: 2}",
+     "systems[2].aging_passes: system pim-ad has no Shared Pool"),
+    ("{system: pim-ad}", "{system: saddle, aging_passes: [2, 0]}",
+     "systems[2].aging_passes[1]: expected an integer >= 1, found 0"),
+    ("{system: pim-ad}", "{system: saddle, aging_passes: 256}",
+     "systems[2].aging_passes: expected at most 255, found 256"),
     ("batches: [2]", "batches: [2000]",
      "batches[0]: batch 2000 of saddle (systems[3]) exceeds the 128 Controller slots"),
 ])

@@ -80,5 +80,5 @@ def test_run_keys_of_runs_without_overrides_are_unchanged():
     digest = hashlib.sha256(json.dumps(fields, sort_keys=True).encode()).hexdigest()[:10]
     assert run_key(p) == f"opt-66b+opt-1.3b_gpu-ad_b4_{digest}"
     for other in (dataclasses.replace(p, overrides=((NVLINK, 2000),)),
-                  dataclasses.replace(p, dlm_fc_threshold=4)):
+                  dataclasses.replace(p, dlm_fc_threshold=4), dataclasses.replace(p, aging_passes=2)):
         assert run_key(other) != run_key(p)
