@@ -344,9 +344,21 @@ def _log_probs(logits):
     return torch.log_softmax(logits.double(), dim=-1)
 
 
+def _entropy(logp):
+    """Entropy (nats) of each row's distribution. The sign goes on before the clamp (a unary
+    minus binds after the method calls: written ``-x.sum().clamp(min=0)`` it clamps the negative
+    sum to 0, which is how the first capture recorded 0 everywhere); ``xlogy`` gives 0 for a
+    token of probability 0, where ``p * log p`` would be 0 * -inf = NaN."""
+    import torch
+
+    p = logp.exp()
+    return (-torch.special.xlogy(p, p).sum(-1)).clamp(min=0.0) + 0.0   # no -0.0
+
+
 def _rollouts(draft, cache, P: int, n: int, positions: list[int], tokens: list[int],
-              steps: int, eos: set[int]) -> list[list[float]]:
-    """Off-path probabilities for every mismatch of one request, all rolled out together.
+              steps: int, eos: set[int]) -> tuple[list[list[float]], list[list[float]]]:
+    """Off-path probabilities and entropies for every mismatch of one request, all rolled out
+    together.
 
     ``cache`` holds the draft's teacher-forced pass over prompt + output (P + n positions). Row
     r of the batch continues the mismatch at output position i_r from the draft's own token
@@ -357,7 +369,7 @@ def _rollouts(draft, cache, P: int, n: int, positions: list[int], tokens: list[i
     import torch
 
     if not positions or steps == 0:
-        return [[] for _ in positions]
+        return [[] for _ in positions], [[] for _ in positions]
     rows = len(positions)
     start = torch.tensor(positions) + P
     cache.batch_repeat_interleave(rows)
@@ -365,6 +377,7 @@ def _rollouts(draft, cache, P: int, n: int, positions: list[int], tokens: list[i
     token = torch.tensor(tokens)
     wanted = [min(steps, n - 1 - i) for i in positions]
     values: list[list[float]] = [[] for _ in positions]
+    entropies: list[list[float]] = [[] for _ in positions]
     stopped = [t in eos for t in tokens]   # a draft stops at its own end-of-sequence
     for j in range(max(wanted)):
         mask = torch.cat([mask, torch.ones((rows, 1), dtype=torch.long)], dim=1)
@@ -372,11 +385,13 @@ def _rollouts(draft, cache, P: int, n: int, positions: list[int], tokens: list[i
                                   position_ids=(start + j)[:, None])[:, -1])
         token = logp.argmax(-1)
         prob = logp.gather(-1, token[:, None])[:, 0].exp().tolist()
+        entropy = _entropy(logp).tolist()
         for r in range(rows):
             if not stopped[r] and j < wanted[r]:
                 values[r].append(prob[r])
+                entropies[r].append(entropy[r])
                 stopped[r] = int(token[r]) in eos
-    return values
+    return values, entropies
 
 
 def trace_request(target, draft, prompt: Prompt, prompt_ids: list[int], output: list[int],
@@ -385,7 +400,8 @@ def trace_request(target, draft, prompt: Prompt, prompt_ids: list[int], output: 
     teacher-forced pass would not have chosen (0 unless batched numerics flipped a near-tie).
 
     Extra per-position arrays: ``target_p`` (the target's probability of its token) and
-    ``entropy`` (of the draft's distribution, nats)."""
+    ``entropy`` (of the draft's distribution, nats); ``offpath_entropy``: the draft's entropy
+    at each off-path token."""
     import torch
     from transformers import DynamicCache
 
@@ -400,17 +416,17 @@ def trace_request(target, draft, prompt: Prompt, prompt_ids: list[int], output: 
         d_token = d_logp.argmax(-1)
         accepted = (d_token == out).numpy()
         mismatches = np.flatnonzero(~accepted)
-        offpath = _rollouts(draft, cache, P, n, mismatches.tolist(), d_token[mismatches].tolist(),
+        offpath, offpath_entropy = _rollouts(draft, cache, P, n, mismatches.tolist(), d_token[mismatches].tolist(),
                             offpath_len, eos_set)
     flips = int((t_logp.argmax(-1) != out).sum())
     d_p = d_logp.gather(-1, d_token[:, None])[:, 0].exp()
-    entropy = -(d_logp.exp() * d_logp).sum(-1).clamp(min=0.0) + 0.0   # no -0.0
     trace = RequestTrace(
         id=prompt.id, category=prompt.category, prompt_len=P,
         p=d_p.numpy(), accepted=accepted.astype(bool),
         offpath=[np.asarray(values, dtype=np.float64) for values in offpath],
         extra={"target_p": t_logp.gather(-1, out[:, None])[:, 0].exp().numpy(),
-               "entropy": entropy.numpy()})
+               "entropy": _entropy(d_logp).numpy(),
+               "offpath_entropy": [np.asarray(v, dtype=np.float64) for v in offpath_entropy]})
     return trace, flips
 
 

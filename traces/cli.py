@@ -40,6 +40,9 @@ def register(subparsers) -> None:
     synth.add_argument("--config", type=Path, metavar="YAML",
                        help="parameter file to use instead of configs/traces/PAIR.yaml "
                             "(e.g. a variant being tuned)")
+    synth.add_argument("--entropy", action="store_true",
+                       help="add the DLM's modelled entropy (the config's entropy block; "
+                            "traces/README.md)")
     synth.set_defaults(func=_synth)
 
     stats = sub.add_parser("stats", help="acceptance statistics of a trace",
@@ -107,7 +110,7 @@ def _check(args) -> int:
 
 def _synth(args) -> int:
     from traces.io import write_trace
-    from traces.synth import load_params, synthesize
+    from traces.synth import load_params, synthesize, with_entropy
 
     params = load_params(args.pair, args.config)
     splits = {"all": args.requests} if args.requests else {}
@@ -118,6 +121,8 @@ def _synth(args) -> int:
     seed = params.default_seed if args.seed is None else args.seed
     args.out.parent.mkdir(parents=True, exist_ok=True)
     header, requests = synthesize(params, splits, seed)
+    if args.entropy:
+        header, requests = with_entropy(params, header, requests, seed)
     write_trace(args.out, header, requests)
     print(f"{args.out}: {len(requests)} requests, {sum(r.output_len for r in requests)} output "
           f"tokens, pair {args.pair}, seed {seed}")

@@ -34,8 +34,11 @@ _REQUEST_FIELDS = ("record", "id", "category", "prompt_len", "p", "accepted", "o
 # Optional per-position arrays with a defined meaning. Any other extra request field must
 # also be a per-position array (a list with one entry per output position).
 OPTIONAL_ARRAYS = ("target_p", "entropy", "topk")
+# Optional lists shaped like ``offpath`` (one list per mismatch, as long as its off-path list).
+OFFPATH_ARRAYS = ("offpath_entropy",)
 
 _PROB = "a number in (0, 1]"
+_ENTROPY = "a finite number >= 0 (nats)"
 
 
 class TraceError(SaddleError, ValueError):
@@ -252,7 +255,8 @@ class RequestTrace:
             return self
         miss = np.flatnonzero(~self.accepted[:n])
         offpath = [self.offpath[k][:n - 1 - i] for k, i in enumerate(miss.tolist())]
-        extra = {k: v[:n] for k, v in self.extra.items()}
+        extra = {k: ([v[j][:len(o)] for j, o in enumerate(offpath)] if k in OFFPATH_ARRAYS else v[:n])
+                 for k, v in self.extra.items()}
         natural = None if self.natural_len is None or self.natural_len >= n else self.natural_len
         return RequestTrace(self.id, self.category, self.prompt_len, self.p[:n], self.accepted[:n],
                             offpath, extra, natural)
@@ -330,22 +334,40 @@ class RequestTrace:
         the on-path ``p`` of those positions stands in.
         """
         m = self._window(t, n)
-        run, rank = self._index()
-        k = int(min(run[t], m))
-        probs = np.empty(m)
+        k = int(min(self._index()[0][t], m))
         flags = np.zeros(m, dtype=bool)
         flags[:k] = True
+        return DraftWindow(self._along_path(t, m, k, self.p, self.offpath), flags, k)
+
+    def draft_entropy(self, t: int, n: int) -> np.ndarray:
+        """The DLM's entropy (nats) at each token of ``draft_probs(t, n)``: the on-path
+        ``entropy`` up to and including the first mismatch, ``offpath_entropy`` after it, with
+        the same fallback beyond the recorded values. A trace without both fields cannot say
+        (``MissingField``: the caller names the file)."""
+        for key in ("entropy", "offpath_entropy"):
+            if key not in self.extra:
+                raise MissingField(self.id, key)
+        m = self._window(t, n)
+        k = int(min(self._index()[0][t], m))
+        return self._along_path(t, m, k, np.asarray(self.extra["entropy"], dtype=np.float64),
+                                self.extra["offpath_entropy"])
+
+    def _along_path(self, t: int, m: int, k: int, onpath_values: np.ndarray,
+                    offpath_values: list) -> np.ndarray:
+        """A per-token value of the DLM (its probability, its entropy) at the ``m`` tokens it
+        drafts from ``t``, ``k`` of them accepted: ``draft_probs``' path rule."""
+        values = np.empty(m)
         onpath = min(k + 1, m)
-        probs[:onpath] = self.p[t:t + onpath]
+        values[:onpath] = onpath_values[t:t + onpath]
         rest = m - onpath
         if rest:
             miss = t + k
-            off = self.offpath[rank[miss]]
+            off = offpath_values[self._index()[1][miss]]
             take = min(rest, len(off))
-            probs[onpath:onpath + take] = off[:take]
+            values[onpath:onpath + take] = off[:take]
             if take < rest:
-                probs[onpath + take:] = off[-1] if len(off) else self.p[miss + 1 + take:t + m]
-        return DraftWindow(probs, flags, k)
+                values[onpath + take:] = off[-1] if len(off) else onpath_values[miss + 1 + take:t + m]
+        return values
 
     # -- JSON records ------------------------------------------------------------------------
 
@@ -414,6 +436,9 @@ class RequestTrace:
         for key, value in record.items():
             if key in _REQUEST_FIELDS:
                 continue
+            if key in OFFPATH_ARRAYS:
+                extra[key] = _offpath_array(check, key, value, sizes)
+                continue
             extra[key] = _optional_array(check, key, value, len(p))
         request = cls(rid, category, prompt_len, p, acc.astype(bool), offpath, extra, natural_len)
         request.validate(header, check, values=False)
@@ -455,6 +480,10 @@ class RequestTrace:
             if values:
                 check.bounds(np.concatenate(self.offpath), "offpath", _PROB, 0.0, 1.0, True, sizes)
         for key, value in self.extra.items():
+            if key in OFFPATH_ARRAYS:
+                sizes = np.fromiter(map(len, self.offpath), dtype=np.int64, count=len(self.offpath))
+                _offpath_array(check, key, _plain(value), sizes)
+                continue
             if len(value) != n:
                 check.fail(key, f"length {len(value)}", f"length {n} (= len(p))")
             if values and key in OPTIONAL_ARRAYS:
@@ -465,8 +494,7 @@ def _optional_array(check: _Checker, key: str, value: Any, n: int):
     if key == "target_p":
         arr = check.floats(value, key, _PROB, 0.0, 1.0, True)
     elif key == "entropy":
-        arr = check.floats(value, key, "a finite number >= 0 (nats)", 0.0,
-                           float(np.finfo(np.float64).max), False)
+        arr = check.floats(value, key, _ENTROPY, 0.0, float(np.finfo(np.float64).max), False)
     elif key == "topk":
         if not isinstance(value, list):
             check.fail(key, _show(value), "a list with one list of top-k probabilities per position")
@@ -481,6 +509,30 @@ def _optional_array(check: _Checker, key: str, value: Any, n: int):
     if len(arr) != n:
         check.fail(key, f"length {len(arr)}", f"length {n} (= len(p))")
     return arr
+
+
+def _offpath_array(check: _Checker, key: str, value: Any, sizes: np.ndarray) -> list[np.ndarray]:
+    """An ``OFFPATH_ARRAYS`` field: one list per mismatch, each as long as its ``offpath`` list
+    (``sizes``), of entropies."""
+    if not isinstance(value, list) or not all(isinstance(v, list) for v in value):
+        check.fail(key, _show(value), "a list with one list of entropies per mismatch (as offpath)")
+    if len(value) != len(sizes):
+        check.fail(key, f"{len(value)} lists", f"{len(sizes)} (one per offpath list)")
+    own = np.fromiter(map(len, value), dtype=np.int64, count=len(value))
+    if (own != sizes).any():
+        k = int(np.argmax(own != sizes))
+        check.fail(f"{key}[{k}]", f"length {own[k]}", f"length {sizes[k]} (= len(offpath[{k}]))")
+    flat = check.floats(list(chain.from_iterable(value)), key, _ENTROPY, 0.0,
+                        float(np.finfo(np.float64).max), False, sizes)
+    return split_flat(flat, sizes)
+
+
+class MissingField(SaddleError, ValueError):
+    """A request lacks an optional field that a computation needs."""
+
+    def __init__(self, request: str, key: str):
+        self.request, self.key = request, key
+        super().__init__(f"request {request}: no {key!r} field")
 
 
 def split_flat(flat: np.ndarray, sizes: np.ndarray) -> list[np.ndarray]:

@@ -17,6 +17,14 @@ Two questions, each answered with numbers:
    shape over d is left to fit. The synthetic traces keep the real trace's exact category
    and output length of every request (repeated ``copies`` times, seeded).
 
+3. Entropy (when the trace has it). The generator's entropy model (traces/synth.py,
+   ``with_entropy``) is entropy = h2(p) + (1 - p) g with g = ln N lognormal per kind of token
+   (accepted, rejected, off-path): g is solved from every token with p < ``ENTROPY_P_MAX``
+   (above it 1 - p is too small to say anything about g) and fitted by the mean and standard
+   deviation of ln g. Whether entropy
+   says anything about acceptance that p does not: within each reliability bin of p, the
+   acceptance of the positions below the bin's median entropy against those at or above it.
+
 ``python -m traces.realfit TRACE --pair PAIR [--out DIR]`` prints the report as JSON and, with
 ``--out``, writes it and a figure.
 """
@@ -204,6 +212,45 @@ def pair_reference(pair: str) -> dict:
                            "burst_corr": params.burst_corr}}
 
 
+ENTROPY_P_MAX = 0.99
+
+
+def _tail_fit(p: np.ndarray, e: np.ndarray) -> dict:
+    """Lognormal fit of g = (e - h2(p)) / (1 - p) over the tokens with p < ENTROPY_P_MAX."""
+    keep = p < ENTROPY_P_MAX
+    p, e = p[keep], e[keep]
+    q = 1.0 - p
+    g = (e + p * np.log(p) + q * np.log(q)) / q
+    log_g = np.log(g[g > 0])
+    return {"tokens": int(keep.sum()), "share_positive": round(float((g > 0).mean()), 4),
+            "median": round(float(np.exp(log_g.mean())), 4), "sigma": round(float(log_g.std()), 4)}
+
+
+def entropy_report(requests: list[RequestTrace], bins: int = 10) -> dict:
+    """Section 3 of the module doc: the tail fit per kind of token and acceptance by entropy
+    within p-bins (needs ``entropy``; ``offpath_entropy`` for the off-path fit)."""
+    p = np.concatenate([r.p for r in requests])
+    e = np.concatenate([np.asarray(r.extra["entropy"], dtype=np.float64) for r in requests])
+    acc = np.concatenate([r.accepted for r in requests])
+    tails = {"accepted": _tail_fit(p[acc], e[acc]), "rejected": _tail_fit(p[~acc], e[~acc])}
+    if all("offpath_entropy" in r.extra for r in requests):
+        off = [r for r in requests if r.offpath]
+        tails["offpath"] = _tail_fit(np.concatenate([np.concatenate(r.offpath) for r in off]),
+                                     np.concatenate([np.concatenate(r.extra["offpath_entropy"]) for r in off]))
+    index = np.minimum((p * bins).astype(np.int64), bins - 1)
+    rows = []
+    for i in range(bins):
+        inside = index == i
+        if inside.sum() < 2:
+            continue
+        low = inside & (e < np.median(e[inside]))
+        high = inside & ~low
+        rows.append({"low": i / bins, "high": (i + 1) / bins, "positions": int(inside.sum()),
+                     "acceptance_low_entropy": round(float(acc[low].mean()), 4) if low.any() else None,
+                     "acceptance_high_entropy": round(float(acc[high].mean()), 4) if high.any() else None})
+    return {"tail_nats": tails, "by_p_bin": rows}
+
+
 def report(path: str | Path, pair: str | None = None) -> dict:
     from traces.io import read_trace
 
@@ -212,6 +259,8 @@ def report(path: str | Path, pair: str | None = None) -> dict:
               "tokens": int(sum(r.output_len for r in requests)),
               "calibration": calibration_report(requests),
               "acceptance_vs_d": fit_acceptance_shape(requests)}
+    if all("entropy" in r.extra for r in requests):
+        result["entropy"] = entropy_report(requests)
     if pair:
         result["synthetic_reference"] = pair_reference(pair)
     return result

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from traces.capture import crop_cache, forward
+from traces.capture import _entropy, crop_cache, forward
 
 
 @dataclass(frozen=True)
@@ -23,6 +23,7 @@ class Round:
     t: int
     drafted: list[int]          # the draft's proposals
     draft_p: list[float]        # the draft's probability of each proposal (float64)
+    draft_entropy: list[float]  # the draft's entropy (nats) at each proposal
     accepted: int               # leading proposals equal to the target's tokens
 
 
@@ -45,12 +46,13 @@ def speculative_decode(target, draft, prompt_ids: list[int], d: int, max_new_tok
             committed = prompt_ids + output
             # Draft: feed what its cache lacks, then propose greedily one token at a time.
             pending = committed[d_cache.get_seq_length():]
-            drafted, draft_p = [], []
+            drafted, draft_p, draft_entropy = [], [], []
             for _ in range(min(d, max_new_tokens - t)):
                 logp = torch.log_softmax(forward(draft, torch.tensor([pending]), d_cache)[0, -1].double(), -1)
                 token = int(logp.argmax())
                 drafted.append(token)
                 draft_p.append(float(logp[token].exp()))
+                draft_entropy.append(float(_entropy(logp)))
                 if token in eos_set:
                     break
                 pending = [token]
@@ -66,7 +68,7 @@ def speculative_decode(target, draft, prompt_ids: list[int], d: int, max_new_tok
             # output is complete.
             if t + accepted < max_new_tokens and not (new and new[-1] in eos_set):
                 new.append(choice[accepted])
-            rounds.append(Round(t, drafted, draft_p, accepted))
+            rounds.append(Round(t, drafted, draft_p, draft_entropy, accepted))
             output.extend(new)
             crop_cache(t_cache, P + t + accepted)
             crop_cache(d_cache, P + t + accepted)

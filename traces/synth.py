@@ -29,6 +29,23 @@ are completed past n. The extension draws from its own Generators, one per block
 position - n): the natural part is exactly the trace without extension, and a longer context
 only appends positions (the first C - prompt positions of every request are the same for
 every context >= C).
+
+Entropy (optional, ``with_entropy``; ``saddle trace synth --entropy``): the DLM's entropy at a
+token of probability p is modelled as that of a distribution with mass p on the token and the
+rest spread over an effective number N of other tokens:
+
+    entropy = h2(p) + (1 - p) * g,    h2(p) = -p ln p - (1 - p) ln(1 - p),   g = ln N
+    g ~ LogNormal(ln(median), sigma), at least ln((1-p)/p)   (p stays the largest probability)
+
+with (median, sigma) by what becomes of the token (configs/trace_entropy.yaml): ``accepted`` and
+``rejected`` on-path tokens, ``offpath`` tokens (after a mismatch, where acceptance is
+undefined). So, given p, a token drawn as accepted tends to have a lower entropy: the entropy
+carries information about acceptance beyond p, as in the real SmolLM2 capture, where within
+every tenth of p the tokens below the median entropy are accepted about twice as often
+(traces/CAPTURE.md); the three pairs share the parameters fitted there (``python -m
+traces.realfit``), an assumption: it is the only real trace. g is drawn per token from its own
+Generator (seeded from (seed, ``_ENTROPY_TAG``)), so every other field is the trace without
+entropy.
 """
 from __future__ import annotations
 
@@ -48,6 +65,8 @@ from traces.io import write_trace
 GENERATOR = "saddle.traces.synth"
 EXTENSION_BLOCK = 256     # extension positions per seeded Generator (see the module doc)
 _EXTENSION_TAG = 0x5AD1E  # mixed into the extension's seeds, apart from the main Generator
+_ENTROPY_TAG = 0xE7120    # the entropy's Generator (module doc)
+ENTROPY_KINDS = ("accepted", "rejected", "offpath")   # the entropy model's token kinds
 
 
 @dataclass(frozen=True)
@@ -396,6 +415,56 @@ def _offpath(params: SynthParams, logit_p: np.ndarray, accepted: np.ndarray, out
     return _round_prob(_sigmoid(shifted), params.decimals), lengths
 
 
+def with_entropy(params: SynthParams, header: TraceHeader, requests: list[RequestTrace],
+                 seed: int, entropy_config: str | Path | None = None
+                 ) -> tuple[TraceHeader, list[RequestTrace]]:
+    """The trace with ``entropy`` and ``offpath_entropy`` drawn by the model of the module doc,
+    with the parameters of ``entropy_config`` (default configs/trace_entropy.yaml)."""
+    entropy_config = Path(entropy_config) if entropy_config else CONFIGS / "trace_entropy.yaml"
+    src = str(entropy_config)
+    block = load_yaml(entropy_config)
+    tails = {}
+    for kind in ENTROPY_KINDS:
+        at = f"tail_nats.{kind}"
+        tail = block.get("tail_nats", {}).get(kind) if isinstance(block.get("tail_nats"), dict) else None
+        if not isinstance(tail, dict):
+            raise ConfigError(f"{src}: {at}: missing; a trace with entropy needs its model's "
+                              "parameters (median, sigma; traces/README.md)")
+        median = get(tail, "median", float, source=src, prefix=at, positive=True)
+        sigma = get(tail, "sigma", float, source=src, prefix=at)
+        if sigma < 0:
+            raise ConfigError(f"{src}: {at}.sigma: expected a number >= 0, found {sigma!r}")
+        tails[kind] = (median, sigma)
+    rng = np.random.default_rng([seed, _ENTROPY_TAG])
+
+    def entropy(p: np.ndarray, kind: np.ndarray) -> np.ndarray:
+        """``kind[i]``: index into ENTROPY_KINDS of token i."""
+        median = np.array([tails[k][0] for k in ENTROPY_KINDS])[kind]
+        sigma = np.array([tails[k][1] for k in ENTROPY_KINDS])[kind]
+        q = 1.0 - p
+        g = median * np.exp(sigma * rng.standard_normal(len(p)))
+        with np.errstate(divide="ignore"):
+            h2 = -p * np.log(p) - np.where(q > 0, q * np.log(np.where(q > 0, q, 1.0)), 0.0)
+            floor = np.log(np.maximum(q / p, 1.0))
+        return np.round(h2 + q * np.maximum(g, floor), params.decimals) + 0.0
+
+    out = []
+    for r in requests:
+        sizes = np.fromiter(map(len, r.offpath), dtype=np.int64, count=len(r.offpath))
+        off = np.concatenate(r.offpath) if r.offpath else np.zeros(0)
+        onpath = entropy(r.p, np.where(r.accepted, 0, 1))
+        offpath = entropy(off, np.full(len(off), 2))
+        extra = dict(r.extra, entropy=onpath, offpath_entropy=split_flat(offpath, sizes))
+        out.append(RequestTrace(r.id, r.category, r.prompt_len, r.p, r.accepted, r.offpath, extra,
+                                r.natural_len))
+    provenance = dict(header.provenance, entropy={"config": str(entropy_config), "tail_nats": {
+        k: {"median": m, "sigma": sd} for k, (m, sd) in tails.items()}})
+    return TraceHeader(pair=header.pair, target=header.target, draft=header.draft,
+                       dataset=header.dataset, max_seq_len=header.max_seq_len,
+                       offpath_len=header.offpath_len, provenance=provenance,
+                       decoding=header.decoding, splits=header.splits, extra=header.extra), out
+
+
 def _round_prob(p: np.ndarray, decimals: int) -> np.ndarray:
     """Rounded for compact files, and kept inside (0, 1]."""
     return np.clip(np.round(p, decimals), 10.0 ** -decimals, 1.0)
@@ -427,20 +496,29 @@ def default_trace_path(pair: str) -> Path:
     return TRACE_DATA / f"{pair}.synth.jsonl.gz"
 
 
-def trace_for_context(pair: str, context: int | None) -> Path:
+def trace_for_context(pair: str, context: int | None, entropy: bool = False) -> Path:
     """The synthetic trace of ``pair`` that reaches ``context``: the shipped one when its
     extension does (or for the natural workload, ``None``); otherwise the same generation
     (config, seed, splits) extended to ``context``, made once under build/traces/ (not
     shipped: a 8192-token extension is tens of MB). Its first positions are the shipped
-    trace's (the extension is prefix-consistent, module doc)."""
+    trace's (the extension is prefix-consistent, module doc). ``entropy``: the same trace with
+    the modelled entropy (``with_entropy``), also made once under build/traces/ (the shipped
+    traces carry none: every other field is identical, and they stay half the size)."""
     params = load_params(pair)
-    if context is None or context <= (params.default_context or params.max_seq_len):
+    shipped = context is None or context <= (params.default_context or params.max_seq_len)
+    if shipped and not entropy:
         return default_trace(pair)
-    path = BUILD / "traces" / f"{pair}.synth.context{context}.jsonl.gz"
+    extend = None if shipped else context
+    if shipped and params.default_context is not None:
+        extend = params.default_context
+    name = "" if shipped else f".context{context}"
+    path = BUILD / "traces" / f"{pair}.synth{name}{'.entropy' if entropy else ''}.jsonl.gz"
     if not path.is_file():
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_name(path.name + ".tmp.gz")
-        write_trace(tmp, *synthesize(params, params.default_splits, params.default_seed,
-                                     context=context))
+        made = synthesize(params, params.default_splits, params.default_seed, context=extend)
+        if entropy:
+            made = with_entropy(params, *made, params.default_seed)
+        write_trace(tmp, *made)
         os.replace(tmp, path)
     return path

@@ -12,6 +12,7 @@ from amaranth.lib import data
 from hw.manager.manager import (DISCARD_CODES, NOT_ISSUED_CODES, EventKind, TxnKind, command_layout,
                                 event_layout)
 from sim.manager import transactions as tx
+from sim.manager.formats import PROB
 
 _KIND = {tx.Admit: TxnKind.ADMIT, tx.DraftToken: TxnKind.DRAFT, tx.DraftLogits: TxnKind.DRAFT,
          tx.VerifyIssue: TxnKind.ISSUE,
@@ -59,7 +60,11 @@ def pack_logits_beat(beat: dict, layout) -> int:
 
 def config_ports(config) -> dict:
     """Configuration port values of a ``ManagerConfig``."""
-    return {"tau": config.tau, "max_draft_len": config.max_draft_len, "dynamic": int(config.dynamic_mapping),
+    table = config.acceptance_table
+    return {"tau": config.tau, "max_draft_len": config.max_draft_len,
+            "calibrated": int(table is not None),
+            "acceptance": 0 if table is None else sum(v << (PROB.bits * i) for i, v in enumerate(table)),
+            "dynamic": int(config.dynamic_mapping),
             "dlm_fc_threshold": config.dlm_fc_threshold,
             "tlm_attention_threshold": config.tlm_attention_threshold,
             "static_dlm_fc_gpu": int(config.static_dlm_fc is tx.Device.GPU),

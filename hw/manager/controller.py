@@ -4,11 +4,15 @@ Per request slot (``requests`` of them) it keeps what the model's ``RequestSlot`
 admitted, micro-batch, state (DRAFTING / STOPPED / REJECTED), H (UQ1.16), t (draft tokens of
 the round) and the TLM token the next round starts from. The stop rule is the model's
 (``sim.manager.controller``): H_t = (H_{t-1} * p_t) >> 16, stop iff H_t < tau or
-t >= max_draft_len; the token that crosses tau is still a drafted token.
+t >= max_draft_len; the token that crosses tau is still a drafted token. With ``calibrated``
+set, the multiplier takes ``acceptance[bin(p_t)]`` instead of p_t (the calibrated stop rule:
+``bin`` = p's top four fraction bits, 1.0 the last entry; ``acceptance`` is 16 UQ1.16 entries,
+entry i in bits [17 i, 17 i + 17)).
 
 Interface (``lib.wiring`` Component):
 
-- configuration: ``tau`` (UQ1.16), ``max_draft_len``; held stable while in use.
+- configuration: ``tau`` (UQ1.16), ``max_draft_len``, ``calibrated``, ``acceptance``; held
+  stable while in use.
 - command ``op`` (``CtlOp``) with ``req``, ``mb``, ``prob``, ``use_logits``, ``token``,
   ``reject``; ``op_ready`` is low only for a ``DRAFT`` with ``use_logits`` while the softmax
   has no result. Each command completes in the cycle it is given with ``op_ready`` high:
@@ -39,6 +43,7 @@ from amaranth.lib.wiring import In, Out
 from hw.common.fault import checked_fault, fault_for
 from hw.common.read_mux import read
 from hw.manager.softmax import Softmax, logits_layout
+from sim.manager.controller import ACCEPTANCE_BINS
 from sim.manager.formats import MICROBATCH_ID, POSITION, PROB, PROB_ONE, REQUEST_ID, TOKEN_ID
 from sim.manager.softmax import SoftmaxParams
 
@@ -75,6 +80,7 @@ class Controller(wiring.Component):
         t = range(POSITION.max_raw + 1)
         super().__init__({
             "tau": In(PROB.bits), "max_draft_len": In(t),
+            "calibrated": In(1), "acceptance": In(ACCEPTANCE_BINS * PROB.bits),
             "op": In(CtlOp), "op_ready": Out(1),
             "req": In(REQUEST_ID.bits), "mb": In(MICROBATCH_ID.bits), "prob": In(PROB.bits),
             "use_logits": In(1), "token": In(TOKEN_ID.bits), "reject": In(1),
@@ -112,13 +118,20 @@ class Controller(wiring.Component):
                                  for i in range(n))),
         ]
 
-        # The decision path: one multiplier and two comparators.
+        # The decision path: one multiplier (its second operand p, or the acceptance table's
+        # entry for p) and two comparators.
         product = Signal(2 * PROB.bits)
         sampled = softmax.result.payload
+        entry = Signal(range(ACCEPTANCE_BINS))
+        factor = Signal(PROB.bits)
+        bin_bits = ACCEPTANCE_BINS.bit_length() - 1
         m.d.comb += [
             self.sampled_prob.eq(Mux(self.use_logits, sampled.prob, self.prob)),
             self.sampled_token.eq(Mux(self.use_logits, sampled.token, 0)),
-            product.eq(h_prev * self.sampled_prob),
+            entry.eq(Mux(self.sampled_prob[PROB.frac], ACCEPTANCE_BINS - 1,
+                         self.sampled_prob[PROB.frac - bin_bits:PROB.frac])),
+            factor.eq(Mux(self.calibrated, self.acceptance.word_select(entry, PROB.bits), self.sampled_prob)),
+            product.eq(h_prev * factor),
             self.h_new.eq(product >> PROB.frac),
             self.t_new.eq(self.rd_t + 1),
             self.stop.eq((self.h_new < self.tau) | (self.t_new >= self.max_draft_len)),

@@ -3,7 +3,8 @@ transaction interface of the model (``sim.manager.manager.Manager``), bit for bi
 
 Interface (``lib.wiring`` Component):
 
-- configuration (held stable): ``tau``, ``max_draft_len``, ``dynamic``, ``dlm_fc_threshold``,
+- configuration (held stable): ``tau``, ``max_draft_len``, ``calibrated`` and ``acceptance``
+  (the calibrated stop rule, hw/manager/controller.py), ``dynamic``, ``dlm_fc_threshold``,
   ``tlm_attention_threshold``, ``static_dlm_fc_gpu``, ``static_tlm_attention_gpu``.
 - ``cmd`` (in stream, ``command_layout``): one input transaction per transfer, ``kind``
   (``TxnKind``) and the fields of every kind (unused ones are ignored).
@@ -51,6 +52,7 @@ from hw.manager.shared_pool import ArgmaxNode, PoolOp, SharedPool
 from hw.manager.softmax import Softmax, logits_layout
 from sim.manager.formats import (CUM_PROB, MICROBATCH_ID, POOL_COUNT, POSITION, PROB, REQUEST_ID,
                                  THRESHOLD, TOKEN_ID, VERIFY_ID)
+from sim.manager.controller import ACCEPTANCE_BINS
 from sim.manager.softmax import SoftmaxParams
 
 
@@ -153,6 +155,7 @@ class Manager(wiring.Component):
         self.fault = checked_fault(fault, Manager, *self.BLOCKS)
         super().__init__({
             "tau": In(PROB.bits), "max_draft_len": In(POSITION.bits),
+            "calibrated": In(1), "acceptance": In(ACCEPTANCE_BINS * PROB.bits),
             "dynamic": In(1), "dlm_fc_threshold": In(THRESHOLD.bits),
             "tlm_attention_threshold": In(THRESHOLD.bits),
             "static_dlm_fc_gpu": In(1), "static_tlm_attention_gpu": In(1),
@@ -182,6 +185,7 @@ class Manager(wiring.Component):
         wiring.connect(m, wiring.flipped(self.logits), ctl.logits)
         m.d.comb += [
             ctl.tau.eq(self.tau), ctl.max_draft_len.eq(self.max_draft_len),
+            ctl.calibrated.eq(self.calibrated), ctl.acceptance.eq(self.acceptance),
             sched.dynamic.eq(self.dynamic), sched.dlm_fc_threshold.eq(self.dlm_fc_threshold),
             sched.tlm_attention_threshold.eq(self.tlm_attention_threshold),
             sched.static_dlm_fc_gpu.eq(self.static_dlm_fc_gpu),

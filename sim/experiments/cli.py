@@ -40,6 +40,17 @@ def register(subparsers) -> None:
                       help="take the taus already evaluated from an earlier run's output")
     tune.set_defaults(func=tune_handler)
 
+    stop = subparsers.add_parser("tune-stop", help="choose a stopping rule's parameter on the "
+                                 "validation split and store it in configs/stopping/")
+    stop.add_argument("--pair", required=True, help="model pair in configs/models/pairs/")
+    stop.add_argument("--rule", required=True, help="stop rule with a parameter (confidence, calibrated, entropy)")
+    stop.add_argument("--config", default="tune-stop", help="tuning settings in configs/experiments/")
+    stop.add_argument("--dry-run", action="store_true", help="print the choice, do not write configs/stopping/")
+    stop.add_argument("--jobs", "-j", type=_jobs, metavar="N",
+                      help="runs simulated at once (default: the CPUs, at most 8); the runs are kept "
+                           "in results/tune-stop/PAIR/, so a rerun resumes")
+    stop.set_defaults(func=tune_stop_handler)
+
     cal = subparsers.add_parser("calibrate", help="fit a pair's synthetic acceptance to the fig3 shape")
     cal.add_argument("--pair", required=True, help="model pair in configs/models/pairs/")
     cal.add_argument("--write", action="store_true",
@@ -131,6 +142,10 @@ def run_handler(args) -> int:
             print()
             print(published.table(experiment["published"],
                                   published.compare(experiment["published"], records)))
+        if "compare" in experiment:
+            from sim.experiments import compare
+            print()
+            print(compare.text(experiment["compare"], compare.rows(experiment["compare"], records)))
         print(f"\nresults: {out}/results.json, results.csv, config.yaml"
               + "".join(f"\nplot: {p}" for p in plots) + "".join(f"\n{n}" for n in notes))
     return 0
@@ -168,6 +183,14 @@ def _show(rule: dict) -> str:
 def tune_handler(args) -> int:
     from sim.experiments.tune import tune_tau
     tune_tau(args.pair, args.config, write=not args.dry_run, from_log=args.from_log)
+    return 0
+
+
+def tune_stop_handler(args) -> int:
+    from sim.experiments.runner import default_jobs
+    from sim.experiments.tune import tune_stop
+    tune_stop(args.pair, args.rule, args.config, write=not args.dry_run,
+              jobs=args.jobs or default_jobs())
     return 0
 
 

@@ -13,7 +13,10 @@ An experiment (``configs/experiments/NAME.yaml``)::
                                      # per entry also tau, max_draft_len, capacity_rule,
                                      # capacity_slack (with capacity_rule fc_slack),
                                      # issue_rule, label (the name records and plots use,
-                                     # e.g. pim-sd-best for a second pim-sd entry),
+                                     # e.g. pim-sd-best for a second pim-sd entry), stop (a
+                                     # rule of sim/systems/registry.py in place of the
+                                     # system's adaptive one) and stop_param (its parameter;
+                                     # default configs/stopping/<pair>.yaml),
                                      # dlm_fc_threshold, tlm_attention_threshold (the
                                      # Scheduler's; default: measured offline),
                                      # aging_passes: K or [K, ...] (the Shared Pool's aging,
@@ -27,6 +30,8 @@ An experiment (``configs/experiments/NAME.yaml``)::
                                      # optional: config-file values for every run (sim/overrides.py)
     published: {...}                 # optional: published values to print ours beside
                                      # (sim/experiments/published.py)
+    compare: {reference: S, baseline: S}   # optional: every system's gap to S at every point
+                                     # (sim/experiments/compare.py)
     select: [{pair: P, batch: [1, 2]}]  # optional: keep only runs matching one rule
     plot: {x: batch, metric: tokens_per_s, normalize: gpu-ad}   # or a list of such, each with
                                      # optional name and where: {batch: 64}
@@ -52,14 +57,14 @@ from sim.systems.run import RunParams
 PLOT_X = ("batch", "draft_length", "sequence_length", "system", "aging_passes")
 # Every key an experiment file may have; anything else is refused with the closest suggested.
 EXPERIMENT_KEYS = ("name", "description", "pairs", "batches", "systems", "workload",
-                   "sequence_length", "tau", "select", "plot", "published", "overrides")
+                   "sequence_length", "tau", "select", "plot", "published", "overrides", "compare")
 ENTRY_KEYS = ("system", "draft_length", "batches", "tau", "max_draft_len", "capacity_rule",
               "capacity_slack", "issue_rule", "label", "dlm_fc_threshold", "tlm_attention_threshold",
-              "aging_passes")
+              "aging_passes", "stop", "stop_param")
 # RunParams fields added after run files existed: left out of a run's key and saved parameters
 # at their default, so runs saved before keep their keys.
 LATER_FIELDS = {"overrides": (), "dlm_fc_threshold": None, "tlm_attention_threshold": None,
-                "capacity_rule": None, "aging_passes": None}
+                "capacity_rule": None, "aging_passes": None, "stop": None, "stop_param": None}
 WORKLOAD_KEYS = ("split", "requests", "requests_per_batch", "batching", "seed",
                  "validation_fraction")
 RUN_FIELDS = ("pair", "batch", "system", "sequence_length", "draft_length", "aging_passes")
@@ -263,9 +268,20 @@ def _load(data: dict, src: str, trace, requests) -> tuple[dict, list[RunParams]]
             if not fixed and d is not None:
                 raise ConfigError(f"{where}: system {spec.name} does not take a fixed d "
                                   f"(found {d!r}); leave it out")
+        stop = spec.stop
+        if "stop" in entry:
+            from sim.systems.run import check_stop
+            stop = get(entry, "stop", str, source=src, prefix=at)
+            check_stop(stop, spec, f"{src}: {at}")
+        if "stop_param" in entry:
+            from sim.systems.registry import STOP_RULES
+            _probability(get(entry, "stop_param", float, source=src, prefix=at), f"{src}: {at}.stop_param")
+            if STOP_RULES[stop].param_name is None:
+                raise ConfigError(f"{src}: {at}.stop_param: stop rule {stop!r} takes no parameter; "
+                                  "leave stop_param out")
         if "tau" in entry:
             _probability(get(entry, "tau", float, source=src, prefix=at), f"{src}: {at}.tau")
-            if spec.stop != "threshold":
+            if stop != "threshold":
                 raise ConfigError(f"{src}: {at}.tau: system {spec.name} has no stopping threshold "
                                   "(its stop rule is not 'threshold'); leave tau out")
         for key in ("dlm_fc_threshold", "tlm_attention_threshold"):
@@ -320,8 +336,10 @@ def _load(data: dict, src: str, trace, requests) -> tuple[dict, list[RunParams]]
         label = get(entry, "label", str, source=src, prefix=at, default=None)
         if label == "":
             raise ConfigError(f"{src}: {at}.label: expected a non-empty name")
-        if spec.stop == "threshold" and get(entry, "tau", float, source=src, prefix=at,
-                                            default=tau) is None:
+        if stop is not None and "stop_param" not in entry:
+            _check_tuned(stop, pairs, src, at)
+        if stop == "threshold" and get(entry, "tau", float, source=src, prefix=at,
+                                       default=tau) is None:
             for pair in pairs:      # tau comes from configs/tau/<pair>.yaml
                 if not (CONFIGS / "tau" / f"{pair}.yaml").is_file():
                     raise ConfigError(f"{src}: {at}: system {spec.name} needs a tau for {pair}: "
@@ -361,6 +379,9 @@ def _load(data: dict, src: str, trace, requests) -> tuple[dict, list[RunParams]]
                             capacity_slack=(float(entry["capacity_slack"])
                                             if "capacity_slack" in entry else None),
                             issue_rule=entry.get("issue_rule"), label=entry.get("label"),
+                            stop=entry.get("stop"),
+                            stop_param=(float(entry["stop_param"])
+                                        if "stop_param" in entry else None),
                             dlm_fc_threshold=entry.get("dlm_fc_threshold"),
                             tlm_attention_threshold=entry.get("tlm_attention_threshold"),
                             aging_passes=k, trace=trace, split=split,
@@ -400,6 +421,9 @@ def _load(data: dict, src: str, trace, requests) -> tuple[dict, list[RunParams]]
     if "published" in data:
         from sim.experiments.published import check
         check(data["published"], src)
+    if "compare" in data:
+        from sim.experiments import compare
+        compare.check(data["compare"], list(dict.fromkeys(p.label or p.system for p in runs)), src)
     check_workloads(runs)
     data = dict(data, name=name, plot=plot)
     return data, runs
@@ -409,17 +433,36 @@ def check_workloads(runs: list[RunParams]) -> None:
     """Read every trace the runs replay and take each run's requests from it, as the run will
     (cached: the runs in this process reuse it), so a bad trace, a split the trace lacks, too
     few requests or a too short trace stop the experiment before its first run, once."""
-    from sim.systems.run import _workload, default_trace
+    from sim.systems.registry import STOP_RULES, check_entropy
+    from sim.systems.run import _workload
 
     seen = set()
     for p in runs:
-        trace = str(p.trace or default_trace(p.pair, p.sequence_length))
+        trace = p.trace_path()
         max_seq = max(p.max_seq_len or load_pair(p.pair).max_sequence_length, p.sequence_length or 0)
         key = (trace, p.split, p.requests, p.seed, p.validation_fraction, max_seq, p.sequence_length)
         if key not in seen:
             seen.add(key)
-            _workload(trace, p.split, p.requests, p.seed, p.validation_fraction, max_seq, p.source,
-                      p.sequence_length)
+            work = _workload(trace, p.split, p.requests, p.seed, p.validation_fraction, max_seq,
+                             p.source, p.sequence_length)
+            rule = p.stop_rule()
+            if rule is not None and STOP_RULES[rule].needs_entropy:
+                check_entropy(work.requests, trace)
+
+
+def _check_tuned(rule: str, pairs: list, src: str, at: str) -> None:
+    """A rule with a parameter and no ``stop_param`` reads it from configs/stopping/<pair>.yaml:
+    each pair's must exist before anything runs."""
+    from sim.systems.registry import STOP_RULES
+    from sim.systems.run import load_stop_param
+
+    if STOP_RULES[rule].param_name is None:
+        return
+    for pair in pairs:
+        try:
+            load_stop_param(pair, rule)
+        except ConfigError as e:
+            raise ConfigError(f"{src}: {at}: {e}") from None
 
 
 def _matches(p: RunParams, rule: dict, where: str) -> bool:

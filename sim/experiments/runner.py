@@ -21,7 +21,8 @@ from sim.errors import SaddleError
 from sim.experiments.backends import Backend, make
 from sim.experiments.grid import params_dict, run_key
 from sim.paths import CONFIGS, ROOT
-from sim.systems.run import RunParams, default_trace, load_tau, simulate
+from sim.systems.registry import STOP_RULES
+from sim.systems.run import RunParams, load_stop_param, load_tau, simulate
 from sim.systems.spec import load_system
 
 MAX_DEFAULT_JOBS = 8
@@ -89,12 +90,15 @@ def _same_run(saved: dict | None, params: dict) -> bool:
 
 
 def resolved(p: RunParams) -> RunParams:
-    """Fill in what the files decide (tau, trace), so a changed config is a new run."""
-    spec = load_system(p.system)
-    tau = p.tau
-    if tau is None and spec.stop == "threshold":
+    """Fill in what the files decide (tau, a stop rule's parameter, trace), so a changed config
+    is a new run."""
+    rule = p.stop_rule()
+    tau, param = p.tau, p.stop_param
+    if tau is None and rule == "threshold":
         tau = load_tau(p.pair)
-    return dataclasses.replace(p, tau=tau, trace=str(p.trace or default_trace(p.pair, p.sequence_length)))
+    if param is None and p.stop is not None and STOP_RULES[rule].param_name is not None:
+        param = load_stop_param(p.pair, rule)
+    return dataclasses.replace(p, tau=tau, stop_param=param, trace=p.trace_path())
 
 
 def default_jobs() -> int:
@@ -272,6 +276,11 @@ def write_results(out: Path, experiment: dict, runs: list[RunParams], records: l
         rows = published.compare(experiment["published"], records)
         summary["published"] = {"source": experiment["published"]["source"], "claims": rows}
         published.write(out, rows)
+    if "compare" in experiment:
+        from sim.experiments import compare
+        rows = compare.rows(experiment["compare"], records)
+        summary["compare"] = {"spec": experiment["compare"], "rows": rows,
+                              "summary": compare.summary(experiment["compare"], rows)}
     (out / "results.json").write_text(json.dumps(summary, indent=1, sort_keys=True))
     with (out / "results.csv").open("w", newline="") as f:
         w = csv.writer(f)

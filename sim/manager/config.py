@@ -7,7 +7,8 @@ from pathlib import Path
 
 from sim.config import get, load_yaml
 from sim.errors import ConfigError
-from sim.manager.formats import (AGE, MICROBATCH_ID, POOL_COUNT, POSITION, REQUEST_ID, TAU, THRESHOLD,
+from sim.manager.controller import ACCEPTANCE_BINS
+from sim.manager.formats import (AGE, MICROBATCH_ID, POOL_COUNT, POSITION, PROB_ONE, REQUEST_ID, TAU, THRESHOLD,
                                  quantize_prob)
 from sim.manager.transactions import Device
 from sim.paths import CONFIGS
@@ -23,6 +24,7 @@ _KEYS = {
     "tlm_attention_threshold": "scheduler.tlm_attention_threshold",
     "aging_passes": "pools.aging_passes",
     "static_dlm_fc": "scheduler.static.dlm_fc", "static_tlm_attention": "scheduler.static.tlm_attention",
+    "acceptance_table": "controller.acceptance_table (raw UQ1.16)",
 }
 
 
@@ -42,6 +44,9 @@ class ManagerConfig:
     static_dlm_fc: Device = Device.GPU
     static_tlm_attention: Device = Device.PIM
     aging_passes: int | None = None  # Shared Pool aging K (shared_pool.py); None: off, the paper's
+    # The calibrated stop rule's table (raw UQ1.16, ACCEPTANCE_BINS entries; controller.py);
+    # None: H multiplies the probabilities themselves (SADDLE's rule)
+    acceptance_table: tuple[int, ...] | None = None
 
     def __post_init__(self):
         self.validate()
@@ -70,6 +75,11 @@ class ManagerConfig:
         if self.eager_entries % self.micro_batches:
             raise ConfigError(f"{source}: pools.eager_entries: {self.eager_entries} does not split evenly "
                               f"over {self.micro_batches} micro-batches")
+        table = self.acceptance_table
+        if table is not None and (not isinstance(table, tuple) or len(table) != ACCEPTANCE_BINS or not all(
+                type(v) is int and 0 <= v <= PROB_ONE for v in table)):
+            raise ConfigError(f"{source}: {_KEYS['acceptance_table']}: expected {ACCEPTANCE_BINS} integers "
+                              f"in [0, {PROB_ONE}], found {table!r}")
         for name in ("static_dlm_fc", "static_tlm_attention"):
             if not isinstance(getattr(self, name), Device):
                 raise ConfigError(f"{source}: {_KEYS[name]}: expected gpu or pim, found {getattr(self, name)!r}")
@@ -78,7 +88,9 @@ class ManagerConfig:
         """The YAML shape of ``configs/manager.yaml`` (``from_dict`` reads it back exactly)."""
         return {
             "controller": {"max_requests": self.max_requests, "max_draft_len": self.max_draft_len,
-                           "tau": self.tau / (1 << TAU.frac)},
+                           "tau": self.tau / (1 << TAU.frac),
+                           **({} if self.acceptance_table is None
+                              else {"acceptance_table": list(self.acceptance_table)})},
             "pools": {"shared_entries": self.shared_entries, "eager_entries": self.eager_entries,
                       "micro_batches": self.micro_batches}
             | ({} if self.aging_passes is None else {"aging_passes": self.aging_passes}),
@@ -129,6 +141,8 @@ class ManagerConfig:
                                         prefix="scheduler"),
             static_dlm_fc=device("dlm_fc"),
             static_tlm_attention=device("tlm_attention"),
+            acceptance_table=(tuple(ctl["acceptance_table"]) if isinstance(ctl.get("acceptance_table"), list)
+                              else ctl.get("acceptance_table")),
         )
         for key, value in values.items():
             object.__setattr__(config, key, value)

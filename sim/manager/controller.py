@@ -5,6 +5,11 @@ H lives in formats.CUM_PROB (UQ1.16). At the start of every speculation round H_
 token's raw UQ1.16 probability. Drafting stops after token t iff H_t < tau or t == max_draft_len;
 the token that made H_t < tau is drafted (it sits in a pool and will be verified). Because
 p_t <= 65536, H never increases within a round.
+
+With an acceptance table (the calibrated stop rule, sim/systems/registry.py) the multiplier
+takes the table's entry for p_t instead of p_t: H_t = (H_{t-1} * a[bin(p_t)]) >> 16, the
+estimated probability that every token of the round so far is accepted; ``acceptance_bin``
+is p's top four fraction bits (p = 1.0 in the last entry). Entries are UQ1.16 like p.
 """
 from __future__ import annotations
 
@@ -13,6 +18,14 @@ from enum import Enum
 
 from sim.manager.formats import PROB_ONE
 from sim.manager.transactions import ProtocolError
+
+
+ACCEPTANCE_BINS = 16
+
+
+def acceptance_bin(p: int) -> int:
+    """The acceptance table's entry for a raw UQ1.16 probability: floor(16 p), 1.0 in the last."""
+    return ACCEPTANCE_BINS - 1 if p >> 16 else p >> 12
 
 
 def update_h(h: int, p: int) -> int:
@@ -49,10 +62,12 @@ class RequestSlot:
 class Controller:
     """Up to ``max_requests`` request slots, each with its own H and round position."""
 
-    def __init__(self, max_requests: int, max_draft_len: int, tau: int):
+    def __init__(self, max_requests: int, max_draft_len: int, tau: int,
+                 acceptance: tuple[int, ...] | None = None):
         self.max_requests = max_requests
         self.max_draft_len = max_draft_len
         self.tau = tau
+        self.acceptance = acceptance
         self.slots: dict[int, RequestSlot] = {}
         # The same slots by micro-batch (a slot never changes micro-batch): ``drafting`` is
         # asked after every prediction step and needs only its own micro-batch's slots.
@@ -88,7 +103,7 @@ class Controller:
 
     def advance(self, slot: RequestSlot, p: int) -> bool:
         """Take one draft token of probability ``p``; True iff the round's drafting stops."""
-        slot.h = update_h(slot.h, p)
+        slot.h = update_h(slot.h, p if self.acceptance is None else self.acceptance[acceptance_bin(p)])
         slot.t += 1
         slot.pending += 1
         stop = stops(slot.h, slot.t, self.tau, self.max_draft_len)

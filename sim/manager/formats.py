@@ -106,8 +106,13 @@ THRESHOLD = FixedFormat("threshold", 16, 0)
 # served first, and each entry's count of such passes (saturating at K; shared_pool.py).
 AGE = FixedFormat("age", 8, 0)
 
+# The DLM's entropy at a draft token, in nats, for the entropy stopping rule
+# (sim/systems/registry.py): UQ4.12 covers ln(128256) = 11.8 (the largest vocabulary's uniform
+# distribution) in steps of 1/4096.
+ENTROPY = FixedFormat("entropy", 16, 12)
+
 FORMATS = {f.name: f for f in (PROB, CUM_PROB, TAU, TOKEN_ID, REQUEST_ID, MICROBATCH_ID,
-                               POSITION, POOL_COUNT, VERIFY_ID, THRESHOLD, AGE)}
+                               POSITION, POOL_COUNT, VERIFY_ID, THRESHOLD, AGE, ENTROPY)}
 
 
 def quantize_prob(x: float) -> int:

@@ -29,7 +29,7 @@ class Manager:
         self.config = config if config is not None else ManagerConfig.load()
         self.softmax = softmax
         c = self.config
-        self.controller = Controller(c.max_requests, c.max_draft_len, c.tau)
+        self.controller = Controller(c.max_requests, c.max_draft_len, c.tau, c.acceptance_table)
         self.shared_pool = SharedPool(c.shared_entries, c.aging_passes)
         self.eager_pools = EagerPools(c.micro_batches, c.eager_entries)
         self.scheduler = Scheduler(c.dynamic_mapping, c.dlm_fc_threshold, c.tlm_attention_threshold,

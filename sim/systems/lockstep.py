@@ -24,7 +24,8 @@ class LockstepRun(BaseRun):
         self.controller = None
         if rule is not None and rule.planned_by_controller:
             cfg = setup.manager_config
-            self.controller = Controller(cfg.max_requests, cfg.max_draft_len, rule.controller_tau)
+            self.controller = Controller(cfg.max_requests, cfg.max_draft_len, rule.controller_tau,
+                                         cfg.acceptance_table)
         self.mb_done: set[int] = set()
 
     # -- rounds --------------------------------------------------------------------------

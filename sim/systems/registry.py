@@ -5,14 +5,29 @@ leaves the decision to the Manager's Controller (``planned`` returns None: stop 
 at ``max_draft_len``). The Controller is always given ``controller_tau``; rules that plan their
 own length give tau = 0, so the Controller's H rule never fires before theirs.
 
+The rules beyond the paper decide token by token from what the DLM shows (its probability,
+its entropy) and nothing the TLM knows. ``calibrated`` is computed by the Controller (its
+multiplier reads an acceptance table; sim/manager/controller.py, and the RTL). ``confidence``
+and ``entropy`` have no Controller datapath: reading the round's draft window up front
+(``draft_probs``, ``draft_entropy``: the DLM's own path) gives the round the same length as
+deciding after each token, so they plan it, and the Controller's H rule stays off. As with
+SADDLE's rule, the token that trips a rule is drafted (and verified). Each computes on the
+Manager's integer formats, as a Controller would (sim/README.md, "Stopping rules", has what
+each would need in RTL). Their parameter (``param_name``) is tuned on the
+validation split (``saddle tune-stop``, configs/stopping/).
+
 To add a rule: subclass ``StopRule``, set ``name``, decorate with ``@register``; systems name it
-in ``configs/systems/*.yaml`` under ``stop:``.
+in ``configs/systems/*.yaml`` under ``stop:``, experiment entries under ``stop:``.
 """
 from __future__ import annotations
 
-from typing import ClassVar
+from typing import ClassVar, Sequence
+
+import numpy as np
 
 from sim.errors import ConfigError
+from sim.manager.controller import ACCEPTANCE_BINS
+from sim.manager.formats import ENTROPY, quantize_prob
 from traces.format import RequestTrace
 
 STOP_RULES: dict[str, type["StopRule"]] = {}
@@ -27,11 +42,22 @@ def register(cls: type["StopRule"]) -> type["StopRule"]:
 
 class StopRule:
     name: ClassVar[str] = ""
+    param_name: ClassVar[str | None] = None    # the tuned parameter, a number in [0, 1]
+    needs_entropy: ClassVar[bool] = False      # reads the trace's entropy fields
+    needs_calibration: ClassVar[bool] = False  # needs ``calibration_table`` of the validation split
 
-    def __init__(self, *, draft_length: int | None, tau_raw: int, max_draft_len: int):
+    def __init__(self, *, draft_length: int | None, tau_raw: int, max_draft_len: int,
+                 param: float | None = None, calibration: Sequence[int] | None = None):
         self.draft_length = draft_length
         self.tau_raw = tau_raw
         self.max_draft_len = max_draft_len
+        if self.param_name is not None:
+            if isinstance(param, bool) or not isinstance(param, (int, float)) or not 0 <= param <= 1:
+                raise ConfigError(f"stop rule {self.name!r} needs its parameter {self.param_name} "
+                                  f"in [0, 1], found {param!r}")
+        elif param is not None:
+            raise ConfigError(f"stop rule {self.name!r} takes no parameter (found {param!r})")
+        self.param = param
 
     @property
     def controller_tau(self) -> int:
@@ -40,6 +66,11 @@ class StopRule:
     @property
     def adaptive(self) -> bool:
         return True
+
+    @property
+    def acceptance_table(self) -> tuple[int, ...] | None:
+        """The table the Controller's multiplier reads instead of p (None: p itself)."""
+        return None
 
     @property
     def planned_by_controller(self) -> bool:
@@ -97,3 +128,109 @@ class Oracle(StopRule):
     def planned(self, trace, t, remaining):
         cap = min(self.max_draft_len, remaining)
         return min(trace.leading_accepted(t, cap) + 1, cap)
+
+
+class TokenRule(StopRule):
+    """A rule that looks at each drafted token in turn: ``stops_after`` over the round's window
+    says after which tokens it would stop; the round ends at the first (or at the cap, or the
+    output's end)."""
+
+    def planned(self, trace, t, remaining):
+        cap = min(self.max_draft_len, remaining)
+        stop = self.stops_after(trace, t, cap)
+        hit = np.flatnonzero(stop)
+        return int(hit[0]) + 1 if len(hit) else len(stop)   # the window ends at the output's end
+
+    def stops_after(self, trace: RequestTrace, t: int, cap: int) -> np.ndarray:
+        raise NotImplementedError
+
+    @staticmethod
+    def raw_probs(trace: RequestTrace, t: int, cap: int) -> list[int]:
+        return [quantize_prob(x) for x in trace.draft_probs(t, cap).p.tolist()]
+
+
+@register
+class Confidence(TokenRule):
+    """Per-token confidence: stop after the newest token when its probability p_t < c
+    (UQ1.16, one comparator)."""
+    name = "confidence"
+    param_name = "c"
+
+    def stops_after(self, trace, t, cap):
+        c = quantize_prob(self.param)
+        return np.array([p < c for p in self.raw_probs(trace, t, cap)])
+
+
+CALIBRATION_BINS = ACCEPTANCE_BINS   # the Controller's acceptance table (sim/manager/controller.py)
+
+
+def calibration_table(requests: Sequence[RequestTrace], bins: int = CALIBRATION_BINS) -> tuple[int, ...]:
+    """P(accept | p) per equal-width bin of the DLM's on-path probability (the traces'
+    reliability table, ``traces.stats.reliability_table``) as raw UQ1.16 entries; a bin with
+    no token takes its midpoint (no evidence either way: the DLM's own word)."""
+    from traces.stats import reliability_table
+
+    rows = reliability_table(requests, bins)["bins"]
+    return tuple(quantize_prob(row["acceptance"] if row["positions"] else (row["low"] + row["high"]) / 2)
+                 for row in rows)
+
+
+@register
+class Calibrated(Threshold):
+    """Calibrated acceptance (after SpecDec++): stop when the estimated probability that some
+    token of the round is rejected exceeds h, i.e. when A_t = prod a(p_i) < 1 - h, with a(p)
+    the acceptance table fitted on the validation split (``calibration_table``). The Controller
+    computes it as SADDLE's rule with two changes: its H multiplier takes a(p_t) from the table
+    instead of p_t (``ManagerConfig.acceptance_table``), and its tau is 1 - h."""
+    name = "calibrated"
+    param_name = "h"
+    needs_calibration = True
+
+    def __init__(self, *, calibration: Sequence[int] | None = None, **kw):
+        super().__init__(calibration=calibration, **kw)
+        if calibration is None or len(calibration) != CALIBRATION_BINS:
+            raise ConfigError(f"stop rule 'calibrated' needs an acceptance table of "
+                              f"{CALIBRATION_BINS} entries, found {calibration!r}")
+        self.table = tuple(calibration)
+
+    @property
+    def controller_tau(self) -> int:
+        return quantize_prob(1.0 - self.param)
+
+    @property
+    def acceptance_table(self) -> tuple[int, ...] | None:
+        return self.table
+
+
+# AdaEDL's scale gamma. Only (1 - lambda)^2 / gamma matters, so gamma is fixed and lambda tuned:
+# 1/4 lets lambda in [0, 1] reach bounds up to 4 nats (the real capture's DLM entropies: median
+# 0.74, 90th percentile 1.97 nats; traces/CAPTURE.md), where gamma = 1 would stop at 1 nat.
+ENTROPY_GAMMA = 0.25
+
+
+@register
+class Entropy(TokenRule):
+    """Entropy-based (after AdaEDL): stop when the lower bound on the newest token's acceptance,
+    1 - sqrt(gamma * E_t), falls below lambda, E_t the DLM's entropy (nats) at that token; i.e.
+    when E_t > (1 - lambda)^2 / gamma, compared in UQ4.12 (one comparator, no square root).
+    Needs a trace with ``entropy`` and ``offpath_entropy``."""
+    name = "entropy"
+    param_name = "lambda"
+    needs_entropy = True
+
+    def stops_after(self, trace, t, cap):
+        bound = ENTROPY.from_float((1.0 - self.param) ** 2 / ENTROPY_GAMMA)
+        return np.array([ENTROPY.from_float(e) > bound for e in trace.draft_entropy(t, cap).tolist()])
+
+
+def check_entropy(requests: Sequence[RequestTrace], trace: str) -> None:
+    """Every request carries the entropy the entropy rule reads, else one error naming the
+    trace, the request and the field (the rule never guesses a missing entropy)."""
+    for r in requests:
+        for key in ("entropy", "offpath_entropy"):
+            if key not in r.extra:
+                raise ConfigError(
+                    f"{trace}: request {r.id} has no {key!r} field: stop rule 'entropy' needs the "
+                    "DLM's entropy at every drafted token (on-path 'entropy' and off-path "
+                    "'offpath_entropy', traces/README.md): capture with `saddle trace capture`, "
+                    "or synthesize with `saddle trace synth --entropy`")

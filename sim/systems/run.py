@@ -24,7 +24,8 @@ from sim.model import load_pair
 from sim.systems import offline
 from sim.systems.lockstep import LockstepRun
 from sim.systems.pooled import PooledRun
-from sim.systems.registry import STOP_RULES
+from sim.paths import CONFIGS
+from sim.systems.registry import STOP_RULES, calibration_table, check_entropy
 from sim.systems.base import RunSetup
 from sim.systems.spec import (CAPACITY_RULES, ISSUE_RULES, SystemSpec, check_slack,
                               load_manager_timing, load_system)
@@ -50,6 +51,8 @@ class RunParams:
     capacity_rule: str | None = None          # None: the system's configs/systems/ value
     capacity_slack: float | None = None       # capacity_rule fc_slack; None: the system's value
     issue_rule: str | None = None             # None: the system's configs/systems/ value
+    stop: str | None = None                   # stop rule (registry.py); None: the system's
+    stop_param: float | None = None           # its parameter; None: configs/stopping/<pair>.yaml
     label: str | None = None                  # the name in records and plots (None: system)
     manager: str | None = None                # Manager config file (pool sizes); None: configs/manager.yaml
     search_d_max: int = 12
@@ -63,13 +66,27 @@ class RunParams:
     source: str = "<run>"
 
     def key(self) -> str:
-        return f"{self.system}|{self.pair}|b{self.batch}|d{self.draft_length}|tau{self.tau}"
+        stop = "" if self.stop is None else f"|{self.stop}{'' if self.stop_param is None else self.stop_param}"
+        return f"{self.system}|{self.pair}|b{self.batch}|d{self.draft_length}|tau{self.tau}{stop}"
+
+    def stop_rule(self) -> str | None:
+        """The stop rule this run uses: its own, else its system's."""
+        return self.stop or load_system(self.system).stop
+
+    def trace_path(self) -> str:
+        """The trace this run replays: ``trace``, else the pair's synthetic one (with the
+        modelled entropy when the stop rule reads it)."""
+        if self.trace:
+            return str(self.trace)
+        rule = self.stop_rule()
+        return str(default_trace(self.pair, self.sequence_length,
+                                 entropy=rule is not None and STOP_RULES[rule].needs_entropy))
 
 
-def default_trace(pair: str, sequence_length: int | None = None) -> Path:
+def default_trace(pair: str, sequence_length: int | None = None, entropy: bool = False) -> Path:
     """The pair's synthetic trace, long enough for ``sequence_length`` (traces/synth.py)."""
     from traces.synth import trace_for_context
-    return trace_for_context(pair, sequence_length)
+    return trace_for_context(pair, sequence_length, entropy)
 
 
 def capacity_rule(spec: SystemSpec, p: RunParams) -> tuple[str, float | None]:
@@ -93,6 +110,27 @@ def capacity_rule(spec: SystemSpec, p: RunParams) -> tuple[str, float | None]:
 def load_tau(pair: str) -> float:
     path = config_path("tau", pair)
     return get(load_yaml(path), "tau", float, source=path)
+
+
+def load_stop_param(pair: str, rule: str) -> float:
+    """The tuned parameter of ``rule`` for ``pair`` (``saddle tune-stop``)."""
+    path = CONFIGS / "stopping" / f"{pair}.yaml"
+    if not path.is_file():
+        raise ConfigError(f"{path}: does not exist: stop rule {rule!r} needs its tuned parameter "
+                          f"for {pair} (give stop_param, or run saddle tune-stop --pair {pair} "
+                          f"--rule {rule})")
+    data = load_yaml(path)
+    entry = get(data, rule, dict, source=path, default=None)
+    if entry is None:
+        raise ConfigError(f"{path}: {rule}: missing (run saddle tune-stop --pair {pair} --rule {rule})")
+    return get(entry, "value", float, source=path, prefix=rule)
+
+
+@lru_cache(maxsize=8)
+def _calibration(trace: str, seed: int, fraction: float, max_seq: int, source: str,
+                 sequence_length: int | None) -> tuple[int, ...]:
+    validation = _workload(trace, "validation", None, seed, fraction, max_seq, source, sequence_length)
+    return calibration_table(validation.requests)
 
 
 @lru_cache(maxsize=None)
@@ -139,13 +177,16 @@ def _simulate(p: RunParams, record: bool) -> tuple[RunMetrics, object]:
     spec = load_system(p.system)
     pair = load_pair(p.pair)
     costs = adapter(spec.hardware, pair.tlm.name, pair.dlm.name)
-    trace = str(p.trace or default_trace(p.pair, p.sequence_length))
+    rule_name = p.stop_rule()
+    if p.stop is not None:
+        check_stop(p.stop, spec, p.source)
+    trace = p.trace_path()
     max_seq = max(p.max_seq_len or pair.max_sequence_length, p.sequence_length or 0)
     work = _workload(trace, p.split, p.requests, p.seed, p.validation_fraction, max_seq, p.source,
                      p.sequence_length)
     base_cfg = ManagerConfig.load(p.manager)
     max_len = p.max_draft_len or base_cfg.max_draft_len
-    tau = p.tau if p.tau is not None else (load_tau(p.pair) if spec.stop == "threshold" else 0.0)
+    tau = p.tau if p.tau is not None else (load_tau(p.pair) if rule_name == "threshold" else 0.0)
 
     mapping = dict(spec.static_mapping) if spec.static_mapping else None
     draft_length = p.draft_length
@@ -169,9 +210,23 @@ def _simulate(p: RunParams, record: bool) -> tuple[RunMetrics, object]:
         mapping = offline.specpim_mapping(costs, p.batch, max_seq, draft_length or 1)
 
     stop = None
+    rule_extra = {}
     if spec.speculative:
-        stop = STOP_RULES[spec.stop](draft_length=draft_length if spec.stop == "fixed" else None,
-                                     tau_raw=quantize_prob(tau), max_draft_len=max_len)
+        rule = STOP_RULES[rule_name]
+        param, calibration = p.stop_param, None
+        if rule.param_name is not None and param is None:
+            param = load_stop_param(p.pair, rule_name)
+        if rule.needs_calibration:
+            calibration = _calibration(trace, p.seed, p.validation_fraction, max_seq, p.source,
+                                       p.sequence_length)
+            rule_extra["acceptance_table"] = list(calibration)
+        if rule.needs_entropy:
+            check_entropy(work.requests, trace)
+        if rule.param_name is not None:
+            rule_extra["stop_param"] = param
+        stop = rule(draft_length=draft_length if rule_name == "fixed" else None,
+                    tau_raw=quantize_prob(tau), max_draft_len=max_len, param=param,
+                    calibration=calibration)
     n_mb = costs.n_devices
     if spec.verify == "shared_pool":
         where = p.manager or "configs/manager.yaml"
@@ -185,6 +240,7 @@ def _simulate(p: RunParams, record: bool) -> tuple[RunMetrics, object]:
         raise ConfigError(f"{p.source}: aging_passes: system {p.system} has no Shared Pool "
                           "(only systems with verify: shared_pool); leave it out")
     cfg = base_cfg.replace(max_draft_len=max_len, tau=stop.controller_tau if stop else 0,
+                           acceptance_table=stop.acceptance_table if stop else None,
                            micro_batches=n_mb,
                            eager_entries=(base_cfg.eager_entries // n_mb * n_mb) if spec.eager else 0,
                            dynamic_mapping=spec.mapping == "dynamic",
@@ -237,6 +293,20 @@ def _simulate(p: RunParams, record: bool) -> tuple[RunMetrics, object]:
         metrics.system = p.label
         setup_extra["system_config"] = p.system
     metrics.extra.update(setup_extra)
-    if spec.stop == "threshold":
+    if rule_name == "threshold":
         metrics.extra["tau"] = tau
+    if p.stop is not None:
+        metrics.extra["stop"] = p.stop
+    metrics.extra.update(rule_extra)
     return metrics, run
+
+
+def check_stop(stop: str, spec, where: str) -> None:
+    """``stop`` may replace the rule of ``spec``: a known adaptive rule on a speculative system
+    that does not draft a fixed d."""
+    if stop not in STOP_RULES or stop == "fixed":
+        raise ConfigError(f"{where}: stop: expected one of {sorted(set(STOP_RULES) - {'fixed'})}, "
+                          f"found {stop!r}")
+    if not spec.speculative or spec.stop == "fixed":
+        raise ConfigError(f"{where}: stop: system {spec.name} has no adaptive stopping rule to "
+                          f"replace (its stop is {spec.stop!r}); leave stop out")

@@ -119,8 +119,22 @@ def test_trace_predicts_speculative_decoding_round_by_round(workdir, models, ref
                 # as the trace records them (the output's end; OFFPATH past a mismatch).
                 k = min(len(rnd.drafted), len(window.p), rnd.accepted + 1 + OFFPATH)
                 np.testing.assert_allclose(rnd.draft_p[:k], window.p[:k], rtol=0, atol=1e-12)
+                # And its entropy there, on and off path (offpath_entropy).
+                np.testing.assert_allclose(rnd.draft_entropy[:k], request.draft_entropy(rnd.t, d)[:k],
+                                           rtol=0, atol=1e-9)
                 rounds_checked += 1
     assert rounds_checked > 50
+
+
+def test_entropy_by_hand():
+    from traces.capture import _entropy, _log_probs
+
+    logits = torch.tensor([[0.0, 0.0, 0.0, 0.0], [0.0, 0.0, 0.0, float("-inf")], [5.0, -5.0, -5.0, -5.0]])
+    e = _entropy(_log_probs(logits))
+    p = 1 / (1 + 3 * np.exp(-10.0))
+    q = (1 - p) / 3
+    want = [np.log(4), np.log(3), -p * np.log(p) - 3 * q * np.log(q)]    # uniform over 4, over 3
+    np.testing.assert_allclose(e.numpy(), want, rtol=0, atol=1e-12)
 
 
 def test_speculative_output_is_the_targets_greedy_output(workdir, models):

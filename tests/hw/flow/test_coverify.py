@@ -39,6 +39,20 @@ def test_real_trace_run_matches_the_rtl(recorded, tmp_path):
     assert main(["manager", "replay", str(tmp_path / "run.jsonl")]) == 0
 
 
+def test_calibrated_stop_rule_on_the_real_trace_matches_the_rtl():
+    """SADDLE with the calibrated stop rule (the acceptance table fitted on the real trace's
+    validation requests, in the Controller's multiplier): the run's transactions on the RTL."""
+    params = RunParams(system="saddle", pair="opt-66b+opt-1.3b", batch=4, trace=str(REAL), split="all",
+                       requests=4, manager=str(CONFIGS / "manager_coverify.yaml"), stop="calibrated",
+                       stop_param=0.5)
+    config, pairs, record = record_run(params)
+    assert config.acceptance_table == tuple(record["acceptance_table"])
+    assert len(set(config.acceptance_table)) > 8
+    report = coverify(config, pairs, source="test", stall=0.2, seed=4)
+    assert report.ok, report.mismatch
+    assert report.transactions == len(pairs) > 300
+
+
 def test_cli_replays_a_log(recorded, tmp_path, capsys):
     from sim.manager.txlog import write_txlog
     config, pairs, _ = recorded

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import random
 
+import pytest
+
 from hw.flow.amaranth_sim import run, send
 from hw.flow.manager_codec import logits_beats
 from hw.manager.controller import Controller, CtlOp, SlotState
 from sim.manager.controller import Controller as ModelController, RequestState
-from sim.manager.formats import PROB_ONE
+from sim.manager.formats import PROB, PROB_ONE
 from sim.manager.softmax import SoftmaxParams, softmax_greedy
 
 REQUESTS, MICRO_BATCHES = 8, 3
@@ -17,9 +19,11 @@ STATE = {RequestState.DRAFTING: SlotState.DRAFTING, RequestState.STOPPED: SlotSt
          RequestState.REJECTED: SlotState.REJECTED}
 
 
-def configure(ctx, dut, tau, max_len):
+def configure(ctx, dut, tau, max_len, acceptance=None):
     ctx.set(dut.tau, tau)
     ctx.set(dut.max_draft_len, max_len)
+    ctx.set(dut.calibrated, int(acceptance is not None))
+    ctx.set(dut.acceptance, sum(v << (PROB.bits * i) for i, v in enumerate(acceptance or ())))
 
 
 async def command(ctx, dut, op, **fields):
@@ -46,15 +50,21 @@ def check_state(ctx, dut, model):
         assert bin(mask).count("1") == model.drafting(mb)
 
 
-def test_random_decisions_against_model():
+# The calibrated stop rule's acceptance table: every entry different, 1.0 (65536) in the last.
+TABLE = (0, 3000, 7000, 11000, 15000, 19000, 23000, 27000, 31000, 35000, 39000, 43000, 47000,
+         52000, 60000, 65536)
+
+
+@pytest.mark.parametrize("acceptance", [None, TABLE], ids=["threshold", "calibrated"])
+def test_random_decisions_against_model(acceptance):
     rng = random.Random(9)
     tau, max_len = 30000, 5
-    model = ModelController(REQUESTS, max_len, tau)
+    model = ModelController(REQUESTS, max_len, tau, acceptance)
     dut = Controller(REQUESTS, SOFTMAX)
     stats = {"stop_tau": 0, "stop_len": 0, "continue": 0}
 
     async def bench(ctx):
-        configure(ctx, dut, tau, max_len)
+        configure(ctx, dut, tau, max_len, acceptance)
         for _ in range(600):
             r = rng.randrange(REQUESTS)
             slot = model.slots.get(r)
@@ -70,7 +80,8 @@ def test_random_decisions_against_model():
                 ctx.set(dut.req, r)
                 ctx.set(dut.prob, p)
                 assert (ctx.get(dut.h_new), ctx.get(dut.t_new), ctx.get(dut.stop)) == (slot.h, slot.t, stop)
-                assert ctx.get(dut.h_new) == (h_before * p) >> 16
+                factor = p if acceptance is None else acceptance[min(p >> 12, 15)]
+                assert ctx.get(dut.h_new) == (h_before * factor) >> 16
                 stats["continue" if not stop else "stop_tau" if slot.h < tau else "stop_len"] += 1
                 await command(ctx, dut, CtlOp.DRAFT)
             elif rng.random() < 0.1:

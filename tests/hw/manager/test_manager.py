@@ -94,3 +94,18 @@ def test_aging_random_sequences_against_model(aging):
     cycles = replay(config, pairs, f"manager_aging_{aging}")
     assert {n - k for kind, n, k in cycles if kind == "VerifyIssue" and k} == {8}
     model.conservation(final=True)
+
+
+def test_calibrated_stop_rule_against_model():
+    """The calibrated stop rule (an acceptance table in the Controller's multiplier, configured
+    through the Manager's ports) on a random sequence: every event as the model's."""
+    from tests.hw.manager.test_controller import TABLE
+
+    config = SMALL.replace(acceptance_table=TABLE)
+    pairs, model = generate_with_events(config, RANDOM_SEEDS[0], 400, requests=config.max_requests,
+                                        softmax=SOFTMAX)
+    plain, _ = generate_with_events(SMALL, RANDOM_SEEDS[0], 400, requests=SMALL.max_requests,
+                                    softmax=SOFTMAX)
+    assert [e for _, e in pairs] != [e for _, e in plain]      # the table changes the decisions
+    replay(config, pairs, "manager_calibrated", stall=0.3, seed=1)
+    model.conservation(final=True)

@@ -75,7 +75,7 @@ def test_axis_titles_in_words():
     assert plots._ylabel({"ylabel": "mine"}, "tokens_per_s", None) == "mine"
 
 
-SHIPPED = ["default", "fig3", "fig12", "fig14", "fig15", "fig16", "fig17", "fig18", "fig19"]
+SHIPPED = ["default", "fig3", "fig12", "fig14", "fig15", "fig16", "fig17", "fig18", "fig19", "stopping"]
 
 
 @pytest.mark.parametrize("name", SHIPPED)

@@ -54,3 +54,18 @@ def test_check_names_what_and_range():
         TOKEN_ID.check(True, "flag")
     with pytest.raises(ValueError, match="invalid bits"):
         FixedFormat("bad", 4, 5)
+
+
+def test_acceptance_table_in_the_manager_config():
+    """The calibrated stop rule's table: 16 UQ1.16 raws, written and read back by the YAML
+    shape (transaction logs carry the config), refused otherwise with the key named."""
+    from sim.errors import ConfigError
+    from sim.manager.config import ManagerConfig
+
+    table = tuple(range(0, 65536, 4096))
+    config = ManagerConfig.load().replace(acceptance_table=table)
+    assert ManagerConfig.from_dict(config.to_dict()) == config
+    assert "acceptance_table" not in ManagerConfig.load().to_dict()["controller"]
+    for bad in ((1, 2), table[:-1] + (65537,)):
+        with pytest.raises(ConfigError, match=r"controller.acceptance_table \(raw UQ1.16\): expected 16 integers"):
+            ManagerConfig.load().replace(acceptance_table=bad)

@@ -9,7 +9,7 @@ import pytest
 from sim.config import load_yaml
 from sim.cost.links import load_link
 from sim.errors import ConfigError
-from sim.experiments.grid import run_key
+from sim.experiments.grid import LATER_FIELDS, run_key
 from sim.overrides import applied, normalize, resolve
 from sim.paths import CONFIGS
 from sim.systems.run import RunParams, simulate
@@ -75,8 +75,7 @@ def test_runs_under_overrides_reuse_nothing_built_from_other_values(tiny_trace_p
 def test_run_keys_of_runs_without_overrides_are_unchanged():
     p = RunParams(system="gpu-ad", pair="opt-66b+opt-1.3b", batch=4)
     fields = dataclasses.asdict(p) | {"source": None}
-    for later in ("overrides", "dlm_fc_threshold", "tlm_attention_threshold", "capacity_rule",
-                  "aging_passes"):
+    for later in LATER_FIELDS:
         del fields[later]                       # the key as computed before these existed
     digest = hashlib.sha256(json.dumps(fields, sort_keys=True).encode()).hexdigest()[:10]
     assert run_key(p) == f"opt-66b+opt-1.3b_gpu-ad_b4_{digest}"
