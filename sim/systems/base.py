@@ -80,6 +80,7 @@ class BaseRun:
         self.live: dict[int, Live] = {}
         self.by_mb: list[dict[int, Live]] = [{} for _ in range(self.n_devices)]
         self._free_slots = list(range(setup.batch))
+        self._monitor_ps: dict[int, int] = {}
 
     # -- requests ------------------------------------------------------------------------
     def admit(self, traces: list[RequestTrace]) -> list[Live]:
@@ -163,7 +164,10 @@ class BaseRun:
         """Controller latency after a prediction step (0 without Manager hardware)."""
         if not self.spec.manager_hardware or self.setup.timing is None or n_requests == 0:
             return 0
-        ps = self.setup.timing.monitoring_ps(n_requests, self.costs.dlm.vocab)
+        ps = self._monitor_ps.get(n_requests)
+        if ps is None:   # a pure function of the count, asked after every prediction step
+            ps = self._monitor_ps[n_requests] = self.setup.timing.monitoring_ps(
+                n_requests, self.costs.dlm.vocab)
         self.log.add(f"monitor/mb{mb}", self.queue.now, self.queue.now + ps)
         return ps
 
