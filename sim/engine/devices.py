@@ -91,6 +91,19 @@ class DeviceSet:
         self._account(work)
         self._schedule_background(device, job, self._background_rate(work))
 
+    def run_alone(self, device: int, lane: str, work: Work, start: int) -> int:
+        """A background step on ``device`` from ``start``, simulated without an event by a
+        caller that knows nothing else runs beside it (lock-step drafting): it takes
+        ``work.time_ps``, as ``start_background`` with no foreground job. Returns its end."""
+        if self.foreground is not None or device in self.background:
+            raise RuntimeError(f"{lane}: device {device} is not alone (foreground "
+                               f"{self.foreground and self.foreground.lane}, background "
+                               f"{device in self.background})")
+        self._account(work)
+        end = start + work.time_ps
+        self.log.add(lane, start, end, work)
+        return end
+
     def busy_background(self, device: int) -> bool:
         return device in self.background
 

@@ -160,15 +160,17 @@ class BaseRun:
         self.passes += 1
         return priced
 
-    def monitoring(self, mb: int, n_requests: int) -> int:
-        """Controller latency after a prediction step (0 without Manager hardware)."""
+    def monitoring(self, mb: int, n_requests: int, at: int | None = None) -> int:
+        """Controller latency after a prediction step that ends ``at`` (default: now); 0
+        without Manager hardware."""
         if not self.spec.manager_hardware or self.setup.timing is None or n_requests == 0:
             return 0
         ps = self._monitor_ps.get(n_requests)
         if ps is None:   # a pure function of the count, asked after every prediction step
             ps = self._monitor_ps[n_requests] = self.setup.timing.monitoring_ps(
                 n_requests, self.costs.dlm.vocab)
-        self.log.add(f"monitor/mb{mb}", self.queue.now, self.queue.now + ps)
+        at = self.queue.now if at is None else at
+        self.log.add(f"monitor/mb{mb}", at, at + ps)
         return ps
 
     def decision(self, n_selected: int) -> int:
