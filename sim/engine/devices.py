@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Callable
 
 from sim.engine.events import Event, EventQueue
@@ -42,6 +43,12 @@ class Work:
 
     def share(self, busy_ps: int) -> float:
         return busy_ps / self.time_ps if self.time_ps else 0.0
+
+    @cached_property
+    def shares(self) -> tuple[float, float]:
+        """(GPU, PIM) busy fractions: asked for every background step's rate, and a step's
+        Work comes from the cost cache, so each is computed once."""
+        return self.share(self.gpu_ps), self.share(self.pim_ps)
 
 
 @dataclass(slots=True)
@@ -117,10 +124,9 @@ class DeviceSet:
         if fg is None:
             return 1.0
         rate = 1.0
-        for fg_busy, bg_busy in ((fg.work.gpu_ps, work.gpu_ps), (fg.work.pim_ps, work.pim_ps)):
-            need = work.share(bg_busy)
+        for used, need in zip(fg.work.shares, work.shares):
             if need > 0:
-                rate = min(rate, max(0.0, 1.0 - fg.work.share(fg_busy)) / need)
+                rate = min(rate, max(0.0, 1.0 - used) / need)
         return rate
 
     def _schedule_background(self, device: int, job: _Running, rate: float) -> None:
