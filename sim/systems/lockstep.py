@@ -76,11 +76,12 @@ class LockstepRun(BaseRun):
         # (start, end of the previous step, start order of the previous step, micro-batch);
         # the first steps start in micro-batch order.
         heap = [(now, -1, mb, mb) for mb in range(self.n_devices)]
+        members = [self.members(mb) for mb in range(self.n_devices)]   # fixed until the pass
         end = now
         order = 0
         while heap:
             start, _, _, mb = heappop(heap)
-            drafting = [l for l in self.members(mb) if l.extra.get("drafting")]
+            drafting = [l for l in members[mb] if l.extra.get("drafting")]
             if not drafting:
                 end = max(end, start)
                 continue
