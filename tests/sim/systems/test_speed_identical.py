@@ -38,6 +38,11 @@ def _runs() -> dict[str, RunParams]:
     for rule in ("tlm-idle", "drained"):
         runs.append(RunParams(system="saddle", pair=OPT175, batch=4, requests=6,
                               sequence_length=512, issue_rule=rule))
+    # Lock-step rounds of full micro-batches (4 requests each): draft steps that start at the
+    # same instant on several devices, with and without the Controller's monitoring latency.
+    runs += [RunParams(system="pim-sd", pair=OPT175, batch=32, draft_length=8, requests=32,
+                       sequence_length=512),
+             RunParams(system="saddle-d", pair=OPT175, batch=32, requests=32, sequence_length=512)]
     runs += [RunParams(system="saddle", pair=OPT66, batch=8, requests=24),
              RunParams(system="gpu-sd", pair=OPT66, batch=8, draft_length=4, requests=24)]
     return {f"{p.label or p.system}|{p.pair}|b{p.batch}|d{p.draft_length}|r{p.requests}"
