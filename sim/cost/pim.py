@@ -288,8 +288,19 @@ class PimStack:
         if self.refresh != "until_last_activate":
             return None
         s = self.spacing(power_constrained)
-        return lambda job, paired: self.attacc_tail(int(instances[job][0]), int(instances[job][1]),
-                                                    int(instances[job][2]), bpe, s, paired)
+        # Memoized like the instances' cycles: a step asks one tail per channel, and
+        # consecutive steps ask mostly the same ones.
+        memo = self._memo.setdefault(("tail", bpe, s), {})
+
+        def tail(job: int, paired: bool) -> int:
+            context, head_dim, queries = instances[job]
+            key = (context, head_dim, queries, paired)
+            hit = memo.get(key)
+            if hit is None:
+                hit = memo[key] = self.attacc_tail(int(context), int(head_dim), int(queries), bpe,
+                                                   s, paired)
+            return hit
+        return tail
 
     def refresh_key(self, contexts, queries) -> tuple | None:
         """What the refresh tails of instances (``contexts``, ``queries``) depend on: whole

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Callable
 
 from sim.engine.events import Event, EventQueue
@@ -42,6 +43,12 @@ class Work:
 
     def share(self, busy_ps: int) -> float:
         return busy_ps / self.time_ps if self.time_ps else 0.0
+
+    @cached_property
+    def shares(self) -> tuple[float, float]:
+        """(GPU, PIM) busy fractions: asked for every background step's rate, and a step's
+        Work comes from the cost cache, so each is computed once."""
+        return self.share(self.gpu_ps), self.share(self.pim_ps)
 
 
 @dataclass(slots=True)
@@ -91,6 +98,19 @@ class DeviceSet:
         self._account(work)
         self._schedule_background(device, job, self._background_rate(work))
 
+    def run_alone(self, device: int, lane: str, work: Work, start: int) -> int:
+        """A background step on ``device`` from ``start``, simulated without an event by a
+        caller that knows nothing else runs beside it (lock-step drafting): it takes
+        ``work.time_ps``, as ``start_background`` with no foreground job. Returns its end."""
+        if self.foreground is not None or device in self.background:
+            raise RuntimeError(f"{lane}: device {device} is not alone (foreground "
+                               f"{self.foreground and self.foreground.lane}, background "
+                               f"{device in self.background})")
+        self._account(work)
+        end = start + work.time_ps
+        self.log.add(lane, start, end, work)
+        return end
+
     def busy_background(self, device: int) -> bool:
         return device in self.background
 
@@ -104,10 +124,9 @@ class DeviceSet:
         if fg is None:
             return 1.0
         rate = 1.0
-        for fg_busy, bg_busy in ((fg.work.gpu_ps, work.gpu_ps), (fg.work.pim_ps, work.pim_ps)):
-            need = work.share(bg_busy)
+        for used, need in zip(fg.work.shares, work.shares):
             if need > 0:
-                rate = min(rate, max(0.0, 1.0 - fg.work.share(fg_busy)) / need)
+                rate = min(rate, max(0.0, 1.0 - used) / need)
         return rate
 
     def _schedule_background(self, device: int, job: _Running, rate: float) -> None:

@@ -81,6 +81,7 @@ class BaseRun:
         self.live: dict[int, Live] = {}
         self.by_mb: list[dict[int, Live]] = [{} for _ in range(self.n_devices)]
         self._free_slots = list(range(setup.batch))
+        self._monitor_ps: dict[int, int] = {}
 
     # -- requests ------------------------------------------------------------------------
     def admit(self, traces: list[RequestTrace]) -> list[Live]:
@@ -161,12 +162,17 @@ class BaseRun:
         self.passes += 1
         return priced
 
-    def monitoring(self, mb: int, n_requests: int) -> int:
-        """Controller latency after a prediction step (0 without Manager hardware)."""
+    def monitoring(self, mb: int, n_requests: int, at: int | None = None) -> int:
+        """Controller latency after a prediction step that ends ``at`` (default: now); 0
+        without Manager hardware."""
         if not self.spec.manager_hardware or self.setup.timing is None or n_requests == 0:
             return 0
-        ps = self.setup.timing.monitoring_ps(n_requests, self.costs.dlm.vocab)
-        self.log.add(f"monitor/mb{mb}", self.queue.now, self.queue.now + ps)
+        ps = self._monitor_ps.get(n_requests)
+        if ps is None:   # a pure function of the count, asked after every prediction step
+            ps = self._monitor_ps[n_requests] = self.setup.timing.monitoring_ps(
+                n_requests, self.costs.dlm.vocab)
+        at = self.queue.now if at is None else at
+        self.log.add(f"monitor/mb{mb}", at, at + ps)
         return ps
 
     def decision(self, n_selected: int) -> int:

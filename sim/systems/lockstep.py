@@ -11,6 +11,8 @@ quantized to UQ1.16.
 """
 from __future__ import annotations
 
+from heapq import heappop, heappush
+
 from sim.manager.controller import Controller
 from sim.manager.formats import quantize_prob
 from sim.manager.transactions import DiscardReason
@@ -26,7 +28,6 @@ class LockstepRun(BaseRun):
             cfg = setup.manager_config
             self.controller = Controller(cfg.max_requests, cfg.max_draft_len, rule.controller_tau,
                                          cfg.acceptance_table)
-        self.mb_done: set[int] = set()
 
     # -- rounds --------------------------------------------------------------------------
     def start(self) -> None:
@@ -60,22 +61,39 @@ class LockstepRun(BaseRun):
             live.extra["drafting"] = cap > 0
             if self.controller is not None:
                 self.controller.slots[live.slot].new_round()
-        self.mb_done = set()
-        for mb in range(self.n_devices):
-            self.mb_step(mb)
+        self.draft()
 
-    def mb_step(self, mb: int) -> None:
-        drafting = [l for l in self.members(mb) if l.extra.get("drafting")]
-        if not drafting:
-            self.mb_done.add(mb)
-            if len(self.mb_done) == self.n_devices:
-                self.verify()
-            return
-        priced = self.price_dlm([(l.context(l.extra["drafted"]), 1) for l in drafting])
-        self.devices.start_background(mb, f"DLM/mb{mb}", priced.work,
-                                      lambda: self.after_draft(mb, drafting))
+    def draft(self) -> None:
+        """The round's prediction steps, then its verification. Nothing else runs while the
+        micro-batches draft (no pass in flight, one DLM stream per device) and they never
+        interact, so the steps are simulated here without an event each: a step takes its
+        priced time, then the Controller's monitoring latency, then the micro-batch's next step
+        starts. The steps are priced (their energy booked) in exactly the order one event per
+        step ran them: by start time, then by the end of the micro-batch's previous step, then
+        by the order that previous step started (the event queue's insertion order), so every
+        float sum is added in the same order. The pass starts when the last micro-batch has no
+        request left drafting."""
+        now = self.queue.now
+        # (start, end of the previous step, start order of the previous step, micro-batch);
+        # the first steps start in micro-batch order.
+        heap = [(now, -1, mb, mb) for mb in range(self.n_devices)]
+        members = [self.members(mb) for mb in range(self.n_devices)]   # fixed until the pass
+        end = now
+        order = 0
+        while heap:
+            start, _, _, mb = heappop(heap)
+            drafting = [l for l in members[mb] if l.extra.get("drafting")]
+            if not drafting:
+                end = max(end, start)
+                continue
+            priced = self.price_dlm([(l.context(l.extra["drafted"]), 1) for l in drafting])
+            done = self.devices.run_alone(mb, f"DLM/mb{mb}", priced.work, start)
+            self.after_draft(drafting)
+            heappush(heap, (done + self.monitoring(mb, len(drafting), at=done), done, order, mb))
+            order += 1
+        self.queue.at(end, self.verify)
 
-    def after_draft(self, mb: int, drafting: list[Live]) -> None:
+    def after_draft(self, drafting: list[Live]) -> None:
         for live in drafting:
             k = live.extra["drafted"]
             live.extra["drafted"] = k + 1
@@ -86,8 +104,6 @@ class LockstepRun(BaseRun):
                 slot = self.controller.expect_draft(live.slot, live.mb, k + 1)
                 stop = self.controller.advance(slot, p) or stop
             live.extra["drafting"] = not stop
-        delay = self.monitoring(mb, len(drafting))
-        self.queue.after(delay, lambda: self.mb_step(mb))
 
     # -- verification --------------------------------------------------------------------
     def verify(self) -> None:

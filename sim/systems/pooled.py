@@ -75,7 +75,7 @@ class PooledRun(BaseRun):
         if self.record:
             self.events.append((txn, out))
         for event in out:
-            if isinstance(event, Discarded):
+            if type(event) is Discarded:
                 self.tokens.discard(event.reason.value, len(event.positions))
         return out
 
@@ -91,7 +91,9 @@ class PooledRun(BaseRun):
         ex = live.extra
         ex["base"], ex["pos"], ex["blocked"] = live.t, 0, False
         ex["cap"] = cap if plan is None else min(plan, cap)
-        ex["window"] = live.trace.draft_probs(live.t, cap)
+        window = live.trace.draft_probs(live.t, cap)
+        # Python floats once per round (the same values float() gives token by token).
+        ex["p"], ex["run"] = window.p.tolist(), window.n_accepted
         ex["stopped"] = ex["cap"] == 0
         ex["round"] = ex.get("round", 0) + 1
 
@@ -113,11 +115,14 @@ class PooledRun(BaseRun):
                 self.mb_step(mb)
 
     def mb_step(self, mb: int) -> None:
-        drafting = [l for l in self.members(mb) if self.can_draft(l)]
+        group = self.by_mb[mb]
+        # can_draft inlined: asked for every member after every prediction step.
+        drafting = [live for live in map(group.__getitem__, sorted(group))
+                    if not (live.extra["stopped"] or live.extra["blocked"])]
         if not drafting:
             return
-        priced = self.price_dlm([(l.context(l.extra["base"] - l.t + l.extra["pos"]), 1)
-                                 for l in drafting], fc=self.dlm_fc[mb])
+        priced = self.price_dlm([(l.prompt + l.extra["base"] + l.extra["pos"], 1) for l in drafting],
+                                fc=self.dlm_fc[mb])
         if "gpu" in (self.dlm_fc[mb], self.setup.mapping["dlm_attention"]):
             self.gpu_steps.add(mb)
         self.mb_wait[mb] = True
@@ -139,7 +144,7 @@ class PooledRun(BaseRun):
                 continue
             drafting.append(live)
             j = ex["pos"] + 1
-            prob = quantize_prob(float(ex["window"].p[j - 1]))
+            prob = quantize_prob(ex["p"][j - 1])
             out = apply(DraftToken(live.slot, mb, j, _token_id(ex["base"] + j - 1), prob))[0]
             if type(out) is Refused:
                 self.refused += 1
@@ -221,7 +226,7 @@ class PooledRun(BaseRun):
             live = self.live[slot]
             positions = groups[slot]
             first, k = positions[0], len(positions)
-            run = live.extra["window"].n_accepted
+            run = live.extra["run"]
             a = max(0, min(k, run - (first - 1)))
             for event in self.apply(VerifyResult(slot, a, _token_id(live.extra["base"] + first - 1 + a))):
                 if isinstance(event, Verified):
