@@ -10,7 +10,7 @@ from hw.flow.export import lint, write_verilog
 from hw.flow.synth import (GenericWeights, fetch_celllib, generic_cell_kind, generic_nand2_eq,
                       load_flow, load_generic_weights, parse_liberty, synthesize)
 from sim.errors import SaddleError
-from tests.hw.flow.accumulator import Accumulator
+from tests.hw.flow.accumulator import Accumulator, add_accumulators
 
 
 @pytest.fixture(scope="module")
@@ -83,10 +83,7 @@ class ThreeAccumulators(wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
-        for i in range(3):
-            acc = m.submodules[f"acc{i}"] = Accumulator()
-            m.d.comb += [acc.en.eq(self.en[i]), acc.d.eq(self.d[8 * i:8 * i + 8]),
-                         self.q[8 * i:8 * i + 8].eq(acc.q)]
+        add_accumulators(m, self, 3)
         return m
 
 
