@@ -1,8 +1,9 @@
 """Shipped sizes of the Manager RTL blocks: ``configs/manager.yaml`` (shared with the model) and
-``configs/hardware/manager_rtl.yaml`` (softmax unit only)."""
+``configs/hardware/manager_rtl.yaml`` (the softmax unit, the Shared Pool's selector)."""
 from __future__ import annotations
 
 from sim.config import config_path, get, load_yaml
+from sim.errors import ConfigError
 from sim.manager.softmax import SoftmaxParams
 
 
@@ -12,6 +13,17 @@ def softmax_params() -> SoftmaxParams:
     size = {k: get(sec, k, int, source=path, prefix="softmax", positive=True)
             for k in ("lanes", "vocab", "exp_frac_bits")}
     return SoftmaxParams(**size)
+
+
+def selector_stage_levels() -> int:
+    """Tree levels between the Shared Pool selector's registers (0: combinational)."""
+    path = config_path("hardware", "manager_rtl")
+    sec = get(load_yaml(path), "shared_pool", dict, source=path)
+    levels = get(sec, "selector_stage_levels", int, source=path, prefix="shared_pool")
+    if levels < 0:
+        raise ConfigError(f"{path}: shared_pool.selector_stage_levels: expected >= 0 (0 = combinational), "
+                          f"found {levels}")
+    return levels
 
 
 def full_size(block: str):
@@ -29,7 +41,7 @@ def full_size(block: str):
         return Controller(cfg.max_requests, softmax_params())
     if block == "shared_pool":
         from hw.manager.shared_pool import SharedPool
-        return SharedPool(cfg.shared_entries, cfg.max_requests)
+        return SharedPool(cfg.shared_entries, cfg.max_requests, stage_levels=selector_stage_levels())
     if block == "eager_pool":
         from hw.manager.eager_pool import EagerPools
         return EagerPools(cfg.micro_batches, cfg.eager_entries, cfg.max_requests)
