@@ -59,6 +59,7 @@ class Liberty:
     areas: dict[str, float]
     flip_flops: frozenset[str]
     latches: frozenset[str]
+    outputs: dict[str, frozenset[str]] = field(default_factory=dict)   # cell -> its output pins
 
     @property
     def nand2_area(self) -> float:
@@ -66,10 +67,12 @@ class Liberty:
 
 
 def parse_liberty(path: Path) -> Liberty:
-    """Cell areas and sequential cells of a Liberty file (only what the area report needs)."""
-    name, cell = None, None
+    """Cell areas, sequential cells and output pins of a Liberty file (what the area report and
+    the fanout buffering of hw/flow/timing.py need)."""
+    name, cell, pin = None, None, None
     areas: dict[str, float] = {}
     ffs, latches = set(), set()
+    outputs: dict[str, set[str]] = {}
     for line in Path(path).read_text().splitlines():
         if m := re.match(r"\s*library\s*\(\s*(\w+)\s*\)", line):
             name = m.group(1)
@@ -81,9 +84,14 @@ def parse_liberty(path: Path) -> Liberty:
             ffs.add(cell)
         elif cell and re.match(r"\s*latch\s*\(", line):
             latches.add(cell)
+        elif cell and (m := re.match(r"\s*pin\s*\(\s*\"?(\w+)\"?\s*\)", line)):
+            pin = m.group(1)
+        elif cell and pin and re.match(r"\s*direction\s*:\s*output\b", line):
+            outputs.setdefault(cell, set()).add(pin)
     if NAND2_CELL not in areas:
         raise SaddleError(f"{path}: no {NAND2_CELL} cell with an area; cannot express NAND2-equivalents")
-    return Liberty(Path(path), name or Path(path).stem, areas, frozenset(ffs), frozenset(latches))
+    return Liberty(Path(path), name or Path(path).stem, areas, frozenset(ffs), frozenset(latches),
+                   {c: frozenset(pins) for c, pins in outputs.items()})
 
 
 def cached_celllib(dest: Path = CELLLIB_DIR) -> Path | None:

@@ -26,9 +26,12 @@ def selector_stage_levels() -> int:
     return levels
 
 
-def full_size(block: str):
+def full_size(block: str, stage_levels: int | None = None):
     """The named Manager block (``softmax``, ``controller``, ``shared_pool``, ``eager_pool``,
-    ``scheduler``, ``manager``) at its shipped size."""
+    ``scheduler``, ``manager``) at its shipped size; the Shared Pool's selector pipelined every
+    ``stage_levels`` levels (None: the shipped selector)."""
+    if stage_levels is None:
+        stage_levels = selector_stage_levels()
     from sim.manager.config import ManagerConfig
     from sim.manager.formats import POOL_COUNT
 
@@ -41,7 +44,7 @@ def full_size(block: str):
         return Controller(cfg.max_requests, softmax_params())
     if block == "shared_pool":
         from hw.manager.shared_pool import SharedPool
-        return SharedPool(cfg.shared_entries, cfg.max_requests, stage_levels=selector_stage_levels())
+        return SharedPool(cfg.shared_entries, cfg.max_requests, stage_levels=stage_levels)
     if block == "eager_pool":
         from hw.manager.eager_pool import EagerPools
         return EagerPools(cfg.micro_batches, cfg.eager_entries, cfg.max_requests)
@@ -50,5 +53,5 @@ def full_size(block: str):
         return Scheduler(cfg.max_requests, POOL_COUNT.max_raw)
     if block == "manager":
         from hw.manager.manager import Manager
-        return Manager.from_config(cfg, softmax_params())
+        return Manager.from_config(cfg, softmax_params(), selector_stage_levels=stage_levels)
     raise ValueError(f"unknown Manager block {block!r}")
