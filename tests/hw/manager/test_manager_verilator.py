@@ -47,9 +47,20 @@ def test_manager_on_verilator_matches_model(verilator_design):
     txns = os.environ.get("SADDLE_MGR_TXNS", str(FULL_TXNS if full else 5500))
     design = verilator_design(design_name(config, softmax), lambda: Manager.from_config(config, softmax))
     for seed in (21, 22):
-        design.run(BENCH, env={"SADDLE_MGR_CONFIG": json.dumps(_sizes(config)), "SADDLE_SEED": str(seed),
-                               "SADDLE_MGR_SOFTMAX": json.dumps(dataclasses.asdict(softmax)),
-                               # 128256-logit vectors would dominate a full-size run.
-                               "SADDLE_MGR_LOGITS": "0" if full else "1",
-                               "SADDLE_MGR_TXNS": txns,
-                               "SADDLE_MGR_STALL": "0.2"})
+        # 128256-logit vectors would dominate a full-size run.
+        design.run(BENCH, env=_bench_env(config, softmax, seed, txns, logits=not full))
+
+
+@pytest.mark.slow
+def test_pipelined_selector_on_verilator(verilator_design):
+    """The reduced Manager with its Shared Pool selector pipelined every 2 tree levels (32
+    entries: registers after levels 2 and 4, latency 2 cycles), one seed."""
+    design = verilator_design(design_name(REDUCED, SOFTMAX, 2),
+                              lambda: Manager.from_config(REDUCED, SOFTMAX, selector_stage_levels=2))
+    design.run(BENCH, env=_bench_env(REDUCED, SOFTMAX, 23, "2000", logits=True))
+
+
+def _bench_env(config: ManagerConfig, softmax, seed: int, txns: str, *, logits: bool) -> dict:
+    return {"SADDLE_MGR_CONFIG": json.dumps(_sizes(config)), "SADDLE_SEED": str(seed),
+            "SADDLE_MGR_SOFTMAX": json.dumps(dataclasses.asdict(softmax)),
+            "SADDLE_MGR_LOGITS": "1" if logits else "0", "SADDLE_MGR_TXNS": txns, "SADDLE_MGR_STALL": "0.2"}
