@@ -38,7 +38,7 @@ def register(subparsers) -> None:
                        help="hierarchical blocks: map every submodule instance, not each distinct module "
                             "once (the sign-off run; same totals, the Manager about 28 min instead of minutes)")
     synth.add_argument("--out", type=Path, default=BUILD / "synth", help="work folder (default build/synth)")
-    _selector_option(synth)
+    _variant_options(synth)
     synth.set_defaults(func=_synth)
 
     timing = sub.add_parser("timing", help="static timing (OpenSTA, osu018): critical path, fmax, FO4 depth",
@@ -49,7 +49,7 @@ def register(subparsers) -> None:
     timing.add_argument("--block", action="append", help="only this block (repeatable)")
     timing.add_argument("--json", action="store_true", help="print the results as JSON")
     timing.add_argument("--out", type=Path, default=BUILD / "synth", help="work folder (default build/synth)")
-    _selector_option(timing)
+    _variant_options(timing)
     timing.set_defaults(func=_timing)
 
     fetch = sub.add_parser("fetch-lib", help="fetch the osu018 standard-cell library into build/celllib/")
@@ -94,21 +94,25 @@ def register(subparsers) -> None:
     mut.set_defaults(func=_mutate)
 
 
-def _selector_option(parser) -> None:
+def _variant_options(parser) -> None:
     parser.add_argument("--selector-stage-levels", type=int, metavar="K",
                         help="shared_pool and manager with the Shared Pool selector pipelined every K tree "
                              "levels (0: combinational) instead of configs/hardware/manager_rtl.yaml's; "
                              "work folder BLOCK_kK")
+    parser.add_argument("--mapping", choices=["area", "delay"], default="area",
+                        help="osu018: ABC's area mapping (default, the area tables) or the delay mapping of "
+                             "configs/synth/flow.yaml (work folder BLOCK_delay)")
 
 
-def _variant(name: str, factory, stage_levels: int | None):
-    """(work folder name, factory) of a block, its Shared Pool selector pipelined every
-    `stage_levels` levels (None: the shipped selector)."""
-    if stage_levels is None or name not in ("shared_pool", "manager"):
-        return name, factory
-    from hw.manager.sizes import full_size
+def _variant(name: str, factory, args):
+    """(work folder name, factory) of a block under `args`' selector and mapping options."""
+    work_name = name
+    if args.selector_stage_levels is not None and name in ("shared_pool", "manager"):
+        from hw.manager.sizes import full_size
 
-    return f"{name}_k{stage_levels}", lambda: full_size(name, stage_levels=stage_levels)
+        stage_levels = args.selector_stage_levels
+        work_name, factory = f"{name}_k{stage_levels}", lambda: full_size(name, stage_levels=stage_levels)
+    return work_name + ("_delay" if args.mapping == "delay" else ""), factory
 
 
 def _selected(names: list[str] | None) -> dict:
@@ -149,7 +153,7 @@ def _export(args) -> int:
 
 
 def _synth_block(name: str, factory, out: Path, liberty, hierarchy=None, every_instance=False,
-                 work_name: str | None = None):
+                 work_name: str | None = None, goal: str = "area"):
     """Export and synthesize one block in OUT/WORK_NAME/ (default NAME; result.json beside Yosys' files)."""
     from hw.flow.export import write_verilog
     from hw.flow.synth import synthesize
@@ -157,7 +161,7 @@ def _synth_block(name: str, factory, out: Path, liberty, hierarchy=None, every_i
     work = Path(out) / (work_name or name)
     verilog = write_verilog(factory(), name, work)
     result = synthesize(verilog, name, liberty=liberty, work_dir=work, block=name, hierarchy=hierarchy,
-                        every_instance=every_instance)
+                        every_instance=every_instance, goal=goal)
     (work / "result.json").write_text(json.dumps(result.to_dict(), indent=2, sort_keys=True) + "\n")
     return result
 
@@ -169,8 +173,9 @@ def _synth(args) -> int:
     results = []
     for name, factory in _selected(args.block).items():
         started = time.monotonic()
-        work_name, factory = _variant(name, factory, args.selector_stage_levels)
-        result = _synth_block(name, factory, args.out, liberty, args.hierarchy, args.every_instance, work_name)
+        work_name, factory = _variant(name, factory, args)
+        result = _synth_block(name, factory, args.out, liberty, args.hierarchy, args.every_instance, work_name,
+                              args.mapping)
         results.append(result)
         if not args.json:
             print(f"{work_name:<16} cells {result.cells:>7}  flip-flops {result.flip_flops:>6}  "
@@ -199,22 +204,22 @@ def _timing(args) -> int:
     results = []
     for name, factory in _selected(args.block).items():
         started = time.monotonic()
-        work_name, factory = _variant(name, factory, args.selector_stage_levels)
+        work_name, factory = _variant(name, factory, args)
         work = Path(args.out) / work_name
         netlist = work / MAPPED_NETLIST
         verilog = write_verilog(factory(), name, work)  # rewritten only when the design changed
         previous = json.loads((work / "result.json").read_text()) if (work / "result.json").is_file() else {}
         if not (netlist.is_file() and netlist.stat().st_mtime > verilog.stat().st_mtime
                 and previous.get("library", "").startswith(library)):
-            _synth_block(name, factory, args.out, liberty, work_name=work_name)
+            _synth_block(name, factory, args.out, liberty, work_name=work_name, goal=args.mapping)
         unbuffered = sta_netlist(netlist, name, liberty, work)
         buffered, buffering = buffered_netlist(netlist, name, liberty, work, config)
         for sta_v, trees, log in ((unbuffered, None, "sta"), (buffered, buffering, "sta_buffered")):
             path = critical_path(sta, sta_v, name, liberty, work, config.clock_period_ns, log)
-            result = block_timing(work_name, path, fo4, config, library, repo_path(sta_v), trees)
+            result = block_timing(work_name, path, fo4, config, library, repo_path(sta_v), trees, args.mapping)
             results.append(result)
             if not args.json:
-                print(f"{work_name:<16} {result.netlist_kind:<12} {path.startpoint} -> {path.endpoint}: "
+                print(f"{work_name:<22} {result.netlist_kind:<9} {path.startpoint} -> {path.endpoint}: "
                       f"{path.stages} stages, {path.min_period_ns:.3f} ns, fmax {result.fmax_mhz:.0f} MHz "
                       f"({library}), {result.depth_fo4:.1f} FO4 -> {result.target_period_ps:.0f} ps at "
                       f"{config.target_node_nm:g} nm ({result.target_fmax_ghz:.2f} GHz, "

@@ -309,7 +309,8 @@ def measure_fo4(sta: Path, liberty: Path, work_dir: Path, chains: tuple[int, int
 @dataclass(frozen=True)
 class TimingResult:
     block: str
-    netlist_kind: str          # "area-mapped" (as synthesized) or "buffered" (flattened, fanout bounded)
+    mapping: str               # ABC's goal: "area" or "delay" (hw/flow/synth.py)
+    netlist_kind: str          # "mapped" (as synthesized) or "buffered" (flattened, fanout bounded)
     startpoint: str
     endpoint: str
     stages: int
@@ -331,12 +332,13 @@ class TimingResult:
 
 
 def block_timing(block: str, path: CriticalPath, fo4_ns: float, config: TimingConfig,
-                 library: str, netlist: str, buffering: Buffering | None = None) -> TimingResult:
+                 library: str, netlist: str, buffering: Buffering | None = None,
+                 mapping: str = "area") -> TimingResult:
     """The figures of one block's critical path, carried to the target node (`buffering`: of the
-    buffered netlist, None for the area-mapped one)."""
+    buffered netlist, None for the netlist as mapped)."""
     depth = path.min_period_ns / fo4_ns
     target_ps = depth * config.target_fo4_ns * 1000.0
-    return TimingResult(block=block, netlist_kind="area-mapped" if buffering is None else "buffered",
+    return TimingResult(block=block, mapping=mapping, netlist_kind="mapped" if buffering is None else "buffered",
                         buffering=buffering, startpoint=path.startpoint, endpoint=path.endpoint, stages=path.stages,
                         arrival_ns=path.arrival_ns, min_period_ns=path.min_period_ns,
                         fmax_mhz=round(1000.0 / path.min_period_ns, 1), fo4_ns=fo4_ns, depth_fo4=round(depth, 1),

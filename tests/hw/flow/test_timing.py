@@ -176,8 +176,8 @@ def test_cli_timing_of_a_synthesized_block(tools, tmp_path, capsys):
 
     assert main(["hw", "timing", "--block", "scheduler", "--json", "--out", str(tmp_path)]) == 0
     report = json.loads(capsys.readouterr().out)
-    assert [(b["block"], b["netlist_kind"]) for b in report["blocks"]] == [("scheduler", "area-mapped"),
-                                                                            ("scheduler", "buffered")]
+    assert [(b["block"], b["mapping"], b["netlist_kind"]) for b in report["blocks"]] == [
+        ("scheduler", "area", "mapped"), ("scheduler", "area", "buffered")]
     for block in report["blocks"]:
         assert block["stages"] > 5
         assert block["fmax_mhz"] == pytest.approx(1000 / block["min_period_ns"], abs=0.1)
