@@ -193,9 +193,10 @@ def buffered_netlist(mapped: Path, top: str, liberty: Path, work_dir: Path,
 
 
 # A Yosys `write_verilog -noattr` cell instance, one pin connection per line; liberty cells have
-# one-bit pins, so each connection is one bit: a name, a bit of a name, or a constant.
-_INSTANCE = re.compile(r"^  (\S+) (\S+) \(\n((?:    \.\w+\(.*\),?\n)*)  \);\n", re.M)
-_CONNECTION = re.compile(r"    \.(\w+)\((.*)\),?\n")
+# one-bit pins, so each connection is one bit: a name, a bit of a name, or a constant. Escaped
+# names (the flattened hierarchy's `\e0._190_ `) end with a space, kept as part of the name.
+_INSTANCE = re.compile(r"^  (\S+) (\\\S+ |\S+) \(\n((?:    \.\w+\([^()\n]*\),?\n)*)  \);\n", re.M)
+_CONNECTION = re.compile(r"    \.(\w+)\(([^()\n]*)\),?\n")
 
 
 @dataclass(frozen=True)
@@ -215,6 +216,10 @@ def buffer_fanout(text: str, outputs: dict[str, frozenset[str]], max_fanout: int
     nets (an output port is not a cell input); constant connections are not nets."""
     cell, a, y = buffer
     matches = list(_INSTANCE.finditer(text))
+    headers = len(re.findall(r"^  \S+ .+ \($", text, re.M))
+    if headers != len(matches):
+        raise SaddleError(f"buffer_fanout: {headers - len(matches)} of {headers} cell instances not in the "
+                          "expected layout (write_verilog -noattr, one connection per line)")
     instances = []
     loads: dict[str, list] = {}
     for no, m in enumerate(matches):

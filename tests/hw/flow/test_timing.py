@@ -69,7 +69,8 @@ BUFFER = ("BUFX4", "A", "Y")
 
 def fanout_netlist(loads: int, cell: str = "NAND2X1", pin: str = "A") -> str:
     """Yosys' layout: an INVX1 driving net n to `loads` cells (pin B of a NAND2 tied to 0) and to
-    the output port; q0..q{loads-1} are outputs too."""
+    the output port; q0..q{loads-1} are outputs too. The loads have escaped names (`\\u.l0 `,
+    as in a flattened hierarchy)."""
     ports = ", ".join(f"q{i}" for i in range(loads))
     lines = [f"module fan(clk, a, n, {ports});", "  input clk;", "  input a;", "  output n;",
              *(f"  output q{i};" for i in range(loads)),
@@ -77,7 +78,7 @@ def fanout_netlist(loads: int, cell: str = "NAND2X1", pin: str = "A") -> str:
     for i in range(loads):
         other = "    .B(1'h0),\n" if cell == "NAND2X1" else "    .CLK(clk),\n"
         out = "Y" if cell == "NAND2X1" else "Q"
-        lines.append(f"  {cell} l{i} (\n    .{pin}(n),\n{other}    .{out}(q{i})\n  );")
+        lines.append(f"  {cell} \\u.l{i}  (\n    .{pin}(n),\n{other}    .{out}(q{i})\n  );")
     return "\n".join(lines + ["endmodule", ""])
 
 
@@ -85,10 +86,10 @@ def _depths(text: str, loads: int) -> set[int]:
     """Buffers between n and each load (following the rewritten connections back to n)."""
     import re
     driver = {m.group(2): m.group(1) for m in re.finditer(r"\.A\((.*)\),\n    \.Y\((.*)\)\n", text)}
-    pins = dict(re.findall(r"  NAND2X1 (l\d+) \(\n    \.A\((.*)\),", text))
+    pins = dict(re.findall(r"  NAND2X1 \\u\.l(\d+)  \(\n    \.A\((.*)\),", text))
     depths = set()
     for i in range(loads):
-        net, depth = pins[f"l{i}"], 0
+        net, depth = pins[str(i)], 0
         while net != "n":
             net, depth = driver[net], depth + 1
         depths.add(depth)
@@ -110,6 +111,9 @@ def test_buffer_fanout_splits_large_nets_into_balanced_trees():
     assert buffer_fanout(same, OUTPUTS, 8, BUFFER) == (same, Buffering(0, 0, 0))
     with pytest.raises(SaddleError, match="cell NAND2X1 .* no output pin"):
         buffer_fanout(same, {"INVX1": frozenset({"Y"})}, 8, BUFFER)
+    with pytest.raises(SaddleError, match="1 of 9 cell instances not in the expected layout"):
+        buffer_fanout(same.replace("  INVX1 drv (\n    .A(a),", "  INVX1 drv (\n    .A(a), .B(c),"), OUTPUTS, 8,
+                      BUFFER)
 
 
 @pytest.fixture(scope="module")
