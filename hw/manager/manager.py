@@ -158,6 +158,7 @@ class Manager(wiring.Component):
         self.selector_stage_levels = selector_stage_levels
         latency = len(tree_stages(shared_entries, selector_stage_levels))
         if latency > self.SELECT_GAP:
+            self._MustUse__silence = True   # never elaborated: no "created but never used" warning
             raise ValueError(f"Manager: a Shared Pool selector with registers every {selector_stage_levels} "
                              f"levels has latency {latency} > {self.SELECT_GAP} cycles, the gap between a "
                              "pool write and the next SELECT: use more levels per stage")
