@@ -14,6 +14,14 @@ simulated (tokens, latency, conservation) but not averaged in. ``tokens_per_s`` 
 ``tokens_per_joule`` use the window (energy: dynamic energy of the steps started in it plus
 static power over it); ``run_tokens_per_s`` / ``run_tokens_per_joule`` the whole run. With
 no more requests than the batch size the window ends at the first completion.
+
+Per-request service (fairness of verification): for every request, its end-to-end latency L
+(admission to its last committed token, whole run) and its output length n give its time per
+output token L / n and its token rate n / L. Records carry p50, p99 and max of L and of L / n
+(``numpy.percentile``, linear interpolation) and Jain's fairness index of the token rates,
+J = (sum x)^2 / (N sum x^2): 1 when every request is served at the same rate, 1/N when one
+request gets all of it. Rates are compared across requests of different lengths on purpose:
+a per-token rate does not reward a long request for being long.
 """
 from __future__ import annotations
 
@@ -102,6 +110,7 @@ class RunMetrics:
     pim_ops: int
     total_ops: int
     request_latency_ps: list[int]
+    request_tokens: list[int]          # output tokens of each request, as request_latency_ps
     window_ps: int
     window_tokens: int
     window_energy_pj: float
@@ -110,6 +119,7 @@ class RunMetrics:
     def to_dict(self) -> dict:
         seconds = self.time_ps / PS_PER_S
         lat = np.asarray(self.request_latency_ps, dtype=np.float64) / PS_PER_S
+        per_token = lat / np.asarray(self.request_tokens, dtype=np.float64)
         tokens = asdict(self.tokens)
         return {
             "system": self.system,
@@ -133,9 +143,23 @@ class RunMetrics:
             "tokens": tokens,
             "acceptance_rate": self.tokens.accepted / (self.tokens.accepted + self.tokens.rejected)
             if self.tokens.accepted + self.tokens.rejected else 0.0,
-            "request_latency_s": {
-                "p50": float(np.percentile(lat, 50)) if lat.size else 0.0,
-                "p99": float(np.percentile(lat, 99)) if lat.size else 0.0,
-            },
+            "request_latency_s": _spread(lat),
+            "request_time_per_token_s": _spread(per_token),
+            "request_rate_jain": jain_index(1.0 / per_token),
             **self.extra,
         }
+
+
+def _spread(values: np.ndarray) -> dict[str, float]:
+    """p50, p99 and max of per-request values (0.0 for a run without requests)."""
+    if not values.size:
+        return {"p50": 0.0, "p99": 0.0, "max": 0.0}
+    return {"p50": float(np.percentile(values, 50)), "p99": float(np.percentile(values, 99)),
+            "max": float(values.max())}
+
+
+def jain_index(x: np.ndarray) -> float:
+    """Jain's fairness index (sum x)^2 / (n sum x^2) of non-negative values (1.0 when empty)."""
+    if not x.size:
+        return 1.0
+    return float(x.sum() ** 2 / (x.size * (x * x).sum()))

@@ -105,6 +105,7 @@ def design_name(config: ManagerConfig, softmax, selector_stage_levels: int | Non
         selector_stage_levels = shipped()
     return (f"manager_r{config.max_requests}_s{config.shared_entries}_e{config.eager_entries}"
             f"_m{config.micro_batches}_l{softmax.lanes}_v{softmax.vocab}_x{softmax.exp_frac_bits}"
+            + ("" if config.aging_passes is None else f"_a{config.aging_passes}")
             + (f"_k{selector_stage_levels}" if selector_stage_levels else ""))
 
 

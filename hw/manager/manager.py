@@ -152,9 +152,9 @@ class Manager(wiring.Component):
     SELECT_GAP = 3
 
     def __init__(self, *, requests: int, shared_entries: int, eager_entries: int,
-                 micro_batches: int, softmax: SoftmaxParams, selector_stage_levels: int = 0,
-                 fault: str | None = None):
-        self.requests, self.shared_entries = requests, shared_entries
+                 micro_batches: int, softmax: SoftmaxParams, aging_passes: int | None = None,
+                 selector_stage_levels: int = 0, fault: str | None = None):
+        self.requests, self.shared_entries, self.aging_passes = requests, shared_entries, aging_passes
         self.selector_stage_levels = selector_stage_levels
         latency = len(tree_stages(shared_entries, selector_stage_levels))
         if latency > self.SELECT_GAP:
@@ -185,14 +185,15 @@ class Manager(wiring.Component):
             selector_stage_levels = shipped()
         return cls(requests=config.max_requests, shared_entries=config.shared_entries,
                    eager_entries=config.eager_entries, micro_batches=config.micro_batches,
-                   softmax=softmax, selector_stage_levels=selector_stage_levels, fault=fault)
+                   softmax=softmax, aging_passes=config.aging_passes,
+                   selector_stage_levels=selector_stage_levels, fault=fault)
 
     def elaborate(self, platform):
         m = Module()
         fault = self.fault
         m.submodules.ctl = ctl = Controller(self.requests, self.softmax_params,
                                             fault=fault_for(fault, Controller, Softmax))
-        m.submodules.sp = sp = SharedPool(self.shared_entries, self.requests,
+        m.submodules.sp = sp = SharedPool(self.shared_entries, self.requests, self.aging_passes,
                                           stage_levels=self.selector_stage_levels,
                                           fault=fault_for(fault, SharedPool, ArgmaxNode))
         m.submodules.ep = ep = EagerPools(self.micro_batches, self.eager_entries, self.requests,
@@ -324,6 +325,8 @@ class Manager(wiring.Component):
                 m.d.comb += [cur.eq(sp.best_req)]
                 with m.If(~sp.best_valid | (left == 0)):
                     m.d.sync += state.eq(_State.ISSUED)
+                    if self.aging_passes is not None:   # the selection is complete: age the pool
+                        m.d.comb += sp.pass_end.eq(1)
                 with m.Elif(room):
                     m.d.comb += sp.op.eq(PoolOp.SELECT)
                     emit(EventKind.ISSUED_TOKEN, request=sp.best_req, position=sp.best_pos,

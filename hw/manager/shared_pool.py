@@ -18,6 +18,15 @@ completes in the cycle it is given):
   selection order (``sim.manager.shared_pool.selection_key``): an argmax tree of
   ``entries - 1`` comparators (``ArgmaxNode``) over the key {waiting, H, ~request, ~position},
   which carries the winner's token and micro-batch along.
+- Aging (``aging_passes`` = K, None = off: no aging logic is built and the key is as above):
+  each entry keeps its count of passes passed over (``K.bit_length()`` bits, saturating at K)
+  and a ``served`` flag, and prepends ``aged`` (count = K) to its key below the waiting bit:
+  {waiting, aged, H, ~request, ~position}, the model's ``aged_selection_key``. A ``SELECT``
+  broadcasts the selected token's request to every entry (the ``req`` bus carries ``best_req``
+  in that cycle) and the entries of that request set ``served``; ``pass_end`` (one cycle after
+  the pass's last ``SELECT``, no other command in it) resets the count of each waiting entry
+  that was served and adds one to the others', and clears every ``served``. The tree is not
+  changed: the aged bit is formed in the entry.
 - ``count`` (every valid entry), ``fly_count``; ``q_req`` -> ``q_wait``, ``q_fly``
   (combinational per-request counts).
 
@@ -29,8 +38,8 @@ Pipelined selector (``stage_levels`` = k > 0; 0, the default, is the combination
 registers after every k tree levels (``tree_stages``), so the longest path crosses k levels
 instead of all log2(entries). Same selection order, still one SELECT per cycle (II = 1); the
 price is **latency = len(tree_stages(entries, k)) cycles** (``self.latency``): ``best_*`` shows
-an INSERT or CLEAR of cycle t from cycle t + 1 + latency on (t + 1 for the combinational tree),
-so the user must not SELECT earlier. 512 entries (9 levels): k = 3 or 4 -> latency 2, k = 5..8
+an INSERT, CLEAR or ``pass_end`` (aging changes keys) of cycle t from cycle t + 1 + latency
+on (t + 1 for the combinational tree), so the user must not SELECT earlier. 512 entries (9 levels): k = 3 or 4 -> latency 2, k = 5..8
 -> latency 1. The registers hold more than each subtree's winner (``argmax_tree``).
 
 Structure: every entry and every tree node is its own submodule, so that the exported Verilog
@@ -49,9 +58,9 @@ from amaranth.lib.wiring import In, Out
 from hw.common.fault import checked_fault, fault_for
 from hw.common.priority_encoder import first_one_hot
 from hw.common.read_mux import read
-from sim.manager.formats import CUM_PROB, MICROBATCH_ID, POSITION, REQUEST_ID, TOKEN_ID
+from sim.manager.formats import AGE, CUM_PROB, MICROBATCH_ID, POSITION, REQUEST_ID, TOKEN_ID
 
-KEY_BITS = 1 + CUM_PROB.bits + REQUEST_ID.bits + POSITION.bits
+KEY_BITS = 1 + CUM_PROB.bits + REQUEST_ID.bits + POSITION.bits     # without aging (one more with)
 PAYLOAD_BITS = TOKEN_ID.bits + MICROBATCH_ID.bits
 
 
@@ -71,22 +80,40 @@ class CamEntry(wiring.Component):
     """One Shared Pool entry. ``write`` stores the fields (waiting), ``select`` moves it in
     flight, ``clear`` removes it if it belongs to ``req`` and its state is one ``clear_fly`` /
     ``clear_wait`` names; at most one of the three per cycle. ``key`` = {waiting, H, ~request,
-    ~position} (the selector's order), ``payload`` = {micro-batch, token}, ``free`` = not valid."""
+    ~position} (the selector's order), ``payload`` = {micro-batch, token}, ``free`` = not valid.
+    With ``aging_passes``: ``selecting`` (a SELECT of a token of request ``req`` this cycle) and
+    ``pass_end`` age the entry, and ``key`` = {waiting, aged, H, ~request, ~position}."""
 
-    def __init__(self):
-        super().__init__({
-            "write": In(1), "select": In(1), "clear": In(1), "clear_fly": In(1), "clear_wait": In(1),
-            **_entry_fields(),
-            "free": Out(1), "key": Out(KEY_BITS), "payload": Out(PAYLOAD_BITS),
-        })
+    def __init__(self, aging_passes: int | None = None):
+        self.aging_passes = aging_passes
+        ports = {"write": In(1), "select": In(1), "clear": In(1), "clear_fly": In(1),
+                 "clear_wait": In(1), **_entry_fields(),
+                 "free": Out(1), "key": Out(key_bits(aging_passes)), "payload": Out(PAYLOAD_BITS)}
+        if aging_passes is not None:
+            ports.update(selecting=In(1), pass_end=In(1))
+        super().__init__(ports)
 
     def elaborate(self, platform):
         m = Module()
         valid, fly = Signal(), Signal()
         req, mb, pos = Signal(REQUEST_ID.bits), Signal(MICROBATCH_ID.bits), Signal(POSITION.bits)
         token, h = Signal(TOKEN_ID.bits), Signal(CUM_PROB.bits)
-        m.d.comb += [self.key.eq(Cat(~pos, ~req, h, valid & ~fly)), self.payload.eq(Cat(token, mb)),
-                     self.free.eq(~valid)]
+        k = self.aging_passes
+        if k is None:
+            key = Cat(~pos, ~req, h, valid & ~fly)
+        else:
+            age, served = Signal(range(k + 1)), Signal()
+            key = Cat(~pos, ~req, h, age == k, valid & ~fly)
+        m.d.comb += [self.key.eq(key), self.payload.eq(Cat(token, mb)), self.free.eq(~valid)]
+        if k is not None:
+            with m.If(self.selecting & valid & (req == self.req)):
+                m.d.sync += served.eq(1)
+            with m.If(self.pass_end):
+                m.d.sync += served.eq(0)
+                with m.If(valid & ~fly):
+                    m.d.sync += age.eq(Mux(served, 0, Mux(age == k, k, age + 1)))
+            with m.If(self.write):
+                m.d.sync += [age.eq(0), served.eq(0)]
         gone = Signal()
         m.d.comb += gone.eq(self.clear & valid & (req == self.req) &
                             Mux(fly, self.clear_fly, self.clear_wait))
@@ -98,6 +125,11 @@ class CamEntry(wiring.Component):
         with m.If(gone):
             m.d.sync += [valid.eq(0), fly.eq(0)]
         return m
+
+
+def key_bits(aging_passes: int | None) -> int:
+    """Width of an entry's selection key: {waiting, [aged,] H, ~request, ~position}."""
+    return KEY_BITS + (aging_passes is not None)
 
 
 class ArgmaxNode(wiring.Component):
@@ -294,14 +326,20 @@ def _stage_register(m, lists: tuple, keep: int, level: int, j: int, selected: tu
 class SharedPool(wiring.Component):
     FAULTS = {"fly_count_not_cleared": "shared pool: CLEAR leaves the in-flight total fly_count unchanged"}
 
-    def __init__(self, entries: int, requests: int, *, stage_levels: int = 0, fault: str | None = None):
+    def __init__(self, entries: int, requests: int, aging_passes: int | None = None, *,
+                 stage_levels: int = 0, fault: str | None = None):
         if entries < 2 or requests < 1:
             raise ValueError("SharedPool: entries >= 2 and requests >= 1 expected")
-        self.entries, self.requests, self.stage_levels = entries, requests, stage_levels
+        if aging_passes is not None and not 1 <= aging_passes <= AGE.max_raw:
+            raise ValueError(f"SharedPool: aging_passes in [1, {AGE.max_raw}] or None expected")
+        self.entries, self.requests, self.aging_passes = entries, requests, aging_passes
+        self.stage_levels = stage_levels
         self.latency = len(tree_stages(entries, stage_levels))
         self.fault = checked_fault(fault, SharedPool, ArgmaxNode)
         per_req = range(POSITION.max_raw + 1)
+        aging = {} if aging_passes is None else {"pass_end": In(1)}
         super().__init__({
+            **aging,
             "op": In(PoolOp),
             "req": In(REQUEST_ID.bits), "mb": In(MICROBATCH_ID.bits), "pos": In(POSITION.bits),
             "token": In(TOKEN_ID.bits), "h": In(CUM_PROB.bits),
@@ -315,7 +353,7 @@ class SharedPool(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         n = self.entries
-        cam = [CamEntry() for _ in range(n)]
+        cam = [CamEntry(self.aging_passes) for _ in range(n)]
         per_req = range(POSITION.max_raw + 1)
         wait_n = [Signal(per_req, name=f"r{r}_wait") for r in range(self.requests)]
         fly_n = [Signal(per_req, name=f"r{r}_fly") for r in range(self.requests)]
@@ -332,7 +370,7 @@ class SharedPool(wiring.Component):
         m.d.comb += [
             best_idx.eq(best_index),
             self.best_valid.eq(best_key[-1]),
-            self.best_h.eq(best_key[POSITION.bits + REQUEST_ID.bits:-1]),
+            self.best_h.eq(best_key[POSITION.bits + REQUEST_ID.bits:POSITION.bits + REQUEST_ID.bits + CUM_PROB.bits]),
             self.best_req.eq(~best_key[POSITION.bits:POSITION.bits + REQUEST_ID.bits]),
             self.best_pos.eq(~best_key[:POSITION.bits]),
             self.best_token.eq(best_payload[:TOKEN_ID.bits]),
@@ -344,11 +382,17 @@ class SharedPool(wiring.Component):
         free_one_hot = first_one_hot(m, free, "free")
         m.d.comb += [inserting.eq(self.op == PoolOp.INSERT),
                      selecting.eq((self.op == PoolOp.SELECT) & self.best_valid)]
+        entry_req = self.req
+        if self.aging_passes is not None:   # a SELECT tells every entry which request it served
+            entry_req = Signal(REQUEST_ID.bits)
+            m.d.comb += entry_req.eq(Mux(selecting, self.best_req, self.req))
         for i, e in enumerate(cam):
             m.submodules[f"e{i}"] = e
+            if self.aging_passes is not None:
+                m.d.comb += [e.selecting.eq(selecting), e.pass_end.eq(self.pass_end)]
             m.d.comb += [e.write.eq(inserting & free_one_hot[i]), e.select.eq(selecting & (best_idx == i)),
                          e.clear.eq(self.op == PoolOp.CLEAR), e.clear_fly.eq(self.clear_fly),
-                         e.clear_wait.eq(self.clear_wait), e.req.eq(self.req), e.mb.eq(self.mb),
+                         e.clear_wait.eq(self.clear_wait), e.req.eq(entry_req), e.mb.eq(self.mb),
                          e.pos.eq(self.pos), e.token.eq(self.token), e.h.eq(self.h)]
 
         count = Signal(range(n + 1))

@@ -44,7 +44,7 @@ def full_size(block: str, stage_levels: int | None = None):
         return Controller(cfg.max_requests, softmax_params())
     if block == "shared_pool":
         from hw.manager.shared_pool import SharedPool
-        return SharedPool(cfg.shared_entries, cfg.max_requests, stage_levels=stage_levels)
+        return SharedPool(cfg.shared_entries, cfg.max_requests, cfg.aging_passes, stage_levels=stage_levels)
     if block == "eager_pool":
         from hw.manager.eager_pool import EagerPools
         return EagerPools(cfg.micro_batches, cfg.eager_entries, cfg.max_requests)

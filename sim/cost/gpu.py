@@ -63,11 +63,15 @@ class GPU:
         """Slowdown of the compute side from the partly empty last wave (1.0 when full)."""
         return math.ceil(tiles / self.sms) * self.sms / tiles
 
-    def kernel_ps(self, flops: int, nbytes: int, tiles: int) -> int:
+    def kernel_terms(self, flops: int, nbytes: int, tiles: int) -> tuple[float, float]:
+        """(compute, memory) seconds of a kernel, each stretched by wave quantization where the
+        calibration says so; the kernel takes the larger."""
         wave = self.wave_factor(tiles)
-        compute = flops / self.sustained_flops * wave
-        memory = nbytes / self.sustained_bandwidth * (wave if self.memory_wave else 1)
-        return self.launch_ps + math.ceil(max(compute, memory) * 1e12)
+        return (flops / self.sustained_flops * wave,
+                nbytes / self.sustained_bandwidth * (wave if self.memory_wave else 1))
+
+    def kernel_ps(self, flops: int, nbytes: int, tiles: int) -> int:
+        return self.launch_ps + math.ceil(max(self.kernel_terms(flops, nbytes, tiles)) * 1e12)
 
     def gemm_tiles(self, m: int, n: int, k: int) -> int:
         """Output tiles, times the split-K factor a GEMM library picks to fill the SMs when
@@ -85,13 +89,16 @@ class GPU:
         """Time and traffic of one FC operator's GEMM kernel."""
         m, n, k, b = op.tokens, op.n, op.k, op.bpe
         if not self.tile_candidates:
-            return Kernel(self.kernel_ps(op.flops, op.bytes_total, self.gemm_tiles(m, n, k)),
-                          op.bytes_total, op.bytes_total, op.bytes_total, 0)
+            tiles = self.gemm_tiles(m, n, k)
+            compute, memory = self.kernel_terms(op.flops, op.bytes_total, tiles)
+            return Kernel(self.kernel_ps(op.flops, op.bytes_total, tiles),
+                          op.bytes_total, op.bytes_total, op.bytes_total, 0, compute > memory)
         tm, tn, blocks = self.searched_tile(m, n, k, b)
         dram = self.l2_blocked_bytes(m, n, k, b, tm, tn)
+        compute, memory = self.kernel_terms(op.flops, dram, blocks)
         r = self.register_tile
         return Kernel(self.kernel_ps(op.flops, dram, blocks), dram, _tile_bytes(m, n, k, b, tm, tn),
-                      _tile_bytes(m, n, k, b, r, r), 3 * m * n * k)
+                      _tile_bytes(m, n, k, b, r, r), 3 * m * n * k, compute > memory)
 
     def searched_tile(self, m: int, n: int, k: int, bpe: int) -> tuple[int, int, int]:
         """``(tile_m, tile_n, thread blocks)`` of a GEMM: among the candidate tiles that fit in
@@ -189,6 +196,7 @@ class Kernel:
     l2: int
     l1: int
     registers: int
+    compute_bound: bool = False    # its compute time exceeds its memory time (roofline side)
 
 
 def _tile_bytes(m: int, n: int, k: int, bpe: int, tm: int, tn: int) -> int:

@@ -177,6 +177,14 @@ class System:
         return self.price_step(tlm, requests, mapping={"fc": "gpu", "attention": attention},
                                power_constrained=power_constrained)
 
+    def fc_compute_bound(self, model: ModelSpec | str, tokens: int, devices: int | None = None) -> bool:
+        """Whether some FC GEMM of one step of ``tokens`` tokens on the GPUs is compute-bound
+        (its compute time, wave quantization included, above its memory time): past that token
+        count a pass no longer costs one streaming of the weights."""
+        spec, (_, devices, _) = self._step_kind(model, None, devices, False)
+        fc, _ = spec.shard(devices).dense_ops(tokens)
+        return any(self.gpu.fc_kernel(op).compute_bound for op in fc)
+
     def check_fits(self, model: ModelSpec | str, requests: Sequence[tuple[int, int]]) -> None:
         """Weights plus every request's KV cache must fit in the system's memory."""
         spec = load_model(model) if isinstance(model, str) else model

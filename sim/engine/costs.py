@@ -73,5 +73,9 @@ class CostAdapter:
         n = self.n_devices
         return self.system.energy.static(total_ps, n, n * self.system.stacks_per_device)
 
+    def tlm_fc_compute_bound(self, tokens: int) -> bool:
+        """Whether a TLM pass of ``tokens`` tokens over all devices has a compute-bound FC GEMM."""
+        return self.system.fc_compute_bound(self.tlm, tokens, self.n_devices)
+
     def has_pim(self) -> bool:
         return self.system.pim is not None

@@ -10,11 +10,14 @@ An experiment (``configs/experiments/NAME.yaml``)::
                                      # optional per-entry batches: [...] (subset of batches)
       - {system: gpu-ad}
       - {system: gpu-sd, draft_length: search}
-                                     # per entry also tau, max_draft_len, capacity_slack,
+                                     # per entry also tau, max_draft_len, capacity_rule,
+                                     # capacity_slack (with capacity_rule fc_slack),
                                      # issue_rule, label (the name records and plots use,
                                      # e.g. pim-sd-best for a second pim-sd entry),
                                      # dlm_fc_threshold, tlm_attention_threshold (the
-                                     # Scheduler's; default: measured offline)
+                                     # Scheduler's; default: measured offline),
+                                     # aging_passes: K or [K, ...] (the Shared Pool's aging,
+                                     # sim/manager/shared_pool.py; one run per K)
     workload: {split: test, requests: 256, batching: continuous, seed: 0}
                                      # or requests_per_batch: K (K x batch requests per run)
     sequence_length: [1024, 2048]    # optional sweep: every request decodes until its context
@@ -46,18 +49,20 @@ from sim.model import load_pair
 from sim.paths import CONFIGS
 from sim.systems.run import RunParams
 
-PLOT_X = ("batch", "draft_length", "sequence_length", "system")
+PLOT_X = ("batch", "draft_length", "sequence_length", "system", "aging_passes")
 # Every key an experiment file may have; anything else is refused with the closest suggested.
 EXPERIMENT_KEYS = ("name", "description", "pairs", "batches", "systems", "workload",
                    "sequence_length", "tau", "select", "plot", "published", "overrides")
-ENTRY_KEYS = ("system", "draft_length", "batches", "tau", "max_draft_len", "capacity_slack",
-              "issue_rule", "label", "dlm_fc_threshold", "tlm_attention_threshold")
+ENTRY_KEYS = ("system", "draft_length", "batches", "tau", "max_draft_len", "capacity_rule",
+              "capacity_slack", "issue_rule", "label", "dlm_fc_threshold", "tlm_attention_threshold",
+              "aging_passes")
 # RunParams fields added after run files existed: left out of a run's key and saved parameters
 # at their default, so runs saved before keep their keys.
-LATER_FIELDS = {"overrides": (), "dlm_fc_threshold": None, "tlm_attention_threshold": None}
+LATER_FIELDS = {"overrides": (), "dlm_fc_threshold": None, "tlm_attention_threshold": None,
+                "capacity_rule": None, "aging_passes": None}
 WORKLOAD_KEYS = ("split", "requests", "requests_per_batch", "batching", "seed",
                  "validation_fraction")
-RUN_FIELDS = ("pair", "batch", "system", "sequence_length", "draft_length")
+RUN_FIELDS = ("pair", "batch", "system", "sequence_length", "draft_length", "aging_passes")
 
 
 def resolve_path(name_or_path: str | None) -> Path:
@@ -178,7 +183,7 @@ def check_costs(runs: list[RunParams], where: str) -> None:
 
 
 def _load(data: dict, src: str, trace, requests) -> tuple[dict, list[RunParams]]:
-    from sim.systems.spec import ISSUE_RULES
+    from sim.systems.spec import CAPACITY_RULES, ISSUE_RULES, check_slack
     from sim.workload import BATCHING, SPLITS
 
     name = get(data, "name", str, source=src)
@@ -232,7 +237,7 @@ def _load(data: dict, src: str, trace, requests) -> tuple[dict, list[RunParams]]
     for i, seq in enumerate(seqs):
         check_sequence_length(seq, f"{src}: sequence_length[{i}]")
 
-    entries = []            # (entry, spec, draft lengths)
+    entries = []            # (entry, spec, draft lengths, aging Ks)
     for i, entry in enumerate(systems):
         at = f"systems[{i}]"
         if not isinstance(entry, dict):
@@ -275,13 +280,25 @@ def _load(data: dict, src: str, trace, requests) -> tuple[dict, list[RunParams]]
                                       "(mapping: dynamic); leave it out")
         if "max_draft_len" in entry:
             _int(get(entry, "max_draft_len", int, source=src, prefix=at), f"{src}: {at}.max_draft_len")
+        for key in ("capacity_rule", "capacity_slack"):
+            if key in entry and spec.verify != "shared_pool":
+                raise ConfigError(f"{src}: {at}.{key}: system {spec.name} has no pass "
+                                  "capacity (only systems with verify: shared_pool); leave it out")
+        rule = spec.capacity_rule
+        if "capacity_rule" in entry:
+            rule = get(entry, "capacity_rule", str, source=src, prefix=at)
+            if rule not in CAPACITY_RULES:
+                raise ConfigError(f"{src}: {at}.capacity_rule: unknown rule {rule!r}"
+                                  f"{suggest(rule, CAPACITY_RULES)}; expected one of {', '.join(CAPACITY_RULES)}")
         if "capacity_slack" in entry:
             slack = get(entry, "capacity_slack", float, source=src, prefix=at)
-            if spec.verify != "shared_pool":
-                raise ConfigError(f"{src}: {at}.capacity_slack: system {spec.name} has no pass "
-                                  "capacity (only systems with verify: shared_pool); leave it out")
-            if not 0 <= slack <= 10:
-                raise ConfigError(f"{src}: {at}.capacity_slack: expected a number in [0, 10], found {slack!r}")
+            if rule != "fc_slack":
+                raise ConfigError(f"{src}: {at}.capacity_slack: only capacity_rule fc_slack has a "
+                                  f"slack ({spec.name}'s rule here is {rule!r})")
+            check_slack(slack, f"{src}: {at}.capacity_slack")
+        elif rule == "fc_slack" and spec.capacity_slack is None:
+            raise ConfigError(f"{src}: {at}: capacity_rule fc_slack needs capacity_slack "
+                              f"({spec.name}'s config has none)")
         if "issue_rule" in entry:
             rule = get(entry, "issue_rule", str, source=src, prefix=at)
             if not spec.eager:
@@ -290,6 +307,16 @@ def _load(data: dict, src: str, trace, requests) -> tuple[dict, list[RunParams]]
             if rule not in ISSUE_RULES:
                 raise ConfigError(f"{src}: {at}.issue_rule: unknown rule {rule!r}"
                                   f"{suggest(rule, ISSUE_RULES)}; expected one of {', '.join(ISSUE_RULES)}")
+        ks = _list(entry.get("aging_passes"))
+        if "aging_passes" in entry:
+            from sim.manager.formats import AGE
+            for j, k in enumerate(ks):
+                where = f"{src}: {at}.aging_passes" + (f"[{j}]" if isinstance(entry["aging_passes"], list) else "")
+                if _int(k, where) > AGE.max_raw:
+                    raise ConfigError(f"{where}: expected at most {AGE.max_raw}, found {k}")
+            if spec.verify != "shared_pool":
+                raise ConfigError(f"{src}: {at}.aging_passes: system {spec.name} has no Shared Pool "
+                                  "(only systems with verify: shared_pool); leave it out")
         label = get(entry, "label", str, source=src, prefix=at, default=None)
         if label == "":
             raise ConfigError(f"{src}: {at}.label: expected a non-empty name")
@@ -309,33 +336,34 @@ def _load(data: dict, src: str, trace, requests) -> tuple[dict, list[RunParams]]
                     raise ConfigError(f"{src}: {key}: batch {b} of {spec.name} ({at}) exceeds the "
                                       f"{slots} Controller slots of configs/manager.yaml "
                                       "(controller.max_requests)")
-        for other, (o_entry, o_spec, o_ds) in enumerate(entries):
+        for other, (o_entry, o_spec, o_ds, o_ks) in enumerate(entries):
             same = (o_entry.get("label") or o_spec.name) == (label or spec.name)
             shared = set(o_entry.get("batches", batches)) & set(own or batches)
-            if same and shared and any(d in o_ds for d in ds):
+            if same and shared and any(d in o_ds for d in ds) and any(k in o_ks for k in ks):
                 raise ConfigError(f"{src}: {at}: the same runs as systems[{other}] (system "
-                                  f"{label or spec.name}, draft length, batches); give one a label")
-        entries.append((entry, spec, ds))
+                                  f"{label or spec.name}, draft length, aging, batches); give one a label")
+        entries.append((entry, spec, ds, ks))
 
     runs = []
     for pair in pairs:
         for seq_entry in seqs:
             seq = resolve_sequence_length(seq_entry, pair)
             for batch in batches:
-                for i, (entry, spec, ds) in enumerate(entries):
+                for i, (entry, spec, ds, ks) in enumerate(entries):
                     if batch not in entry.get("batches", batches):
                         continue
-                    for d in ds:
+                    for d, k in ((d, k) for d in ds for k in ks):
                         runs.append(RunParams(
                             system=spec.name, pair=pair, batch=batch, draft_length=d,
                             tau=float(entry["tau"]) if "tau" in entry else tau,
                             max_draft_len=entry.get("max_draft_len"),
+                            capacity_rule=entry.get("capacity_rule"),
                             capacity_slack=(float(entry["capacity_slack"])
                                             if "capacity_slack" in entry else None),
                             issue_rule=entry.get("issue_rule"), label=entry.get("label"),
                             dlm_fc_threshold=entry.get("dlm_fc_threshold"),
                             tlm_attention_threshold=entry.get("tlm_attention_threshold"),
-                            trace=trace, split=split,
+                            aging_passes=k, trace=trace, split=split,
                             requests=n_requests if per_batch is None else per_batch * batch,
                             seed=seed, validation_fraction=fraction, batching=batching,
                             sequence_length=seq, source=src))

@@ -2,7 +2,10 @@
 
 ``plot.x`` = ``system``: grouped bars, one group per (batch, sequence length), one bar per
 system; ``batch`` / ``sequence_length``: one line per system; ``draft_length``: one line per
-fixed-d system against d, systems without a fixed d as horizontal lines. With ``normalize`` each
+fixed-d system against d, systems without a fixed d as horizontal lines; ``aging_passes``
+likewise against the Shared Pool's aging K, runs without aging as horizontal lines. With
+several batches in a panel these two draw one line per (system, batch) and no horizontal
+lines (normalise to the reference system instead). With ``normalize`` each
 value is divided by that system's value at the same pair, batch and sequence length. A system
 appearing with several fixed d at the same point is split into one series per d.
 
@@ -154,17 +157,21 @@ def plot(path: Path, experiment: dict, spec: dict, records: list[dict],
                 ax.set_xticks(range(len(groups)))
                 ax.set_xticklabels([f"{b}" + (f", L={s}" if s else "") for b, s in groups])
                 x_title = "batch size" + (", sequence length" if any(s for _, s in groups) else "")
-        elif x_key == "draft_length":
+        elif x_key in ("draft_length", "aging_passes"):
             systems = list(dict.fromkeys(r["system"] for r in rows))
+            batches = list(dict.fromkeys(r["batch"] for r in rows))
             for k, system in enumerate(systems):
-                pts = sorted((r["draft_length"], value(r)) for r in rows
-                             if r["system"] == system and r["draft_length"] is not None)
-                if pts:
-                    ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=system)
-                else:
-                    for r in rows:
-                        if r["system"] == system:
-                            ax.axhline(value(r), linestyle="--", linewidth=1, color=f"C{k}", label=system)
+                for batch in batches:
+                    name = system if len(batches) == 1 else f"{system} b{batch}"
+                    pts = sorted((r[x_key], value(r)) for r in rows if r["system"] == system
+                                 and r["batch"] == batch and r.get(x_key) is not None)
+                    if pts:
+                        ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=name)
+                    elif len(batches) == 1:
+                        for r in rows:
+                            if r["system"] == system:
+                                ax.axhline(value(r), linestyle="--", linewidth=1, color=f"C{k}",
+                                           label=system)
         else:
             for name in series:
                 pts = sorted((r[x_key], value(r)) for r in rows if names[id(r)] == name
@@ -194,6 +201,7 @@ def plot(path: Path, experiment: dict, spec: dict, records: list[dict],
 
 
 X_TITLES = {"batch": "batch size", "draft_length": "draft length d",
+            "aging_passes": "aging K (passes passed over before served first)",
             "sequence_length": "sequence length (tokens)", "system": "system"}
 # Axis titles of the metrics records carry; others are spelt out from the key.
 METRIC_TITLES = {
@@ -205,6 +213,9 @@ METRIC_TITLES = {
     "verification_comm_share": "communication share of verification",
     "request_latency_s.p50": "median request latency (s)",
     "request_latency_s.p99": "p99 request latency (s)", "latency_breakdown": "time (s)",
+    "request_latency_s.max": "longest request latency (s)",
+    "request_time_per_token_s.p99": "p99 time per output token (s)",
+    "request_rate_jain": "Jain's index of request token rates",
 }
 
 

@@ -20,7 +20,7 @@ import yaml
 from sim.errors import SaddleError
 from sim.experiments.backends import Backend, make
 from sim.experiments.grid import params_dict, run_key
-from sim.paths import ROOT
+from sim.paths import CONFIGS, ROOT
 from sim.systems.run import RunParams, default_trace, load_tau, simulate
 from sim.systems.spec import load_system
 
@@ -31,6 +31,8 @@ CSV_FIELDS = ("system", "pair", "batch", "draft_length", "sequence_length", "tok
               "utilization.gpu", "utilization.pim", "verification_comm_share",
               "tokens.generated", "tokens.drafted", "tokens.accepted", "tokens.rejected",
               "tokens.discarded", "request_latency_s.p50", "request_latency_s.p99",
+              "request_latency_s.max", "request_time_per_token_s.p50",
+              "request_time_per_token_s.p99", "request_time_per_token_s.max", "request_rate_jain",
               "latency_breakdown.prediction", "latency_breakdown.verification",
               "latency_breakdown.monitoring", "latency_breakdown.decision_making",
               "latency_breakdown.overlap", "latency_breakdown.idle")
@@ -55,9 +57,26 @@ def portable(path: str | Path) -> str:
         return str(path)
 
 
+# Config folders every run reads (system, hardware, model and Manager timing files): a saved run
+# whose files changed since is simulated again. The code is not part of the key (sim/README.md).
+RUN_CONFIGS = ("systems", "hardware", "models", "timing")
+
+
+@lru_cache(maxsize=None)
+def _configs_digest(manager: str | None) -> str:
+    from sim.manager.config import DEFAULT_PATH
+    files = sorted(f for kind in RUN_CONFIGS for f in (CONFIGS / kind).glob("*.yaml"))
+    files.append(Path(manager) if manager else DEFAULT_PATH)
+    h = hashlib.sha256()
+    for f in files:
+        h.update(f"{portable(f)}\0".encode() + f.read_bytes())
+    return h.hexdigest()[:16]
+
+
 def _saved_params(p: RunParams) -> dict:
     """What a run file stores under ``params`` (and config.yaml under ``resolved_runs``)."""
-    return params_dict(p) | {"trace": portable(p.trace), "trace_sha256": _file_digest(p.trace)}
+    return params_dict(p) | {"trace": portable(p.trace), "trace_sha256": _file_digest(p.trace),
+                             "configs_sha256": _configs_digest(p.manager)}
 
 
 def _same_run(saved: dict | None, params: dict) -> bool:
@@ -265,14 +284,16 @@ def write_results(out: Path, experiment: dict, runs: list[RunParams], records: l
 
 
 def table(records: list[dict]) -> str:
-    head = f"{'system':<11} {'pair':<28} {'batch':>5} {'d':>6} {'tok/s':>9} {'tok/J':>7} " \
-           f"{'accept':>6} {'PIM ops':>7} {'GPU':>5} {'PIM':>5} {'p50 s':>7} {'p99 s':>7}"
+    head = f"{'system':<16} {'pair':<28} {'batch':>5} {'d':>6} {'tok/s':>9} {'tok/J':>7} " \
+           f"{'accept':>6} {'PIM ops':>7} {'GPU':>5} {'PIM':>5} {'p50 s':>7} {'p99 s':>7} {'max s':>7} {'Jain':>5}"
     lines = [head, "-" * len(head)]
     for r in records:
         d = "adapt" if r["draft_length"] is None and r["tokens"]["drafted"] else (r["draft_length"] or "-")
-        lines.append(f"{r['system']:<11} {r['pair']:<28} {r['batch']:>5} {str(d):>6} "
+        name = r["system"] + (f" K={r['aging_passes']}" if r.get("aging_passes") else "")
+        lines.append(f"{name:<16} {r['pair']:<28} {r['batch']:>5} {str(d):>6} "
                      f"{r['tokens_per_s']:>9.0f} {r['tokens_per_joule']:>7.2f} "
                      f"{r['acceptance_rate']:>6.2f} {r['pim_op_fraction']:>7.2f} "
                      f"{r['utilization']['gpu']:>5.2f} {r['utilization']['pim']:>5.2f} "
-                     f"{r['request_latency_s']['p50']:>7.2f} {r['request_latency_s']['p99']:>7.2f}")
+                     f"{r['request_latency_s']['p50']:>7.2f} {r['request_latency_s']['p99']:>7.2f} "
+                     f"{r['request_latency_s']['max']:>7.2f} {r['request_rate_jain']:>5.3f}")
     return "\n".join(lines)

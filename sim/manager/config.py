@@ -7,7 +7,7 @@ from pathlib import Path
 
 from sim.config import get, load_yaml
 from sim.errors import ConfigError
-from sim.manager.formats import (MICROBATCH_ID, POOL_COUNT, POSITION, REQUEST_ID, TAU, THRESHOLD,
+from sim.manager.formats import (AGE, MICROBATCH_ID, POOL_COUNT, POSITION, REQUEST_ID, TAU, THRESHOLD,
                                  quantize_prob)
 from sim.manager.transactions import Device
 from sim.paths import CONFIGS
@@ -21,6 +21,7 @@ _KEYS = {
     "eager_entries": "pools.eager_entries", "micro_batches": "pools.micro_batches",
     "dlm_fc_threshold": "scheduler.dlm_fc_threshold",
     "tlm_attention_threshold": "scheduler.tlm_attention_threshold",
+    "aging_passes": "pools.aging_passes",
     "static_dlm_fc": "scheduler.static.dlm_fc", "static_tlm_attention": "scheduler.static.tlm_attention",
 }
 
@@ -40,6 +41,7 @@ class ManagerConfig:
     dynamic_mapping: bool = True     # the design; False is the SADDLE-s ablation
     static_dlm_fc: Device = Device.GPU
     static_tlm_attention: Device = Device.PIM
+    aging_passes: int | None = None  # Shared Pool aging K (shared_pool.py); None: off, the paper's
 
     def __post_init__(self):
         self.validate()
@@ -63,6 +65,8 @@ class ManagerConfig:
         bounded("micro_batches", 1, MICROBATCH_ID.max_raw + 1)
         bounded("dlm_fc_threshold", 0, THRESHOLD.max_raw)
         bounded("tlm_attention_threshold", 0, THRESHOLD.max_raw)
+        if self.aging_passes is not None:
+            bounded("aging_passes", 1, AGE.max_raw)
         if self.eager_entries % self.micro_batches:
             raise ConfigError(f"{source}: pools.eager_entries: {self.eager_entries} does not split evenly "
                               f"over {self.micro_batches} micro-batches")
@@ -76,7 +80,8 @@ class ManagerConfig:
             "controller": {"max_requests": self.max_requests, "max_draft_len": self.max_draft_len,
                            "tau": self.tau / (1 << TAU.frac)},
             "pools": {"shared_entries": self.shared_entries, "eager_entries": self.eager_entries,
-                      "micro_batches": self.micro_batches},
+                      "micro_batches": self.micro_batches}
+            | ({} if self.aging_passes is None else {"aging_passes": self.aging_passes}),
             "scheduler": {"dynamic": self.dynamic_mapping, "dlm_fc_threshold": self.dlm_fc_threshold,
                           "tlm_attention_threshold": self.tlm_attention_threshold,
                           "static": {"dlm_fc": self.static_dlm_fc.value,
@@ -116,6 +121,8 @@ class ManagerConfig:
             shared_entries=get(pools, "shared_entries", int, source=source, prefix="pools"),
             eager_entries=get(pools, "eager_entries", int, source=source, prefix="pools"),
             micro_batches=get(pools, "micro_batches", int, source=source, prefix="pools"),
+            aging_passes=get(pools, "aging_passes", (int, type(None)), source=source, prefix="pools",
+                             default=None),
             dynamic_mapping=get(sched, "dynamic", bool, source=source, prefix="scheduler"),
             dlm_fc_threshold=get(sched, "dlm_fc_threshold", int, source=source, prefix="scheduler"),
             tlm_attention_threshold=get(sched, "tlm_attention_threshold", int, source=source,

@@ -102,9 +102,12 @@ POOL_COUNT = FixedFormat("pool_count", 10, 0)
 VERIFY_ID = FixedFormat("verify_id", 16, 0)
 # Scheduler thresholds (integers, see scheduler.py for their units).
 THRESHOLD = FixedFormat("threshold", 16, 0)
+# Aging of the Shared Pool's selection: K, the passes a token may be passed over before it is
+# served first, and each entry's count of such passes (saturating at K; shared_pool.py).
+AGE = FixedFormat("age", 8, 0)
 
 FORMATS = {f.name: f for f in (PROB, CUM_PROB, TAU, TOKEN_ID, REQUEST_ID, MICROBATCH_ID,
-                               POSITION, POOL_COUNT, VERIFY_ID, THRESHOLD)}
+                               POSITION, POOL_COUNT, VERIFY_ID, THRESHOLD, AGE)}
 
 
 def quantize_prob(x: float) -> int:

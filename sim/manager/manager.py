@@ -30,7 +30,7 @@ class Manager:
         self.softmax = softmax
         c = self.config
         self.controller = Controller(c.max_requests, c.max_draft_len, c.tau)
-        self.shared_pool = SharedPool(c.shared_entries)
+        self.shared_pool = SharedPool(c.shared_entries, c.aging_passes)
         self.eager_pools = EagerPools(c.micro_batches, c.eager_entries)
         self.scheduler = Scheduler(c.dynamic_mapping, c.dlm_fc_threshold, c.tlm_attention_threshold,
                                    c.static_dlm_fc, c.static_tlm_attention)

@@ -9,6 +9,20 @@ Selection order: descending cumulative probability H, ties broken by ascending r
 ascending position. H is non-increasing along a request's round, so the first ``n`` tokens in
 that order always include every earlier pooled token of a selected token's request (the prefix
 property); ``select`` asserts it.
+
+Aging (``aging_passes`` = K, None = off, the paper's selector): each waiting entry counts the
+passes it was passed over, that is, the selections made while it waited in which no token of
+its request was chosen; a selection that takes any token of the request resets the count of
+every waiting entry of that request to 0, and the count saturates at K. An entry whose count
+has reached K is *aged*. The order becomes: aged entries first, then the others; within each
+group the order above (H descending, request ascending, position ascending). So a request
+none of whose tokens was chosen in K consecutive passes, while its oldest waiting token
+waited, is served first in the next pass, and several aged requests are served among
+themselves greedily by H as before. Counts start at 0 when a token enters the pool (drafted
+or moved from an Eager Pool). The prefix property still holds: within a request an older
+token's count is never below a newer one's (both reset together, both count the same passes),
+so aged tokens precede non-aged ones of the same request and H is non-increasing within each
+group. The RTL keeps the count in each CAM entry (hw/manager/shared_pool.py).
 """
 from __future__ import annotations
 
@@ -23,15 +37,21 @@ class PoolEntry:
     token: int
     h: int
     serial: int            # ledger id of the drafted token (conservation check)
+    age: int = 0           # passes passed over while waiting (aging), saturating at K
 
 
 def selection_key(entry: PoolEntry) -> tuple[int, int, int]:
     return (-entry.h, entry.request, entry.position)
 
 
+def aged_selection_key(entry: PoolEntry, aging_passes: int) -> tuple[bool, int, int, int]:
+    return (entry.age < aging_passes, -entry.h, entry.request, entry.position)
+
+
 class SharedPool:
-    def __init__(self, capacity: int):
+    def __init__(self, capacity: int, aging_passes: int | None = None):
         self.capacity = capacity
+        self.aging_passes = aging_passes
         self.locked = False
         self._waiting: dict[int, list[PoolEntry]] = {}    # request -> entries, ascending position
         self._in_flight: dict[int, list[PoolEntry]] = {}
@@ -81,7 +101,8 @@ class SharedPool:
         """Up to ``n`` waiting entries in selection order; they go in flight and the pool locks."""
         assert not self.locked, "select on a locked Shared Pool"
         candidates = [e for entries in self._waiting.values() for e in entries]
-        candidates.sort(key=selection_key)
+        aging = self.aging_passes
+        candidates.sort(key=selection_key if aging is None else (lambda e: aged_selection_key(e, aging)))
         chosen = candidates[:n]
         per_request: dict[int, list[PoolEntry]] = {}
         for e in chosen:
@@ -96,8 +117,18 @@ class SharedPool:
                 del self._waiting[request]
             else:
                 self._waiting[request] = entries[k:]
+        if self.aging_passes is not None:
+            self._age(per_request)
         self.locked = True
         return chosen
+
+    def _age(self, served: dict[int, list[PoolEntry]]) -> None:
+        """After a selection: the waiting entries of requests it served restart their count,
+        every other waiting entry counts one more pass (saturating at K)."""
+        k = self.aging_passes
+        for request, entries in self._waiting.items():
+            for e in entries:
+                e.age = 0 if request in served else min(e.age + 1, k)
 
     def release(self, request: int) -> list[PoolEntry]:
         """Remove and return the request's in-flight entries (its result arrived)."""

@@ -74,6 +74,7 @@ class BaseRun:
         self.verify_comm_ps = 0
         self.passes = 0
         self.latencies: list[int] = []
+        self.request_tokens: list[int] = []      # output length of each finished request
         self.batcher = BatchFormer(setup.workload, setup.batch, setup.batching)
         self.window: tuple[int, int, float] | None = None   # (time, generated, energy) at its end
         self._window_due = False
@@ -128,6 +129,7 @@ class BaseRun:
     def release(self, live: Live) -> None:
         """The request finished: record its latency and free its slot."""
         self.latencies.append(self.queue.now - live.admitted_ps)
+        self.request_tokens.append(live.out_len)
         del self.live[live.slot]
         del self.by_mb[live.mb][live.slot]
         self._free_slots.append(live.slot)
@@ -194,7 +196,7 @@ class BaseRun:
             breakdown_ps=latency_breakdown(self.log, end),
             gpu_busy_ps=self.devices.gpu_busy_ps, pim_busy_ps=self.devices.pim_busy_ps,
             n_devices=self.n_devices, pim_ops=self.pim_flops, total_ops=self.flops,
-            request_latency_ps=self.latencies,
+            request_latency_ps=self.latencies, request_tokens=self.request_tokens,
             window_ps=window[0], window_tokens=window[1],
             window_energy_pj=window[2] + self.static_energy_pj(window[0]),
             extra={"verification_comm_share": self.verify_comm_ps / self.verify_ps

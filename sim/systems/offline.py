@@ -12,11 +12,19 @@
   of drafting requests for which a DLM step with FC on the GPU is not slower than with FC on
   PIM, and the smallest number of draft tokens per request for which a TLM pass with attention
   on the GPU is not slower than on PIM.
-- ``verify_capacity``: the ridge of one TLM pass: the largest token count whose TLM FC time
-  stays within ``1 + slack`` of the one-token time (the weights are streamed once either way;
-  past it the GPU becomes compute-bound). The capacity N given to the Manager is
-  max(ridge, batch size), capped by the Shared Pool size: a pass can always carry one token of
-  every request of the batch, which autoregressive decoding computes anyway.
+- ``verify_capacity``: how many tokens one TLM pass verifies, the paper's "what the GPU can
+  verify at once" (fig11), under one of three readings (``CAPACITY_RULES``; compared in
+  sim/README.md, "How many tokens a pass verifies"):
+  ``ridge`` (shipped): the most tokens for which every TLM FC GEMM stays memory-bound in the cost
+  model (compute time, wave quantization included, not above memory time): up to there a pass
+  costs one streaming of the weights, past it the GPU is compute-bound;
+  ``fc_slack``: the most tokens whose TLM FC time stays within ``1 + slack`` of one token's
+  (under a step-shaped GEMM model it stops at the first wave-quantization step, where the GEMMs
+  are still memory-bound);
+  ``pool``: the Shared Pool's size (the Manager, not the GPU, bounds a pass).
+  The capacity N given to the Manager is max(that, batch size), capped by the Shared Pool size:
+  a pass can always carry one token of every request of the batch, which autoregressive
+  decoding computes anyway.
 """
 from __future__ import annotations
 
@@ -95,11 +103,20 @@ def scheduler_thresholds(costs: CostAdapter, mapping: dict[str, str], batch: int
     return dlm_fc, tlm_attn
 
 
-def verify_capacity(costs: CostAdapter, pool_entries: int, slack: float) -> int:
-    one = costs.price("tlm", ((2, 1),), "gpu", "gpu", costs.n_devices).fc_ps
+def verify_capacity(costs: CostAdapter, pool_entries: int, rule: str, slack: float | None = None) -> int:
+    """The pass capacity under ``rule`` before the batch floor (see the module's docstring)."""
+    if rule == "pool":
+        return pool_entries
+    if rule == "ridge":
+        exceeds = costs.tlm_fc_compute_bound
+    elif rule == "fc_slack":
+        one = costs.price("tlm", ((2, 1),), "gpu", "gpu", costs.n_devices).fc_ps
+
+        def exceeds(n: int) -> bool:
+            return costs.price("tlm", ((n + 1, n),), "gpu", "gpu", costs.n_devices).fc_ps > one * (1 + slack)
+    else:
+        raise ValueError(f"unknown capacity rule {rule!r}")
     n = 1
-    while n < pool_entries:
-        if costs.price("tlm", ((n + 2, n + 1),), "gpu", "gpu", costs.n_devices).fc_ps > one * (1 + slack):
-            break
+    while n < pool_entries and not exceeds(n + 1):
         n += 1
     return n

@@ -26,7 +26,8 @@ from sim.systems.lockstep import LockstepRun
 from sim.systems.pooled import PooledRun
 from sim.systems.registry import STOP_RULES
 from sim.systems.base import RunSetup
-from sim.systems.spec import ISSUE_RULES, load_manager_timing, load_system
+from sim.systems.spec import (CAPACITY_RULES, ISSUE_RULES, SystemSpec, check_slack,
+                              load_manager_timing, load_system)
 from sim.workload import Workload, load_workload
 
 
@@ -46,7 +47,8 @@ class RunParams:
     batching: str = "continuous"
     max_seq_len: int | None = None
     sequence_length: int | None = None
-    capacity_slack: float | None = None       # None: the system's configs/systems/ value
+    capacity_rule: str | None = None          # None: the system's configs/systems/ value
+    capacity_slack: float | None = None       # capacity_rule fc_slack; None: the system's value
     issue_rule: str | None = None             # None: the system's configs/systems/ value
     label: str | None = None                  # the name in records and plots (None: system)
     manager: str | None = None                # Manager config file (pool sizes); None: configs/manager.yaml
@@ -54,6 +56,8 @@ class RunParams:
     # The Scheduler's thresholds (dynamic mapping); None: measured offline (offline.py)
     dlm_fc_threshold: int | None = None
     tlm_attention_threshold: int | None = None
+    # Shared Pool aging K (sim/manager/shared_pool.py); None: the Manager config's (off by default)
+    aging_passes: int | None = None
     # Config-file values set for this run only: sorted (dotted key, value) pairs (sim/overrides.py)
     overrides: tuple[tuple[str, object], ...] = ()
     source: str = "<run>"
@@ -66,6 +70,24 @@ def default_trace(pair: str, sequence_length: int | None = None) -> Path:
     """The pair's synthetic trace, long enough for ``sequence_length`` (traces/synth.py)."""
     from traces.synth import trace_for_context
     return trace_for_context(pair, sequence_length)
+
+
+def capacity_rule(spec: SystemSpec, p: RunParams) -> tuple[str, float | None]:
+    """The run's pass-capacity rule and, for ``fc_slack``, its slack: the run's own, else the
+    system's."""
+    rule = p.capacity_rule or spec.capacity_rule
+    if rule not in CAPACITY_RULES:
+        raise ConfigError(f"{p.source}: capacity_rule: expected one of {list(CAPACITY_RULES)}, found {rule!r}")
+    if rule != "fc_slack":
+        if p.capacity_slack is not None:
+            raise ConfigError(f"{p.source}: capacity_slack: only capacity_rule fc_slack has a slack "
+                              f"(the run's rule is {rule!r})")
+        return rule, None
+    slack = p.capacity_slack if p.capacity_slack is not None else spec.capacity_slack
+    if slack is None:
+        raise ConfigError(f"{p.source}: capacity_rule fc_slack needs capacity_slack "
+                          f"({spec.name}'s config has none)")
+    return rule, check_slack(slack, f"{p.source}: capacity_slack")
 
 
 def load_tau(pair: str) -> float:
@@ -159,12 +181,18 @@ def _simulate(p: RunParams, record: bool) -> tuple[RunMetrics, object]:
         if spec.eager and base_cfg.eager_entries < n_mb:
             raise ConfigError(f"{where}: pools.eager_entries {base_cfg.eager_entries}: needs at least one "
                               f"entry for each of the {n_mb} micro-batches of {spec.hardware}")
+    if p.aging_passes is not None and spec.verify != "shared_pool":
+        raise ConfigError(f"{p.source}: aging_passes: system {p.system} has no Shared Pool "
+                          "(only systems with verify: shared_pool); leave it out")
     cfg = base_cfg.replace(max_draft_len=max_len, tau=stop.controller_tau if stop else 0,
                            micro_batches=n_mb,
                            eager_entries=(base_cfg.eager_entries // n_mb * n_mb) if spec.eager else 0,
                            dynamic_mapping=spec.mapping == "dynamic",
                            static_dlm_fc=Device(mapping["dlm_fc"]),
-                           static_tlm_attention=Device(mapping["tlm_attention"]))
+                           static_tlm_attention=Device(mapping["tlm_attention"]),
+                           aging_passes=(base_cfg.aging_passes if p.aging_passes is None
+                                         else p.aging_passes))
+    cfg.validate(p.source)
     setup_extra = {}
     if spec.verify == "shared_pool":
         if spec.mapping == "dynamic":
@@ -175,10 +203,13 @@ def _simulate(p: RunParams, record: bool) -> tuple[RunMetrics, object]:
             tlm_thr = tlm_thr if p.tlm_attention_threshold is None else p.tlm_attention_threshold
             cfg = cfg.replace(dlm_fc_threshold=dlm_thr, tlm_attention_threshold=tlm_thr)
             setup_extra["scheduler_thresholds"] = {"dlm_fc": dlm_thr, "tlm_attention": tlm_thr}
-        slack = spec.capacity_slack if p.capacity_slack is None else p.capacity_slack
-        ridge = offline.verify_capacity(costs, cfg.shared_entries, slack)
+        rule, slack = capacity_rule(spec, p)
+        ridge = offline.verify_capacity(costs, cfg.shared_entries, rule, slack)
         capacity = min(max(ridge, p.batch), cfg.shared_entries)
         setup_extra["verify_capacity"] = capacity
+        setup_extra["capacity_rule"] = rule if slack is None else f"{rule} {slack:g}"
+        if cfg.aging_passes is not None:
+            setup_extra["aging_passes"] = cfg.aging_passes
     issue_rule = spec.issue_rule
     if p.issue_rule is not None:
         if not spec.eager:

@@ -15,8 +15,10 @@ OPERATORS = ("dlm_fc", "dlm_attention", "tlm_fc", "tlm_attention")
 DEVICES = ("gpu", "pim")
 # When a verification may start with fewer tokens than one pass holds (sim/systems/pooled.py).
 ISSUE_RULES = ("gpu-idle", "tlm-idle", "drained")
+# How many tokens one TLM pass verifies, "what the GPU can verify at once" (sim/systems/offline.py).
+CAPACITY_RULES = ("ridge", "fc_slack", "pool")
 SYSTEM_KEYS = ("hardware", "decoding", "stop", "verify", "eager", "mapping", "static_mapping",
-               "manager_hardware", "capacity_slack", "issue_rule")
+               "manager_hardware", "capacity_rule", "capacity_slack", "issue_rule")
 
 
 @dataclass(frozen=True)
@@ -30,7 +32,8 @@ class SystemSpec:
     mapping: str
     static_mapping: dict[str, str] | None
     manager_hardware: bool            # Manager latency (monitoring, decision) is charged
-    capacity_slack: float | None = None   # shared_pool: TLM pass capacity = ridge within 1 + slack
+    capacity_rule: str | None = None      # shared_pool: how the TLM pass capacity is chosen
+    capacity_slack: float | None = None   # capacity_rule fc_slack: FC time within 1 + slack
     issue_rule: str | None = None         # eager: when a pass below capacity may start (ISSUE_RULES)
 
     @property
@@ -74,13 +77,18 @@ def load_system(name: str) -> SystemSpec:
         raise ConfigError(f"{src}: eager: the Eager Pool needs verify: shared_pool")
     if mapping == "dynamic" and verify != "shared_pool":
         raise ConfigError(f"{src}: mapping: dynamic needs the Manager (verify: shared_pool)")
-    slack = None
+    rule = slack = None
     if verify == "shared_pool":
-        slack = get(data, "capacity_slack", float, source=src)
-        if not 0 <= slack <= 10:
-            raise ConfigError(f"{src}: capacity_slack: expected a number in [0, 10], found {slack!r}")
-    elif "capacity_slack" in data:
-        raise ConfigError(f"{src}: capacity_slack: only systems with verify: shared_pool have a pass capacity")
+        rule = _choice(data, "capacity_rule", CAPACITY_RULES, src)
+        if rule == "fc_slack":
+            slack = check_slack(get(data, "capacity_slack", float, source=src), f"{src}: capacity_slack")
+        elif "capacity_slack" in data:
+            raise ConfigError(f"{src}: capacity_slack: only capacity_rule fc_slack has a slack "
+                              f"(capacity_rule is {rule!r})")
+    else:
+        for key in ("capacity_rule", "capacity_slack"):
+            if key in data:
+                raise ConfigError(f"{src}: {key}: only systems with verify: shared_pool have a pass capacity")
     issue_rule = None
     if eager:
         issue_rule = _choice(data, "issue_rule", ISSUE_RULES, src)
@@ -91,7 +99,13 @@ def load_system(name: str) -> SystemSpec:
                       decoding=decoding, stop=stop, verify=verify, eager=eager, mapping=mapping,
                       static_mapping=dict(static) if static else None,
                       manager_hardware=get(data, "manager_hardware", bool, source=src, default=False),
-                      capacity_slack=slack, issue_rule=issue_rule)
+                      capacity_rule=rule, capacity_slack=slack, issue_rule=issue_rule)
+
+
+def check_slack(value: float, where: str) -> float:
+    if not 0 <= value <= 10:
+        raise ConfigError(f"{where}: expected a number in [0, 10], found {value!r}")
+    return value
 
 
 @dataclass(frozen=True)

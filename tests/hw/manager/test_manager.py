@@ -6,11 +6,13 @@ from __future__ import annotations
 import pytest
 
 from hw.flow import manager_replay
-from hw.flow.manager_stimulus import RANDOM_SEEDS, ROUND_BY_HAND, SMALL, SOFTMAX, corner_pairs, random_pairs
+from hw.flow.manager_stimulus import (RANDOM_LENGTH, RANDOM_SEEDS, ROUND_BY_HAND, SMALL, SOFTMAX, corner_pairs,
+                                     random_pairs)
 from hw.manager.manager import Manager as HwManager
 from sim.manager.manager import Manager as Model
 from sim.manager.random_txns import coverage, generate_with_events
-from sim.manager.transactions import Device, DraftLogits, Drafted, Mapping, Moved, Op, Pool, Retire
+from sim.manager.transactions import (Device, DraftLogits, Drafted, Mapping, Moved, Op, Pool, ProtocolError,
+                                     Retire)
 
 
 def replay(config, pairs, name, *, stall: float = 0.0, seed: int = 0, long_stalls: bool = False,
@@ -94,3 +96,20 @@ def test_directed_corners():
                    "flip_tlm_attention_to_pim"):
         assert cov[corner] > 0, (corner, cov)
     replay(SMALL, pairs, "manager_corners", stall=0.3, seed=5)
+
+
+@pytest.mark.parametrize("aging", (1, 3))
+def test_aging_random_sequences_against_model(aging):
+    """The Manager built with Shared Pool aging K (the end-of-selection cycle ages the pool, so
+    an Issue still costs k + 8) against the model with the same K, on a random sequence whose
+    selections aging changes: the same transactions on the greedy model diverge."""
+    config = SMALL.replace(aging_passes=aging)
+    pairs, model = generate_with_events(config, 10 + aging, RANDOM_LENGTH, requests=SMALL.max_requests,
+                                        softmax=SOFTMAX)
+    greedy = Model(SMALL, SOFTMAX)
+    with pytest.raises((AssertionError, ProtocolError)):
+        for txn, events in pairs:
+            assert greedy.apply(txn) == events
+    cycles = replay(config, pairs, f"manager_aging_{aging}")
+    assert {n - k for kind, n, k in cycles if kind == "VerifyIssue" and k} == {8}
+    model.conservation(final=True)

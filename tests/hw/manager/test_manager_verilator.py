@@ -45,22 +45,44 @@ def test_manager_on_verilator_matches_model(verilator_design):
     else:
         config, softmax = REDUCED, SOFTMAX
     txns = os.environ.get("SADDLE_MGR_TXNS", str(FULL_TXNS if full else 5500))
-    design = verilator_design(design_name(config, softmax), lambda: Manager.from_config(config, softmax))
     for seed in (21, 22):
         # 128256-logit vectors would dominate a full-size run.
-        design.run(BENCH, env=_bench_env(config, softmax, seed, txns, logits=not full))
+        _bench(verilator_design, config, softmax, seed, txns, logits=not full)
 
 
 @pytest.mark.slow
 def test_pipelined_selector_on_verilator(verilator_design):
     """The reduced Manager with its Shared Pool selector pipelined every 2 tree levels (32
     entries: registers after levels 2 and 4, latency 2 cycles), one seed."""
-    design = verilator_design(design_name(REDUCED, SOFTMAX, 2),
-                              lambda: Manager.from_config(REDUCED, SOFTMAX, selector_stage_levels=2))
-    design.run(BENCH, env=_bench_env(REDUCED, SOFTMAX, 23, "2000", logits=True))
+    _bench(verilator_design, REDUCED, SOFTMAX, 23, "2000", logits=True, selector_stage_levels=2)
 
 
-def _bench_env(config: ManagerConfig, softmax, seed: int, txns: str, *, logits: bool) -> dict:
-    return {"SADDLE_MGR_CONFIG": json.dumps(_sizes(config)), "SADDLE_SEED": str(seed),
-            "SADDLE_MGR_SOFTMAX": json.dumps(dataclasses.asdict(softmax)),
-            "SADDLE_MGR_LOGITS": "1" if logits else "0", "SADDLE_MGR_TXNS": txns, "SADDLE_MGR_STALL": "0.2"}
+@pytest.mark.slow
+def test_aging_manager_on_verilator_matches_model(verilator_design):
+    """The Manager built with Shared Pool aging K = 1 (the build the aging co-verification of
+    tests/hw/flow/test_coverify.py also uses) on a random sequence whose selections aging
+    changes: the greedy model diverges from its events."""
+    from sim.manager.manager import Manager as Model
+    from sim.manager.random_txns import generate_with_events
+    from sim.manager.transactions import ProtocolError
+    config, seed, txns = REDUCED.replace(aging_passes=1), 23, 5500
+    pairs, _ = generate_with_events(config, seed, txns, softmax=SOFTMAX)      # as the bench does
+    greedy = Model(REDUCED, SOFTMAX)
+    with pytest.raises((AssertionError, ProtocolError)):
+        for txn, events in pairs:
+            assert greedy.apply(txn) == events
+    _bench(verilator_design, config, SOFTMAX, seed, str(txns), logits=True)
+
+
+def _bench(verilator_design, config: ManagerConfig, softmax, seed: int, txns: str, *, logits: bool,
+           selector_stage_levels: int = 0):
+    """cocotb_manager.py's random sequence ``seed`` on the Verilator build of ``config`` (its
+    Shared Pool selector pipelined every ``selector_stage_levels`` levels, 0: combinational)."""
+    design = verilator_design(design_name(config, softmax, selector_stage_levels),
+                              lambda: Manager.from_config(config, softmax,
+                                                          selector_stage_levels=selector_stage_levels))
+    design.run(BENCH, env={"SADDLE_MGR_CONFIG": json.dumps(_sizes(config)), "SADDLE_SEED": str(seed),
+                           "SADDLE_MGR_SOFTMAX": json.dumps(dataclasses.asdict(softmax)),
+                           "SADDLE_MGR_LOGITS": "1" if logits else "0",
+                           "SADDLE_MGR_TXNS": txns,
+                           "SADDLE_MGR_STALL": "0.2"})

@@ -60,12 +60,12 @@ def random_session(seed: int, rounds: int, ties: bool, entries: int = ENTRIES):
     return script
 
 
-def replay(script, name, stage_levels: int = 0, entries: int = ENTRIES):
+def replay(script, name, aging: int | None = None, stage_levels: int = 0, entries: int = ENTRIES):
     """The script on the RTL and the model; a selection starts ``dut.latency`` cycles after the
     last insert or clear (the pipelined selector's latency), then selects one entry per cycle."""
-    dut = SharedPool(entries, REQUESTS, stage_levels=stage_levels)
-    model = ModelPool(entries)
-    stats = {"selected": 0}
+    dut = SharedPool(entries, REQUESTS, aging, stage_levels=stage_levels)
+    model = ModelPool(entries, aging)
+    stats = {"selected": 0, "orders": []}
 
     async def bench(ctx):
         for step in script:
@@ -84,7 +84,11 @@ def replay(script, name, stage_levels: int = 0, entries: int = ENTRIES):
                     assert ctx.get(dut.best_valid)
                     assert entry_of(ctx, dut) == (e.request, e.position, e.token, e.h, e.microbatch)
                     await command(ctx, dut, PoolOp.SELECT)
+                if aging is not None:       # the Manager's end-of-selection cycle
+                    await command(ctx, dut, PoolOp.NOP, pass_end=1)
+                    ctx.set(dut.pass_end, 0)
                 stats["selected"] += len(chosen)
+                stats["orders"].append([(e.request, e.position) for e in chosen])
                 if len(chosen) < step[1]:
                     assert not ctx.get(dut.best_valid)
             elif step[0] == "release":
@@ -117,8 +121,15 @@ def test_pipelined_selector_against_model(entries, stage_levels, latency):
     entries: odd nodes moving up past registers. Ties make equal H common."""
     assert len(tree_stages(entries, stage_levels)) == latency
     stats = replay(random_session(3, 20, ties=True, entries=entries), f"shared_pool_k{stage_levels}_{entries}",
-                   stage_levels, entries)
+                   stage_levels=stage_levels, entries=entries)
     assert stats["selected"] > 50
+
+
+def test_pipelined_selector_with_aging():
+    """Aging changes keys at pass_end, which the registers see like an insert: the same order
+    as the model with aging K = 3, registers after every level."""
+    assert replay(random_session(4, 25, ties=False), "shared_pool_aging_k3_pipelined", aging=3,
+                  stage_levels=1)["selected"] > 50
 
 
 @pytest.mark.parametrize("stage_levels", [1, 2])
@@ -156,3 +167,32 @@ def test_full_empty_and_order_by_hand():
                ("select", ENTRIES), ("release", 0, True), ("release", 3, True), ("unlock",),
                ("select", 1), ("unlock",)]                           # empty pool: nothing selected
     replay(script, "shared_pool_directed")
+
+
+def test_aging_random_against_model():
+    """Aged orders differ from the greedy ones on this stimulus, and the RTL follows the model."""
+    script = random_session(3, 25, ties=True)
+    aged = replay(script, "shared_pool_aging_k1", aging=1)
+    assert aged["selected"] > 50
+    assert aged["orders"] != replay(script, "shared_pool_greedy_k1")["orders"]
+    assert replay(random_session(4, 25, ties=False), "shared_pool_aging_k3", aging=3)["selected"] > 50
+
+
+def test_aging_directed_by_hand():
+    """tests/sim/manager/test_aging.py's starving request on the RTL: request 0's confident
+    tokens, request 1's unlikely one; with K = 2 request 1 goes in the third pass, a token of
+    a request served in a pass restarts its count, and K = 1 alternates."""
+    def script(n):
+        steps = [("insert", PoolEntry(0, 0, p, p, h, 0)) for p, h in
+                 enumerate((60000, 50000, 40000, 30000), 1)]
+        steps.append(("insert", PoolEntry(1, 1, 1, 9, 20000, 0)))
+        for _ in range(n):
+            steps += [("select", 1)] + [("release", r, False) for r in range(REQUESTS)] + [("unlock",)]
+        return steps
+
+    assert replay(script(5), "shared_pool_aging_k2_hand", aging=2)["orders"] == \
+        [[(0, 1)], [(0, 2)], [(1, 1)], [(0, 3)], [(0, 4)]]
+    assert replay(script(5), "shared_pool_aging_k1_hand", aging=1)["orders"] == \
+        [[(0, 1)], [(1, 1)], [(0, 2)], [(0, 3)], [(0, 4)]]
+    assert replay(script(5), "shared_pool_greedy_hand")["orders"] == \
+        [[(0, 1)], [(0, 2)], [(0, 3)], [(0, 4)], [(1, 1)]]

@@ -59,3 +59,18 @@ def test_no_operator_beats_peak_compute_or_bandwidth():
             ps = A100.attention_ps(ops)
             assert ps >= sum(o.flops for o in ops) / PEAK * 1e12
             assert ps >= sum(o.streamed_bytes for o in ops) / BW * 1e12
+
+
+def test_compute_bound_flag_by_hand():
+    import dataclasses
+    assert not A100.fc_kernel(FC("x", 1, tokens=1, k=8192, n=8192, bpe=2)).compute_bound
+    assert A100.fc_kernel(FC("x", 1, tokens=4096, k=8192, n=8192, bpe=2)).compute_bound
+    # A toy GPU, 16 FLOP per byte, whose tiling of an m x 64 x 64 GEMM fills every wave: compute
+    # 2 * m * 64 * 64 / 16 = 512 m byte-times against memory 2 * (64 * 64 + 2 * 64 m) = 8192 + 256 m;
+    # equal at m = 32 (not compute-bound: the kernel is no slower than streaming), above from 33.
+    toy = dataclasses.replace(A100, peak_flops=16e10, bandwidth=1e10, compute_efficiency=1.0,
+                              memory_efficiency=1.0, sms=4, tile_m=16, tile_n=16, tile_k=16,
+                              max_split_k=1, launch_ps=0)
+    assert toy.kernel_terms(2 * 32 * 64 * 64, 2 * (64 * 64 + 2 * 64 * 32), 8) == (16384e-10, 16384e-10)
+    flags = {m: toy.fc_kernel(FC("x", 1, tokens=m, k=64, n=64, bpe=2)).compute_bound for m in (31, 32, 33)}
+    assert flags == {31: False, 32: False, 33: True}

@@ -124,8 +124,18 @@ def test_unknown_system_names_file_and_entry(tmp_path, capsys, no_simulation):
      "systems[2].tau: system pim-ad has no stopping threshold"),
     ("{system: pim-ad}", "{system: pim-ad, batches: [4]}",
      "systems[2].batches[0]: 4 is not one of the experiment's batches [2]"),
-    ("{system: pim-ad}", "{system: saddle, capacity_slack: 11}",
+    ("{system: pim-ad}", "{system: saddle, capacity_rule: fc_slack, capacity_slack: 11}",
      "systems[2].capacity_slack: expected a number in [0, 10]"),
+    ("{system: pim-ad}", "{system: saddle, capacity_slack: 0.3}",
+     "systems[2].capacity_slack: only capacity_rule fc_slack has a slack (saddle's rule here is 'ridge')"),
+    ("{system: pim-ad}", "{system: saddle, capacity_rule: ridg}",
+     "systems[2].capacity_rule: unknown rule 'ridg' (did you mean 'ridge'?)"),
+    ("{system: pim-ad}", "{system: pim-ad, aging_passes: 2}",
+     "systems[2].aging_passes: system pim-ad has no Shared Pool"),
+    ("{system: pim-ad}", "{system: saddle, aging_passes: [2, 0]}",
+     "systems[2].aging_passes[1]: expected an integer >= 1, found 0"),
+    ("{system: pim-ad}", "{system: saddle, aging_passes: 256}",
+     "systems[2].aging_passes: expected at most 255, found 256"),
     ("batches: [2]", "batches: [2000]",
      "batches[0]: batch 2000 of saddle (systems[3]) exceeds the 128 Controller slots"),
 ])
@@ -181,7 +191,7 @@ def configs(tmp_path, monkeypatch):
 
 
 @pytest.mark.parametrize("change, message", [
-    (("capacity_slack:", "capacity_slak:"), "capacity_slak: unknown key (did you mean 'capacity_slack'?)"),
+    (("capacity_rule:", "capacity_rul:"), "capacity_rul: unknown key (did you mean 'capacity_rule'?)"),
     (("hardware: saddle", "hardware: sadle"), "hardware: unknown hardware config 'sadle' (did you mean 'saddle'?)"),
 ])
 def test_system_files_are_checked_completely(tmp_path, capsys, configs, no_simulation, change, message):

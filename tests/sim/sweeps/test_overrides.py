@@ -75,10 +75,11 @@ def test_runs_under_overrides_reuse_nothing_built_from_other_values(tiny_trace_p
 def test_run_keys_of_runs_without_overrides_are_unchanged():
     p = RunParams(system="gpu-ad", pair="opt-66b+opt-1.3b", batch=4)
     fields = dataclasses.asdict(p) | {"source": None}
-    for later in ("overrides", "dlm_fc_threshold", "tlm_attention_threshold"):
+    for later in ("overrides", "dlm_fc_threshold", "tlm_attention_threshold", "capacity_rule",
+                  "aging_passes"):
         del fields[later]                       # the key as computed before these existed
     digest = hashlib.sha256(json.dumps(fields, sort_keys=True).encode()).hexdigest()[:10]
     assert run_key(p) == f"opt-66b+opt-1.3b_gpu-ad_b4_{digest}"
     for other in (dataclasses.replace(p, overrides=((NVLINK, 2000),)),
-                  dataclasses.replace(p, dlm_fc_threshold=4)):
+                  dataclasses.replace(p, dlm_fc_threshold=4), dataclasses.replace(p, aging_passes=2)):
         assert run_key(other) != run_key(p)

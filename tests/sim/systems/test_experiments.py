@@ -49,7 +49,7 @@ def test_json_fields_resume_and_timeline(experiment, tiny_trace, tmp_path, capsy
                     "request_latency_s"):
             assert key in r
         assert set(r["utilization"]) == {"gpu", "pim"}
-        assert set(r["request_latency_s"]) == {"p50", "p99"}
+        assert set(r["request_latency_s"]) == {"p50", "p99", "max"}
         assert {"generated", "drafted", "accepted", "discarded"} <= set(r["tokens"])
     assert [r["draft_length"] for r in first["runs"]] == [None, 3, None, 3, None]
     for name in ("results.json", "results.csv", "config.yaml", "small.png"):
@@ -101,3 +101,39 @@ def test_requests_flag_rejects_garbage(capsys):
     with pytest.raises(SystemExit):
         main(["run", "default", "--requests", "-3"])
     assert "expected a positive integer or 'all'" in capsys.readouterr().err
+
+
+def test_aging_from_an_experiment_file(tmp_path, tiny_trace, capsys):
+    """`saddle run` takes the Shared Pool's aging K per system entry, one run per K; runs
+    without it carry no aging field (their records are those of before aging existed)."""
+    path = tmp_path / "aging.yaml"
+    path.write_text(EXPERIMENT.replace("name: small", "name: aging").replace(
+        "  - {system: saddle, tau: 0.3}",
+        "  - {system: saddle, tau: 0.3}\n  - {system: saddle, tau: 0.3, label: aged, aging_passes: [1, 3]}")
+        .replace("plot: {x: system", "plot: {x: aging_passes"))
+    runs = _run(capsys, path, "--trace", tiny_trace, "--out", tmp_path / "o")["runs"]
+    assert [(r["system"], r.get("aging_passes")) for r in runs[4:]] == [
+        ("saddle", None), ("aged", 1), ("aged", 3)]
+    assert (tmp_path / "o" / "aging.png").is_file()
+
+
+def test_saved_runs_are_simulated_again_when_a_config_file_changes(experiment, tiny_trace, tmp_path,
+                                                                  capsys, monkeypatch):
+    import shutil
+
+    from sim.experiments import runner
+    configs = tmp_path / "configs"
+    for kind in runner.RUN_CONFIGS:
+        shutil.copytree(runner.CONFIGS / kind, configs / kind)
+    monkeypatch.setattr(runner, "CONFIGS", configs)
+    runner._configs_digest.cache_clear()
+    out = tmp_path / "out"
+    first = _run(capsys, experiment, "--trace", tiny_trace, "--out", out, "--no-plot")
+    stamps = {p.name: p.stat().st_mtime_ns for p in (out / "runs").glob("*.json")}
+    saddle = configs / "systems" / "saddle.yaml"
+    saddle.write_text(saddle.read_text().replace("capacity_rule: ridge", "capacity_rule: pool"))
+    runner._configs_digest.cache_clear()
+    again = _run(capsys, experiment, "--trace", tiny_trace, "--out", out, "--no-plot")
+    assert again == first          # the copies are not what the runs read: same results, re-simulated
+    assert all(p.stat().st_mtime_ns != stamps[p.name] for p in (out / "runs").glob("*.json"))
+    runner._configs_digest.cache_clear()

@@ -1,5 +1,6 @@
 """Every system on a tiny trace: tokens conserved, runs deterministic, timing hand-checkable."""
 import json
+import types
 
 import pytest
 
@@ -99,31 +100,74 @@ def test_throughput_window_ends_when_the_batch_can_no_longer_be_refilled(tmp_pat
     assert r["run_tokens_per_s"] == pytest.approx(8 / r["time_s"])
 
 
-def test_pass_capacity_follows_the_systems_slack(tiny_trace):
+def test_pass_capacity_follows_the_systems_rule(tiny_trace):
     from sim.systems import offline
     from sim.systems.run import adapter
     costs = adapter("saddle", "opt-66b", "opt-1.3b")
-    m, _ = simulate(params("saddle", None, tiny_trace))                       # capacity_slack: 0.1
-    assert m.extra["verify_capacity"] == offline.verify_capacity(costs, 512, 0.1)
-    wide, _ = simulate(params("saddle", None, tiny_trace, capacity_slack=1.0))  # run override
-    assert wide.extra["verify_capacity"] == offline.verify_capacity(costs, 512, 1.0)
-    assert wide.extra["verify_capacity"] > m.extra["verify_capacity"]
+    ridge = offline.verify_capacity(costs, 512, "ridge")
+    # The ridge: every TLM FC GEMM memory-bound at N tokens, one compute-bound at N + 1.
+    assert not costs.tlm_fc_compute_bound(ridge) and costs.tlm_fc_compute_bound(ridge + 1)
+    assert not any(costs.tlm_fc_compute_bound(n) for n in range(1, ridge))
+    m, _ = simulate(params("saddle", None, tiny_trace))                       # capacity_rule: ridge
+    assert (m.extra["verify_capacity"], m.extra["capacity_rule"]) == (ridge, "ridge")
+    slack, _ = simulate(params("saddle", None, tiny_trace, capacity_rule="fc_slack", capacity_slack=0.1))
+    assert slack.extra["verify_capacity"] == offline.verify_capacity(costs, 512, "fc_slack", 0.1) < ridge
+    assert slack.extra["capacity_rule"] == "fc_slack 0.1"
+    pool, _ = simulate(params("saddle", None, tiny_trace, capacity_rule="pool"))
+    assert pool.extra["verify_capacity"] == 512
 
 
-def test_capacity_slack_is_checked(tmp_path, monkeypatch):
+class _SteppedCosts:
+    """A GEMM model with a 20 % step at 23 tokens, memory-bound up to 150 tokens."""
+    n_devices = 1
+
+    def price(self, role, reqs, fc, attention, devices):
+        (_, tokens), = reqs
+        return types.SimpleNamespace(fc_ps=1000 if tokens < 23 else 1200 + max(0, tokens - 150) * 10)
+
+    def tlm_fc_compute_bound(self, tokens):
+        return tokens > 150
+
+
+def test_capacity_rules_by_hand():
+    from sim.systems import offline
+    costs = _SteppedCosts()
+    assert offline.verify_capacity(costs, 512, "ridge") == 150
+    assert offline.verify_capacity(costs, 100, "ridge") == 100        # the pool bounds it
+    assert offline.verify_capacity(costs, 512, "fc_slack", 0.1) == 22  # stops at the step
+    assert offline.verify_capacity(costs, 512, "fc_slack", 0.25) == 155
+    assert offline.verify_capacity(costs, 512, "pool") == 512
+
+
+def test_capacity_rule_and_slack_are_checked(tmp_path, monkeypatch, tiny_trace):
     from sim.errors import ConfigError
     from sim.systems import spec
     bad = tmp_path / "systems"
     bad.mkdir()
-    text = (spec.config_path("systems", "saddle").read_text()
-            .replace("capacity_slack: 0.1", "capacity_slack: -1"))
-    (bad / "neg.yaml").write_text(text)
-    (bad / "ad.yaml").write_text(spec.config_path("systems", "gpu-ad").read_text() + "capacity_slack: 0.1\n")
+    text = spec.config_path("systems", "saddle").read_text()
+    (bad / "neg.yaml").write_text(text.replace("capacity_rule: ridge",
+                                               "capacity_rule: fc_slack\ncapacity_slack: -1"))
+    (bad / "noslack.yaml").write_text(text.replace("capacity_rule: ridge", "capacity_rule: fc_slack"))
+    (bad / "extra.yaml").write_text(text + "capacity_slack: 0.1\n")
+    (bad / "typo.yaml").write_text(text.replace("capacity_rule: ridge", "capacity_rule: ridges"))
+    (bad / "ad.yaml").write_text(spec.config_path("systems", "gpu-ad").read_text() + "capacity_rule: pool\n")
+    real = spec.config_path
     monkeypatch.setattr(spec, "config_path", lambda kind, name: bad / f"{name}.yaml")
     with pytest.raises(ConfigError, match=r"neg.yaml: capacity_slack: expected a number in \[0, 10\]"):
         spec.load_system("neg")
-    with pytest.raises(ConfigError, match="only systems with verify: shared_pool"):
+    with pytest.raises(ConfigError, match="noslack.yaml: missing key 'capacity_slack'"):
+        spec.load_system("noslack")
+    with pytest.raises(ConfigError, match="extra.yaml: capacity_slack: only capacity_rule fc_slack"):
+        spec.load_system("extra")
+    with pytest.raises(ConfigError, match=r"typo.yaml: capacity_rule: expected one of \['ridge'"):
+        spec.load_system("typo")
+    with pytest.raises(ConfigError, match="ad.yaml: capacity_rule: only systems with verify: shared_pool"):
         spec.load_system("ad")
+    monkeypatch.setattr(spec, "config_path", real)
+    with pytest.raises(ConfigError, match="capacity_slack: only capacity_rule fc_slack has a slack"):
+        simulate(params("saddle", None, tiny_trace, capacity_slack=0.1))
+    with pytest.raises(ConfigError, match="capacity_rule fc_slack needs capacity_slack"):
+        simulate(params("saddle", None, tiny_trace, capacity_rule="fc_slack"))
 
 
 def test_manager_config_file_sizes_the_pools(tiny_trace):
