@@ -38,15 +38,18 @@ def register(subparsers) -> None:
                        help="hierarchical blocks: map every submodule instance, not each distinct module "
                             "once (the sign-off run; same totals, the Manager about 28 min instead of minutes)")
     synth.add_argument("--out", type=Path, default=BUILD / "synth", help="work folder (default build/synth)")
+    _variant_options(synth)
     synth.set_defaults(func=_synth)
 
     timing = sub.add_parser("timing", help="static timing (OpenSTA, osu018): critical path, fmax, FO4 depth",
                             description="Synthesize each block onto osu018 (or reuse build/synth/BLOCK/mapped.v "
-                                        "when newer than its Verilog) and run OpenSTA on the mapped netlist "
-                                        "(hw/flow/timing.py, configs/synth/timing.yaml).")
+                                        "when newer than its Verilog) and run OpenSTA on the mapped netlist, "
+                                        "as mapped (area-mapped) and flattened with every net's fanout bounded "
+                                        "by buffer trees (buffered) (hw/flow/timing.py, configs/synth/timing.yaml).")
     timing.add_argument("--block", action="append", help="only this block (repeatable)")
     timing.add_argument("--json", action="store_true", help="print the results as JSON")
     timing.add_argument("--out", type=Path, default=BUILD / "synth", help="work folder (default build/synth)")
+    _variant_options(timing)
     timing.set_defaults(func=_timing)
 
     fetch = sub.add_parser("fetch-lib", help="fetch the osu018 standard-cell library into build/celllib/")
@@ -91,6 +94,27 @@ def register(subparsers) -> None:
     mut.set_defaults(func=_mutate)
 
 
+def _variant_options(parser) -> None:
+    parser.add_argument("--selector-stage-levels", type=int, metavar="K",
+                        help="shared_pool and manager with the Shared Pool selector pipelined every K tree "
+                             "levels (0: combinational) instead of configs/hardware/manager_rtl.yaml's; "
+                             "work folder BLOCK_kK")
+    parser.add_argument("--mapping", choices=["area", "delay"], default="area",
+                        help="osu018: ABC's area mapping (default, the area tables) or the delay mapping of "
+                             "configs/synth/flow.yaml (work folder BLOCK_delay)")
+
+
+def _variant(name: str, factory, args):
+    """(work folder name, factory) of a block under `args`' selector and mapping options."""
+    work_name = name
+    if args.selector_stage_levels is not None and name in ("shared_pool", "manager"):
+        from hw.manager.sizes import full_size
+
+        stage_levels = args.selector_stage_levels
+        work_name, factory = f"{name}_k{stage_levels}", lambda: full_size(name, stage_levels=stage_levels)
+    return work_name + ("_delay" if args.mapping == "delay" else ""), factory
+
+
 def _selected(names: list[str] | None) -> dict:
     from hw.flow.blocks import BLOCKS
 
@@ -128,15 +152,16 @@ def _export(args) -> int:
     return 0
 
 
-def _synth_block(name: str, factory, out: Path, liberty, hierarchy=None, every_instance=False):
-    """Export and synthesize one block in OUT/NAME/ (result.json beside Yosys' files)."""
+def _synth_block(name: str, factory, out: Path, liberty, hierarchy=None, every_instance=False,
+                 work_name: str | None = None, goal: str = "area"):
+    """Export and synthesize one block in OUT/WORK_NAME/ (default NAME; result.json beside Yosys' files)."""
     from hw.flow.export import write_verilog
     from hw.flow.synth import synthesize
 
-    work = Path(out) / name
+    work = Path(out) / (work_name or name)
     verilog = write_verilog(factory(), name, work)
     result = synthesize(verilog, name, liberty=liberty, work_dir=work, block=name, hierarchy=hierarchy,
-                        every_instance=every_instance)
+                        every_instance=every_instance, goal=goal)
     (work / "result.json").write_text(json.dumps(result.to_dict(), indent=2, sort_keys=True) + "\n")
     return result
 
@@ -148,10 +173,12 @@ def _synth(args) -> int:
     results = []
     for name, factory in _selected(args.block).items():
         started = time.monotonic()
-        result = _synth_block(name, factory, args.out, liberty, args.hierarchy, args.every_instance)
+        work_name, factory = _variant(name, factory, args)
+        result = _synth_block(name, factory, args.out, liberty, args.hierarchy, args.every_instance, work_name,
+                              args.mapping)
         results.append(result)
         if not args.json:
-            print(f"{name:<16} cells {result.cells:>7}  flip-flops {result.flip_flops:>6}  "
+            print(f"{work_name:<16} cells {result.cells:>7}  flip-flops {result.flip_flops:>6}  "
                   f"latches {result.latches}  memory bits {result.memory_bits}  "
                   f"NAND2-eq {result.nand2_eq:>10.1f}  [{result.library}]  "
                   f"({time.monotonic() - started:.0f} s)")
@@ -167,8 +194,8 @@ def _synth(args) -> int:
 def _timing(args) -> int:
     from hw.flow.export import write_verilog
     from hw.flow.synth import MAPPED_NETLIST, fetch_celllib, parse_liberty, repo_path
-    from hw.flow.timing import (block_timing, critical_path, fetch_opensta, load_timing_config,
-                                measure_fo4, sta_netlist)
+    from hw.flow.timing import (block_timing, buffered_netlist, critical_path, fetch_opensta,
+                                load_timing_config, measure_fo4, sta_netlist)
 
     sta, liberty = fetch_opensta(), fetch_celllib()
     config = load_timing_config()
@@ -177,24 +204,28 @@ def _timing(args) -> int:
     results = []
     for name, factory in _selected(args.block).items():
         started = time.monotonic()
-        work = Path(args.out) / name
+        work_name, factory = _variant(name, factory, args)
+        work = Path(args.out) / work_name
         netlist = work / MAPPED_NETLIST
         verilog = write_verilog(factory(), name, work)  # rewritten only when the design changed
         previous = json.loads((work / "result.json").read_text()) if (work / "result.json").is_file() else {}
         if not (netlist.is_file() and netlist.stat().st_mtime > verilog.stat().st_mtime
                 and previous.get("library", "").startswith(library)):
-            _synth_block(name, factory, args.out, liberty)
-        netlist = sta_netlist(netlist, name, liberty, work)
-        path = critical_path(sta, netlist, name, liberty, work, config.clock_period_ns)
-        result = block_timing(name, path, fo4, config, library, repo_path(netlist))
-        results.append(result)
-        if not args.json:
-            print(f"{name:<16} {path.startpoint} -> {path.endpoint}: {path.stages} stages, "
-                  f"{path.min_period_ns:.3f} ns, fmax {result.fmax_mhz:.0f} MHz ({library}), "
-                  f"{result.depth_fo4:.1f} FO4 -> {result.target_period_ps:.0f} ps at "
-                  f"{config.target_node_nm:g} nm ({result.target_fmax_ghz:.2f} GHz, "
-                  f"{'meets' if result.meets_target_clock else 'MISSES'} {config.target_clock_ghz:g} GHz)  "
-                  f"({time.monotonic() - started:.0f} s)")
+            _synth_block(name, factory, args.out, liberty, work_name=work_name, goal=args.mapping)
+        unbuffered = sta_netlist(netlist, name, liberty, work)
+        buffered, buffering = buffered_netlist(netlist, name, liberty, work, config)
+        for sta_v, trees, log in ((unbuffered, None, "sta"), (buffered, buffering, "sta_buffered")):
+            path = critical_path(sta, sta_v, name, liberty, work, config.clock_period_ns, log)
+            result = block_timing(work_name, path, fo4, config, library, repo_path(sta_v), trees, args.mapping)
+            results.append(result)
+            if not args.json:
+                print(f"{work_name:<22} {result.netlist_kind:<9} {path.startpoint} -> {path.endpoint}: "
+                      f"{path.stages} stages, {path.min_period_ns:.3f} ns, fmax {result.fmax_mhz:.0f} MHz "
+                      f"({library}), {result.depth_fo4:.1f} FO4 -> {result.target_period_ps:.0f} ps at "
+                      f"{config.target_node_nm:g} nm ({result.target_fmax_ghz:.2f} GHz, "
+                      f"{'meets' if result.meets_target_clock else 'MISSES'} {config.target_clock_ghz:g} GHz)"
+                      + (f"; {trees.buffers} buffers on {trees.nets} nets" if trees else "")
+                      + f"  ({time.monotonic() - started:.0f} s)")
     if args.json:
         print(json.dumps({"fo4_ns": fo4, "fo4_target_ns": config.target_fo4_ns,
                           "blocks": [r.to_dict() for r in results]}, indent=2, sort_keys=True))

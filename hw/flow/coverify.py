@@ -96,12 +96,17 @@ def coverify(config: ManagerConfig, pairs, *, source: str, softmax=None, stall: 
     return report
 
 
-def design_name(config: ManagerConfig, softmax) -> str:
+def design_name(config: ManagerConfig, softmax, selector_stage_levels: int | None = None) -> str:
     """Build folder name of a Manager design: the sizes its Verilog depends on (one Verilator
-    build per distinct design, shared by coverify and the RTL tests)."""
+    build per distinct design, shared by coverify and the RTL tests); the selector's stage
+    levels (None: the shipped ones) when it is pipelined."""
+    if selector_stage_levels is None:
+        from hw.manager.sizes import selector_stage_levels as shipped
+        selector_stage_levels = shipped()
     return (f"manager_r{config.max_requests}_s{config.shared_entries}_e{config.eager_entries}"
             f"_m{config.micro_batches}_l{softmax.lanes}_v{softmax.vocab}_x{softmax.exp_frac_bits}"
-            + ("" if config.aging_passes is None else f"_a{config.aging_passes}"))
+            + ("" if config.aging_passes is None else f"_a{config.aging_passes}")
+            + (f"_k{selector_stage_levels}" if selector_stage_levels else ""))
 
 
 def _on_verilator(config: ManagerConfig, softmax, txlog: Path, stall: float, seed: int):

@@ -59,6 +59,7 @@ class Liberty:
     areas: dict[str, float]
     flip_flops: frozenset[str]
     latches: frozenset[str]
+    outputs: dict[str, frozenset[str]] = field(default_factory=dict)   # cell -> its output pins
 
     @property
     def nand2_area(self) -> float:
@@ -66,10 +67,12 @@ class Liberty:
 
 
 def parse_liberty(path: Path) -> Liberty:
-    """Cell areas and sequential cells of a Liberty file (only what the area report needs)."""
-    name, cell = None, None
+    """Cell areas, sequential cells and output pins of a Liberty file (what the area report and
+    the fanout buffering of hw/flow/timing.py need)."""
+    name, cell, pin = None, None, None
     areas: dict[str, float] = {}
     ffs, latches = set(), set()
+    outputs: dict[str, set[str]] = {}
     for line in Path(path).read_text().splitlines():
         if m := re.match(r"\s*library\s*\(\s*(\w+)\s*\)", line):
             name = m.group(1)
@@ -81,9 +84,14 @@ def parse_liberty(path: Path) -> Liberty:
             ffs.add(cell)
         elif cell and re.match(r"\s*latch\s*\(", line):
             latches.add(cell)
+        elif cell and (m := re.match(r"\s*pin\s*\(\s*\"?(\w+)\"?\s*\)", line)):
+            pin = m.group(1)
+        elif cell and pin and re.match(r"\s*direction\s*:\s*output\b", line):
+            outputs.setdefault(cell, set()).add(pin)
     if NAND2_CELL not in areas:
         raise SaddleError(f"{path}: no {NAND2_CELL} cell with an area; cannot express NAND2-equivalents")
-    return Liberty(Path(path), name or Path(path).stem, areas, frozenset(ffs), frozenset(latches))
+    return Liberty(Path(path), name or Path(path).stem, areas, frozenset(ffs), frozenset(latches),
+                   {c: frozenset(pins) for c, pins in outputs.items()})
 
 
 def cached_celllib(dest: Path = CELLLIB_DIR) -> Path | None:
@@ -261,23 +269,51 @@ def load_direct_mapping(path: Path | None = None) -> frozenset[str]:
     return frozenset(names)
 
 
+MAPPING_GOALS = ("area", "delay")
+
+
+@dataclass(frozen=True)
+class DelayMapping:
+    target_ps: int        # ABC's delay target (-D)
+    driving_cell: str     # assumed to drive each module input (ABC's -constr)
+    load_pf: float        # on each module output
+    extra_map: str        # Yosys techmap rules replacing the default ones (a faster carry chain)
+
+
+def load_delay_mapping(path: Path | None = None) -> DelayMapping:
+    """The `delay_mapping` section of configs/synth/flow.yaml (see there)."""
+    path = path or config_path("synth", "flow")
+    sec = get(load_yaml(path), "delay_mapping", dict, source=path)
+    val = lambda key, kind, **kw: get(sec, key, kind, source=path, prefix="delay_mapping", **kw)  # noqa: E731
+    return DelayMapping(int(val("target_ps", int, positive=True)), val("driving_cell", str),
+                        float(val("load_pf", float, positive=True)), val("extra_map", str))
+
+
 def synthesize(verilog: Path, top: str, *, liberty: Path | None, work_dir: Path,
                block: str | None = None, hierarchy: str | None = None,
-               every_instance: bool = False) -> SynthResult:
+               every_instance: bool = False, goal: str = "area") -> SynthResult:
     """Synthesize `top` of `verilog`; with `liberty` onto that library, else yosys-generic.
     `hierarchy` is "flat" (synth -flatten) or "hier" (modules mapped one by one, see above);
     None takes the mode configs/synth/flow.yaml gives `block` (flat if not named). In "hier",
-    identical instances are mapped once unless `every_instance`."""
+    identical instances are mapped once unless `every_instance`. `goal` "delay" (osu018 only):
+    the delay mapping of configs/synth/flow.yaml (ABC's delay target, buffering and gate sizing;
+    parallel-prefix carries) instead of ABC's area mapping."""
     if hierarchy is None:
         hierarchy = load_flow().get(block or top, "flat")
     if hierarchy not in HIERARCHY_MODES:
         raise SaddleError(f"hierarchy: expected one of {', '.join(HIERARCHY_MODES)}, found {hierarchy!r}")
+    if goal not in MAPPING_GOALS:
+        raise SaddleError(f"mapping goal: expected one of {', '.join(MAPPING_GOALS)}, found {goal!r}")
+    if goal == "delay" and liberty is None:
+        raise SaddleError("delay mapping needs the osu018 library (ABC sizes and buffers its cells)")
     work_dir = Path(work_dir)
     work_dir.mkdir(parents=True, exist_ok=True)
     # -noshare: SAT-based resource sharing ran for over 20 minutes on the flattened PE without
     # finishing, and gains little where every unit works in every cycle.
     flat = hierarchy == "flat"
-    synth = f"synth -top {top} -noshare" + (" -flatten" if flat else "")
+    delay = load_delay_mapping() if goal == "delay" else None
+    synth = (f"synth -top {top} -noshare" + (" -flatten" if flat else "")
+             + (f" -extra-map {delay.extra_map}" if delay else ""))
     shape = ("synth -flatten -noshare" if flat else
              "synth -noshare, hierarchy kept (each module optimized and mapped by itself, instances summed)")
     # Direct mapping: skip synth's generic-gate ABC, whose output only the generic method reads;
@@ -306,7 +342,13 @@ def synthesize(verilog: Path, top: str, *, liberty: Path | None, work_dir: Path,
         libpath = Path(liberty).resolve()
         rel = yosys_path(libpath, work_dir)
         # mapped.v: the netlist static timing reads (hw/flow/timing.py).
-        script += [f"dfflibmap -liberty {rel}", f"abc -liberty {rel}", "opt_clean",
+        abc = f"abc -liberty {rel}"
+        if delay:
+            (work_dir / "abc.constr").write_text(f"set_driving_cell {delay.driving_cell}\nset_load {delay.load_pf}\n")
+            abc += f" -D {delay.target_ps} -constr abc.constr"
+            shape += (f", delay mapping ({delay.extra_map} carries; abc -D {delay.target_ps} -constr: "
+                      "buffering, gate sizing)")
+        script += [f"dfflibmap -liberty {rel}", abc, "opt_clean",
                    f"tee -q -o mapped.json stat -json -liberty {rel}", f"write_verilog -noattr {MAPPED_NETLIST}"]
     run_yosys("; ".join(script), cwd=work_dir, log=work_dir / "yosys.log")
     memory_bits = int(_stat(work_dir / "coarse.json").get("num_memory_bits", 0))

@@ -86,6 +86,8 @@ class TimingConfig:
     fo4_ps_per_nm: float
     target_node_nm: float
     target_clock_ghz: float
+    max_fanout: int                   # the buffered netlist's fanout bound
+    buffer_cell: tuple[str, str, str]  # (cell, input pin, output pin) of its buffer trees
 
     @property
     def target_fo4_ns(self) -> float:
@@ -100,9 +102,16 @@ def load_timing_config(path: Path | None = None) -> TimingConfig:
         raise SaddleError(f"{path}: fo4_chains: expected two stage counts, shorter first, found {chains!r}")
     scaling = get(data, "scaling", dict, source=path)
     num = lambda sec, key, prefix="": float(get(sec, key, float, source=path, prefix=prefix, positive=True))  # noqa: E731
+    buffering = get(data, "buffering", dict, source=path)
+    max_fanout = get(buffering, "max_fanout", int, source=path, prefix="buffering")
+    if max_fanout < 2:
+        raise SaddleError(f"{path}: buffering.max_fanout: expected at least 2, found {max_fanout}")
+    cell = get(buffering, "cell", list, source=path, prefix="buffering")
+    if len(cell) != 3 or not all(isinstance(x, str) for x in cell):
+        raise SaddleError(f"{path}: buffering.cell: expected [cell, input pin, output pin], found {cell!r}")
     return TimingConfig(num(data, "clock_period_ns"), (chains[0], chains[1]),
                         num(scaling, "fo4_ps_per_nm", "scaling"), num(scaling, "target_node_nm", "scaling"),
-                        num(scaling, "target_clock_ghz", "scaling"))
+                        num(scaling, "target_clock_ghz", "scaling"), max_fanout, (cell[0], cell[1], cell[2]))
 
 
 def _constrain(top: str, liberty: Path, netlist: Path, has_clock: bool, period: float) -> str:
@@ -151,26 +160,130 @@ STA_BUFFER = ("BUFX2", "A", "Y")  # an osu018 cell
 
 def sta_netlist(mapped: Path, top: str, liberty: Path, work_dir: Path) -> Path:
     """`mapped` (Yosys' mapped netlist) rewritten for OpenSTA as WORK_DIR/sta.v (kept while newer)."""
+    return _rewrite_for_sta(mapped, top, liberty, Path(work_dir) / "sta.v", "")
+
+
+def _rewrite_for_sta(mapped: Path, top: str, liberty: Path, out: Path, passes: str) -> Path:
+    """`mapped` after the Yosys `passes`, with undefined bits zeros and wire-to-wire connections
+    buffered, as `out` (kept while newer than `mapped`)."""
     from hw.flow.synth import run_yosys, yosys_path
 
-    out = Path(work_dir) / "sta.v"
     if out.is_file() and out.stat().st_mtime > Path(mapped).stat().st_mtime:
         return out
     cell, a, y = STA_BUFFER
-    run_yosys(f"read_liberty -lib {yosys_path(liberty, work_dir)}; "
-              f"read_verilog {yosys_path(mapped, work_dir)}; hierarchy -top {top}; setundef -zero; "
-              f"insbuf -buf {cell} {a} {y}; write_verilog -noattr sta.v",
-              cwd=Path(work_dir), log=Path(work_dir) / "sta_netlist.log")
+    run_yosys(f"read_liberty -lib {yosys_path(liberty, out.parent)}; "
+              f"read_verilog {yosys_path(mapped, out.parent)}; hierarchy -top {top}; {passes}setundef -zero; "
+              f"insbuf -buf {cell} {a} {y}; write_verilog -noattr {out.name}",
+              cwd=out.parent, log=out.with_name(f"{out.stem}_netlist.log"))
     return out
 
 
+def buffered_netlist(mapped: Path, top: str, liberty: Path, work_dir: Path,
+                     config: TimingConfig) -> tuple[Path, Buffering]:
+    """`mapped` flattened (aliased wires merged, so the hierarchy's port connections cost no
+    buffer), then every net's fanout bounded by `buffer_fanout`: WORK_DIR/sta_buffered.v."""
+    from hw.flow.synth import parse_liberty
+
+    flat = _rewrite_for_sta(mapped, top, liberty, Path(work_dir) / "sta_flat.v", "flatten; opt_clean -purge; ")
+    text, buffering = buffer_fanout(flat.read_text(), parse_liberty(liberty).outputs, config.max_fanout,
+                                    config.buffer_cell)
+    out = Path(work_dir) / "sta_buffered.v"
+    out.write_text(text)
+    return out, buffering
+
+
+# A Yosys `write_verilog -noattr` cell instance, one pin connection per line; liberty cells have
+# one-bit pins, so each connection is one bit: a name, a bit of a name, or a constant. Escaped
+# names (the flattened hierarchy's `\e0._190_ `) end with a space, kept as part of the name.
+_INSTANCE = re.compile(r"^  (\S+) (\\\S+ |\S+) \(\n((?:    \.\w+\([^()\n]*\),?\n)*)  \);\n", re.M)
+_CONNECTION = re.compile(r"    \.(\w+)\(([^()\n]*)\),?\n")
+
+
+@dataclass(frozen=True)
+class Buffering:
+    nets: int      # nets that got a buffer tree
+    buffers: int   # buffers inserted
+    levels: int    # the deepest tree
+
+
+def buffer_fanout(text: str, outputs: dict[str, frozenset[str]], max_fanout: int,
+                  buffer: tuple[str, str, str]) -> tuple[str, Buffering]:
+    """A flat netlist (Yosys' `write_verilog -noattr` of one module of liberty cells) with every
+    net that drives more than ``max_fanout`` cell inputs split by a tree of ``buffer`` cells
+    (name, input pin, output pin): the loads in groups of at most ``max_fanout``, each group
+    behind one buffer, the buffers grouped the same way, until the net drives at most
+    ``max_fanout``. Every load of a net is behind the same number of buffers. Ports keep their
+    nets (an output port is not a cell input); constant connections are not nets."""
+    cell, a, y = buffer
+    matches = list(_INSTANCE.finditer(text))
+    headers = len(re.findall(r"^  \S+ .+ \($", text, re.M))
+    if headers != len(matches):
+        raise SaddleError(f"buffer_fanout: {headers - len(matches)} of {headers} cell instances not in the "
+                          "expected layout (write_verilog -noattr, one connection per line)")
+    instances = []
+    loads: dict[str, list] = {}
+    for no, m in enumerate(matches):
+        kind, pins = m.group(1), _CONNECTION.findall(m.group(3))
+        if kind not in outputs:
+            raise SaddleError(f"buffer_fanout: cell {kind} ({m.group(2)}) has no output pin in the liberty")
+        instances.append((kind, m.group(2), dict(pins)))
+        for pin, net in pins:
+            if pin not in outputs[kind] and not re.fullmatch(r"\d+'[hbd][0-9a-fA-FxXzZ]+", net):
+                loads.setdefault(net, []).append((no, pin))
+    changed, added, decls = set(), [], []
+    nets = levels = 0
+    for net, sinks in loads.items():
+        if len(sinks) <= max_fanout:
+            continue
+        nets += 1
+        depth = 0
+        while len(sinks) > max_fanout:
+            groups = -(-len(sinks) // max_fanout)
+            parents = []
+            for g in range(groups):
+                name = f"\\fanout${len(added)} "
+                decls.append(f"  wire {name};\n")
+                added.append([f"\\fanout_buf${len(added)} ", None, name])
+                for sink in sinks[g * len(sinks) // groups:(g + 1) * len(sinks) // groups]:
+                    _connect(sink, name, instances, added, changed)
+                parents.append(("buffer", len(added) - 1))
+            sinks, depth = parents, depth + 1
+        for sink in sinks:
+            _connect(sink, net, instances, added, changed)
+        levels = max(levels, depth)
+    if not added:
+        return text, Buffering(0, 0, 0)
+    parts = [text[:matches[0].start()], *decls]
+    for no, m in enumerate(matches):
+        if no:
+            parts.append(text[matches[no - 1].end():m.start()])
+        if no in changed:
+            kind, name, pins = instances[no]
+            parts.append(f"  {kind} {name} (\n" + ",\n".join(f"    .{p}({n})" for p, n in pins.items()) + "\n  );\n")
+        else:
+            parts.append(m.group(0))
+    parts += [f"  {cell} {name} (\n    .{a}({src}),\n    .{y}({dst})\n  );\n" for name, src, dst in added]
+    parts.append(text[matches[-1].end():])
+    return "".join(parts), Buffering(nets, len(added), levels)
+
+
+def _connect(sink, net: str, instances: list, added: list, changed: set) -> None:
+    """Connect a load (a cell pin, or a new buffer's input) to `net`."""
+    if sink[0] == "buffer":
+        added[sink[1]][1] = net
+    else:
+        no, pin = sink
+        instances[no][2][pin] = net
+        changed.add(no)
+
+
 def critical_path(sta: Path, netlist: Path, top: str, liberty: Path, work_dir: Path,
-                  period: float) -> CriticalPath:
-    """The worst setup path of `top` in the mapped `netlist`."""
+                  period: float, name: str = "sta") -> CriticalPath:
+    """The worst setup path of `top` in the mapped `netlist` (OpenSTA's script and log: NAME.tcl, NAME.log)."""
     has_clock = re.search(rf"^module {re.escape(top)}\(.*\bclk\b", Path(netlist).read_text(), re.M) is not None
     script = (_constrain(top, Path(liberty).resolve(), Path(netlist).resolve(), has_clock, period)
               + "report_checks -path_delay max -digits 4\n")
-    return parse_path(run_sta(sta, script, work_dir), period)
+    return parse_path(run_sta(sta, script, work_dir, name), period)
 
 
 def fo4_chain_netlist(stages: int) -> str:
@@ -201,6 +314,8 @@ def measure_fo4(sta: Path, liberty: Path, work_dir: Path, chains: tuple[int, int
 @dataclass(frozen=True)
 class TimingResult:
     block: str
+    mapping: str               # ABC's goal: "area" or "delay" (hw/flow/synth.py)
+    netlist_kind: str          # "mapped" (as synthesized) or "buffered" (flattened, fanout bounded)
     startpoint: str
     endpoint: str
     stages: int
@@ -215,17 +330,21 @@ class TimingResult:
     meets_target_clock: bool   # target_fmax >= the target clock
     library: str
     netlist: str
+    buffering: Buffering | None = None   # the buffered netlist's trees
 
     def to_dict(self) -> dict:
         return asdict(self)
 
 
 def block_timing(block: str, path: CriticalPath, fo4_ns: float, config: TimingConfig,
-                 library: str, netlist: str) -> TimingResult:
-    """The figures of one block's critical path, carried to the target node."""
+                 library: str, netlist: str, buffering: Buffering | None = None,
+                 mapping: str = "area") -> TimingResult:
+    """The figures of one block's critical path, carried to the target node (`buffering`: of the
+    buffered netlist, None for the netlist as mapped)."""
     depth = path.min_period_ns / fo4_ns
     target_ps = depth * config.target_fo4_ns * 1000.0
-    return TimingResult(block=block, startpoint=path.startpoint, endpoint=path.endpoint, stages=path.stages,
+    return TimingResult(block=block, mapping=mapping, netlist_kind="mapped" if buffering is None else "buffered",
+                        buffering=buffering, startpoint=path.startpoint, endpoint=path.endpoint, stages=path.stages,
                         arrival_ns=path.arrival_ns, min_period_ns=path.min_period_ns,
                         fmax_mhz=round(1000.0 / path.min_period_ns, 1), fo4_ns=fo4_ns, depth_fo4=round(depth, 1),
                         target_node_nm=config.target_node_nm, target_period_ps=round(target_ps, 1),

@@ -35,7 +35,9 @@ without back-pressure): one to accept, one per event beat, one more for the ``DO
 plus one per step that emits nothing (Issue's checks and end of selection, requests visited
 by the Unlock walks without an event). A ``DRAFT`` takes 4 (its ``DRAFTED`` is valid one cycle
 after the transfer: the decision latency), an Issue of k tokens k + 8: one selected token per
-cycle (``tests/hw/manager/test_manager.py`` measures both).
+cycle (``tests/hw/manager/test_manager.py`` measures both). The same with a pipelined Shared
+Pool selector (``selector_stage_levels``): its latency (at most ``SELECT_GAP`` cycles, checked
+at construction) passes between a pool write and the next Issue's first SELECT.
 """
 from __future__ import annotations
 
@@ -48,7 +50,7 @@ from hw.common.priority_encoder import first_one_hot, one_hot_index
 from hw.manager.controller import Controller, CtlOp, SlotState
 from hw.manager.eager_pool import EagerOp, EagerPools
 from hw.manager.scheduler import Scheduler
-from hw.manager.shared_pool import ArgmaxNode, PoolOp, SharedPool
+from hw.manager.shared_pool import ArgmaxNode, PoolOp, SharedPool, tree_stages
 from hw.manager.softmax import Softmax, logits_layout
 from sim.manager.formats import (CUM_PROB, MICROBATCH_ID, POOL_COUNT, POSITION, PROB, REQUEST_ID,
                                  THRESHOLD, TOKEN_ID, VERIFY_ID)
@@ -146,10 +148,22 @@ class Manager(wiring.Component):
     }
     BLOCKS = (Controller, Softmax, SharedPool, ArgmaxNode, EagerPools, Scheduler)   # the blocks a fault goes to
 
+    # Cycles from a pool write to an Issue's first SELECT at the earliest: the write's DONE
+    # beat, the next transaction's accept, the Issue's checks (see the FSM below). A pipelined
+    # selector whose latency fits in them costs no cycle.
+    SELECT_GAP = 3
+
     def __init__(self, *, requests: int, shared_entries: int, eager_entries: int,
                  micro_batches: int, softmax: SoftmaxParams, aging_passes: int | None = None,
-                 fault: str | None = None):
+                 selector_stage_levels: int = 0, fault: str | None = None):
         self.requests, self.shared_entries, self.aging_passes = requests, shared_entries, aging_passes
+        self.selector_stage_levels = selector_stage_levels
+        latency = len(tree_stages(shared_entries, selector_stage_levels))
+        if latency > self.SELECT_GAP:
+            self._MustUse__silence = True   # never elaborated: no "created but never used" warning
+            raise ValueError(f"Manager: a Shared Pool selector with registers every {selector_stage_levels} "
+                             f"levels has latency {latency} > {self.SELECT_GAP} cycles, the gap between a "
+                             "pool write and the next SELECT: use more levels per stage")
         self.eager_entries, self.micro_batches = eager_entries, micro_batches
         self.softmax_params = softmax
         self.fault = checked_fault(fault, Manager, *self.BLOCKS)
@@ -165,11 +179,17 @@ class Manager(wiring.Component):
         })
 
     @classmethod
-    def from_config(cls, config, softmax: SoftmaxParams, fault: str | None = None) -> "Manager":
-        """Sized like a ``sim.manager.config.ManagerConfig``."""
+    def from_config(cls, config, softmax: SoftmaxParams, fault: str | None = None, *,
+                    selector_stage_levels: int | None = None) -> "Manager":
+        """Sized like a ``sim.manager.config.ManagerConfig``; the selector of
+        configs/hardware/manager_rtl.yaml unless ``selector_stage_levels`` is given."""
+        if selector_stage_levels is None:
+            from hw.manager.sizes import selector_stage_levels as shipped
+            selector_stage_levels = shipped()
         return cls(requests=config.max_requests, shared_entries=config.shared_entries,
                    eager_entries=config.eager_entries, micro_batches=config.micro_batches,
-                   softmax=softmax, aging_passes=config.aging_passes, fault=fault)
+                   softmax=softmax, aging_passes=config.aging_passes,
+                   selector_stage_levels=selector_stage_levels, fault=fault)
 
     def elaborate(self, platform):
         m = Module()
@@ -177,6 +197,7 @@ class Manager(wiring.Component):
         m.submodules.ctl = ctl = Controller(self.requests, self.softmax_params,
                                             fault=fault_for(fault, Controller, Softmax))
         m.submodules.sp = sp = SharedPool(self.shared_entries, self.requests, self.aging_passes,
+                                          stage_levels=self.selector_stage_levels,
                                           fault=fault_for(fault, SharedPool, ArgmaxNode))
         m.submodules.ep = ep = EagerPools(self.micro_batches, self.eager_entries, self.requests,
                                           fault=fault_for(fault, EagerPools))

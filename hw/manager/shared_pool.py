@@ -34,6 +34,14 @@ Cycle cost: insert 1 cycle, one selected token per cycle (a verification of n to
 cycles, the first token is visible combinationally), invalidate/release of a whole request
 1 cycle. The prefix property of the selection follows from the key, as in the model.
 
+Pipelined selector (``stage_levels`` = k > 0; 0, the default, is the combinational tree):
+registers after every k tree levels (``tree_stages``), so the longest path crosses k levels
+instead of all log2(entries). Same selection order, still one SELECT per cycle (II = 1); the
+price is **latency = len(tree_stages(entries, k)) cycles** (``self.latency``): ``best_*`` shows
+an INSERT, CLEAR or ``pass_end`` (aging changes keys) of cycle t from cycle t + 1 + latency
+on (t + 1 for the combinational tree), so the user must not SELECT earlier. 512 entries (9 levels): k = 3 or 4 -> latency 2, k = 5..8
+-> latency 1. The registers hold more than each subtree's winner (``argmax_tree``).
+
 Structure: every entry and every tree node is its own submodule, so that the exported Verilog
 keeps them as modules and synthesis can map them one at a time (``hw/flow/synth.py``, method
 ``osu018-hier``) instead of optimizing one flat 200k-gate netlist.
@@ -43,8 +51,8 @@ keeps them as modules and synthesis can map them one at a time (``hw/flow/synth.
 """
 from __future__ import annotations
 
-from amaranth.hdl import Cat, Module, Mux, Signal
-from amaranth.lib import enum, wiring
+from amaranth.hdl import C, Cat, Module, Mux, Signal
+from amaranth.lib import data, enum, wiring
 from amaranth.lib.wiring import In, Out
 
 from hw.common.fault import checked_fault, fault_for
@@ -151,56 +159,182 @@ class ArgmaxNode(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         take_b = Signal()
-        m.d.comb += [take_b.eq(self.b_key > self.a_key),
+        m.d.comb += [take_b.eq(self.beats(self.fault, self.a_key, self.b_key)),
                      self.key.eq(Mux(take_b, self.b_key, self.a_key)),
                      self.payload.eq(Mux(take_b, self.b_payload, self.a_payload))]
         if self.index_bits:
             m.d.comb += self.index.eq(Cat(Mux(take_b, self.b_index, self.a_index), take_b))
         else:
             m.d.comb += self.index.eq(take_b)
-        if self.fault == "argmax_prefers_b":
-            m.d.comb += take_b.eq(self.b_key >= self.a_key)
-        elif self.fault in self._REVERSED_FIELD:
-            flip = self._REVERSED_FIELD[self.fault]
-            m.d.comb += take_b.eq((self.b_key ^ flip) > (self.a_key ^ flip))
+        return m
+
+    @classmethod
+    def beats(cls, fault: str | None, a_key, b_key):
+        """Whether key ``b`` wins over key ``a`` (``a`` wins a tie), as a node with ``fault`` compares."""
+        if fault == "argmax_prefers_b":
+            return b_key >= a_key
+        if fault in cls._REVERSED_FIELD:
+            flip = cls._REVERSED_FIELD[fault]
+            return (b_key ^ flip) > (a_key ^ flip)
+        return b_key > a_key
+
+
+class TopNode(wiring.Component):
+    """One node of the pipelined selector tree: the ``keep`` largest of two lists sorted by key
+    (largest first; ``a`` before ``b`` on a tie, so the merge is stable), with their payloads
+    and indices (the winner's side bit above the child's index, as in ``ArgmaxNode``). List i of
+    a port holds element i; the merge compares every pair (a_i, b_j) with i + j < keep at once,
+    and element r of the result is the one with exactly r elements ahead of it."""
+
+    def __init__(self, key_bits: int, payload_bits: int, index_bits: int, len_a: int, len_b: int,
+                 keep: int, *, fault: str | None = None):
+        if not 1 <= keep <= len_a + len_b:
+            raise ValueError(f"TopNode: keep {keep} must be 1..{len_a + len_b}")
+        self.lengths, self.keep, self.index_bits = (len_a, len_b), keep, index_bits
+        self.fault = checked_fault(fault, ArgmaxNode)
+        ports = {}
+        for side, n in zip("ab", self.lengths):
+            ports.update({f"{side}_key": In(data.ArrayLayout(key_bits, n)),
+                          f"{side}_payload": In(data.ArrayLayout(payload_bits, n))})
+            if index_bits:
+                ports[f"{side}_index"] = In(data.ArrayLayout(index_bits, n))
+        ports.update(key=Out(data.ArrayLayout(key_bits, keep)), payload=Out(data.ArrayLayout(payload_bits, keep)),
+                     index=Out(data.ArrayLayout(index_bits + 1, keep)))
+        super().__init__(ports)
+
+    def elaborate(self, platform):
+        m = Module()
+        len_a, len_b = self.lengths
+        b_wins = {}   # (i, j): b_j is ahead of a_i
+        for i in range(len_a):
+            for j in range(len_b):
+                if i + j < self.keep:
+                    b_wins[i, j] = Signal(name=f"b{j}_over_a{i}")
+                    m.d.comb += b_wins[i, j].eq(ArgmaxNode.beats(self.fault, self.a_key[i], self.b_key[j]))
+
+        def element(side, i):
+            index = getattr(self, f"{side}_index")[i] if self.index_bits else C(0, 0)
+            return getattr(self, f"{side}_key")[i], getattr(self, f"{side}_payload")[i], \
+                Cat(index, C(side == "b", 1))
+
+        for r in range(self.keep):
+            # a_i is element r iff exactly r - i of b are ahead of it, b_j iff exactly r - j of a.
+            chosen = []
+            for i in range(min(r + 1, len_a)):
+                j = r - i
+                if j <= len_b:
+                    chosen.append(((b_wins[i, j - 1] if j else C(1)) & (~b_wins[i, j] if j < len_b else C(1)),
+                                   element("a", i)))
+            for j in range(min(r + 1, len_b)):
+                i = r - j
+                if i <= len_a:
+                    chosen.append(((~b_wins[i - 1, j] if i else C(1)) & (b_wins[i, j] if i < len_a else C(1)),
+                                   element("b", j)))
+            for out, part in zip((self.key[r], self.payload[r], self.index[r]), range(3)):
+                m.d.comb += out.eq(_one_of([(sel, value[part]) for sel, value in chosen], len(out)))
         return m
 
 
-def argmax_tree(m, leaves: list, name: str, fault: str | None = None):
+def _one_of(choices: list, width: int):
+    """The value whose select is high, of (select, value) pairs with at most one select high."""
+    result = C(0, width)
+    for sel, value in choices:
+        result = result | Mux(sel, value, 0)
+    return result
+
+
+def tree_stages(leaves: int, stage_levels: int) -> list[int]:
+    """The tree levels after which a selector over ``leaves`` entries registers its candidate
+    lists: every ``stage_levels`` levels below the root (none for 0: the combinational tree)."""
+    if stage_levels < 0:
+        raise ValueError(f"stage_levels must be >= 0, not {stage_levels}")
+    levels = (leaves - 1).bit_length()
+    return list(range(stage_levels, levels, stage_levels)) if stage_levels else []
+
+
+def argmax_tree(m, leaves: list, name: str, fault: str | None = None, *, stage_levels: int = 0,
+                selected: tuple | None = None):
     """(key, payload, index) of the largest of ``leaves`` [(key, payload)], lowest index on a
     tie, built from ``ArgmaxNode`` submodules ``{name}{level}_{j}`` (each given ``fault``).
     Node j of level L covers leaves [j 2^L, (j+1) 2^L), so indices are relative and the leaves
-    need no constants; an odd node out moves up a level unchanged (its index gains a leading 0)."""
-    nodes = [(key, payload, None) for key, payload in leaves]
+    need no constants; an odd node out moves up a level unchanged (its index gains a leading 0).
+
+    Pipelined (``stage_levels`` = k > 0): registers after every k levels (``tree_stages``), so
+    that no path crosses more than k levels. A register is one cycle behind the entries, so it
+    keeps more than its subtree's winner: with s registers above it (the root's side), the s + 1
+    largest keys (``TopNode`` merges). ``selected`` = (valid, index) of the entry SELECTed in the
+    previous cycle: that entry was the winner of every subtree holding it, so it is element 0 of
+    those subtrees' registers, and dropping it there gives the lists of the current cycle. Hence
+    II = 1: while the pool only selects, the result is the combinational tree's in every cycle.
+    An INSERT or CLEAR reaches the root after one cycle per register: latency = len(tree_stages)."""
+    stages = tree_stages(len(leaves), stage_levels)
+    nodes = [([key], [payload], None) for key, payload in leaves]   # (keys, payloads, indices) largest first
     level = 0
     while len(nodes) > 1:
+        keep = 1 + sum(stage > level for stage in stages)
         nxt = []
         for j in range(0, len(nodes) - 1, 2):
             (ka, pa, ia), (kb, pb, ib) = nodes[j], nodes[j + 1]
-            node = ArgmaxNode(len(ka), len(pa), level, fault=fault)
+            if keep == len(ka) == len(kb) == 1:
+                node = ArgmaxNode(len(ka[0]), len(pa[0]), level, fault=fault)
+                wires = [(node.a_key, node.a_payload, ka[0], pa[0]), (node.b_key, node.b_payload, kb[0], pb[0])]
+                index_ports = [(node.a_index, ia[0]), (node.b_index, ib and ib[0])] if level else []
+                result = ([node.key], [node.payload], [node.index])
+            else:
+                node = TopNode(len(ka[0]), len(pa[0]), level, len(ka), len(kb), min(keep, len(ka) + len(kb)),
+                               fault=fault)
+                wires = [(node.a_key[i], node.a_payload[i], k, p) for i, (k, p) in enumerate(zip(ka, pa))]
+                wires += [(node.b_key[i], node.b_payload[i], k, p) for i, (k, p) in enumerate(zip(kb, pb))]
+                index_ports = ([(node.a_index[i], x) for i, x in enumerate(ia)] +
+                               [(node.b_index[i], x) for i, x in enumerate(ib or [])]) if level else []
+                result = tuple([port[r] for r in range(node.keep)] for port in (node.key, node.payload, node.index))
             m.submodules[f"{name}{level}_{j // 2}"] = node
-            m.d.comb += [node.a_key.eq(ka), node.a_payload.eq(pa), node.b_key.eq(kb), node.b_payload.eq(pb)]
-            if level:
-                m.d.comb += node.a_index.eq(ia)
-                if ib is not None:
-                    m.d.comb += node.b_index.eq(ib)
-            nxt.append((node.key, node.payload, node.index))
+            m.d.comb += [sig.eq(value) for key_port, payload_port, k, p in wires
+                         for sig, value in ((key_port, k), (payload_port, p))]
+            m.d.comb += [port.eq(x) for port, x in index_ports if x is not None]
+            nxt.append(result)
         if len(nodes) % 2:
             nxt.append(nodes[-1])
         nodes, level = nxt, level + 1
-    return nodes[0]
+        if level in stages:
+            keep = 1 + sum(stage >= level for stage in stages)
+            nodes = [_stage_register(m, lists, keep, level, j, selected, f"{name}{level}r_{j}")
+                     for j, lists in enumerate(nodes)]
+    keys, payloads, indices = nodes[0]
+    return keys[0], payloads[0], indices[0]
+
+
+def _stage_register(m, lists: tuple, keep: int, level: int, j: int, selected: tuple, name: str) -> tuple:
+    """Subtree j of ``level``'s lists (the ``keep`` largest) registered, then without the entry
+    selected in the previous cycle if it belongs to this subtree: one element shorter, except a
+    shorter list, which holds the whole subtree and is padded with an empty element (key 0: not
+    waiting) instead."""
+    keys, payloads, indices = lists
+    indices = indices or [C(0, level)]   # a leaf moved up unchanged: index 0 of its subtree
+    regs = [[Signal(len(v), name=f"{name}_{part}{r}") for r, v in enumerate(values)]
+            for part, values in (("key", keys), ("payload", payloads), ("index", indices))]
+    m.d.sync += [reg.eq(v) for reg_list, values in zip(regs, (keys, payloads, indices))
+                 for reg, v in zip(reg_list, values)]
+    sel_valid, sel_index = selected
+    drop = Signal(name=f"{name}_drop")
+    m.d.comb += drop.eq(sel_valid & (sel_index[level:] == j))
+    length = len(keys) - 1 if len(keys) == keep else len(keys)
+    return tuple([Mux(drop, padded[r + 1], padded[r]) for r in range(length)]
+                 for padded in (reg_list + [C(0, len(reg_list[0]))] for reg_list in regs))
 
 
 class SharedPool(wiring.Component):
     FAULTS = {"fly_count_not_cleared": "shared pool: CLEAR leaves the in-flight total fly_count unchanged"}
 
     def __init__(self, entries: int, requests: int, aging_passes: int | None = None, *,
-                 fault: str | None = None):
+                 stage_levels: int = 0, fault: str | None = None):
         if entries < 2 or requests < 1:
             raise ValueError("SharedPool: entries >= 2 and requests >= 1 expected")
         if aging_passes is not None and not 1 <= aging_passes <= AGE.max_raw:
             raise ValueError(f"SharedPool: aging_passes in [1, {AGE.max_raw}] or None expected")
         self.entries, self.requests, self.aging_passes = entries, requests, aging_passes
+        self.stage_levels = stage_levels
+        self.latency = len(tree_stages(entries, stage_levels))
         self.fault = checked_fault(fault, SharedPool, ArgmaxNode)
         per_req = range(POSITION.max_raw + 1)
         aging = {} if aging_passes is None else {"pass_end": In(1)}
@@ -224,9 +358,15 @@ class SharedPool(wiring.Component):
         wait_n = [Signal(per_req, name=f"r{r}_wait") for r in range(self.requests)]
         fly_n = [Signal(per_req, name=f"r{r}_fly") for r in range(self.requests)]
 
-        best_key, best_payload, best_index = argmax_tree(m, [(e.key, e.payload) for e in cam], "sel",
-                                                         fault_for(self.fault, ArgmaxNode))
         best_idx = Signal(range(n))
+        inserting, selecting = Signal(), Signal()
+        selected = None
+        if self.latency:
+            selected = (Signal(name="selected_valid"), Signal(range(n), name="selected_index"))
+            m.d.sync += [selected[0].eq(selecting), selected[1].eq(best_idx)]
+        best_key, best_payload, best_index = argmax_tree(m, [(e.key, e.payload) for e in cam], "sel",
+                                                         fault_for(self.fault, ArgmaxNode),
+                                                         stage_levels=self.stage_levels, selected=selected)
         m.d.comb += [
             best_idx.eq(best_index),
             self.best_valid.eq(best_key[-1]),
@@ -240,7 +380,6 @@ class SharedPool(wiring.Component):
         free = Signal(n)
         m.d.comb += free.eq(Cat(e.free for e in cam))
         free_one_hot = first_one_hot(m, free, "free")
-        inserting, selecting = Signal(), Signal()
         m.d.comb += [inserting.eq(self.op == PoolOp.INSERT),
                      selecting.eq((self.op == PoolOp.SELECT) & self.best_valid)]
         entry_req = self.req

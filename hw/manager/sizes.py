@@ -1,8 +1,9 @@
 """Shipped sizes of the Manager RTL blocks: ``configs/manager.yaml`` (shared with the model) and
-``configs/hardware/manager_rtl.yaml`` (softmax unit only)."""
+``configs/hardware/manager_rtl.yaml`` (the softmax unit, the Shared Pool's selector)."""
 from __future__ import annotations
 
 from sim.config import config_path, get, load_yaml
+from sim.errors import ConfigError
 from sim.manager.softmax import SoftmaxParams
 
 
@@ -14,9 +15,23 @@ def softmax_params() -> SoftmaxParams:
     return SoftmaxParams(**size)
 
 
-def full_size(block: str):
+def selector_stage_levels() -> int:
+    """Tree levels between the Shared Pool selector's registers (0: combinational)."""
+    path = config_path("hardware", "manager_rtl")
+    sec = get(load_yaml(path), "shared_pool", dict, source=path)
+    levels = get(sec, "selector_stage_levels", int, source=path, prefix="shared_pool")
+    if levels < 0:
+        raise ConfigError(f"{path}: shared_pool.selector_stage_levels: expected >= 0 (0 = combinational), "
+                          f"found {levels}")
+    return levels
+
+
+def full_size(block: str, stage_levels: int | None = None):
     """The named Manager block (``softmax``, ``controller``, ``shared_pool``, ``eager_pool``,
-    ``scheduler``, ``manager``) at its shipped size."""
+    ``scheduler``, ``manager``) at its shipped size; the Shared Pool's selector pipelined every
+    ``stage_levels`` levels (None: the shipped selector)."""
+    if stage_levels is None:
+        stage_levels = selector_stage_levels()
     from sim.manager.config import ManagerConfig
     from sim.manager.formats import POOL_COUNT
 
@@ -29,7 +44,7 @@ def full_size(block: str):
         return Controller(cfg.max_requests, softmax_params())
     if block == "shared_pool":
         from hw.manager.shared_pool import SharedPool
-        return SharedPool(cfg.shared_entries, cfg.max_requests, cfg.aging_passes)
+        return SharedPool(cfg.shared_entries, cfg.max_requests, cfg.aging_passes, stage_levels=stage_levels)
     if block == "eager_pool":
         from hw.manager.eager_pool import EagerPools
         return EagerPools(cfg.micro_batches, cfg.eager_entries, cfg.max_requests)
@@ -38,5 +53,5 @@ def full_size(block: str):
         return Scheduler(cfg.max_requests, POOL_COUNT.max_raw)
     if block == "manager":
         from hw.manager.manager import Manager
-        return Manager.from_config(cfg, softmax_params())
+        return Manager.from_config(cfg, softmax_params(), selector_stage_levels=stage_levels)
     raise ValueError(f"unknown Manager block {block!r}")

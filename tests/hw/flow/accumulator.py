@@ -15,3 +15,12 @@ class Accumulator(wiring.Component):
         with m.If(self.en):
             m.d.sync += self.q.eq(self.q + self.d)
         return m
+
+
+def add_accumulators(m: Module, owner: wiring.Component, count: int) -> None:
+    """`count` Accumulator submodules ``acc0``.. of `m`, accumulator i on ``owner.en[i]`` and
+    the 8-bit slices i of ``owner.d`` and ``owner.q``."""
+    for i in range(count):
+        acc = m.submodules[f"acc{i}"] = Accumulator()
+        m.d.comb += [acc.en.eq(owner.en[i]), acc.d.eq(owner.d[8 * i:8 * i + 8]),
+                     owner.q[8 * i:8 * i + 8].eq(acc.q)]

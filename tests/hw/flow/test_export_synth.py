@@ -10,7 +10,7 @@ from hw.flow.export import lint, write_verilog
 from hw.flow.synth import (GenericWeights, fetch_celllib, generic_cell_kind, generic_nand2_eq,
                       load_flow, load_generic_weights, parse_liberty, synthesize)
 from sim.errors import SaddleError
-from tests.hw.flow.accumulator import Accumulator
+from tests.hw.flow.accumulator import Accumulator, add_accumulators
 
 
 @pytest.fixture(scope="module")
@@ -73,6 +73,22 @@ def test_osu018_synthesis_uses_library_areas(acc_verilog, tmp_path):
     assert r.cells_by_type["DFFPOSX1"] == 8
     assert r.area == sum(n * lib.areas[t] for t, n in r.cells_by_type.items())
     assert r.nand2_eq == pytest.approx(r.area / 24.0, abs=0.05)
+    assert lib.outputs["FAX1"] == {"YC", "YS"} and lib.outputs["DFFPOSX1"] == {"Q"}
+
+
+def test_delay_mapping_uses_the_parallel_prefix_carries(acc_verilog, tmp_path):
+    """The accumulator's 8-bit adder through Yosys' Kogge-Stone carry network, then ABC with a
+    delay target; the same flip-flops, and only library cells."""
+    try:
+        libpath = fetch_celllib()
+    except SaddleError as exc:
+        pytest.skip(f"osu018 library not available here: {exc}")
+    r = synthesize(acc_verilog, "acc", liberty=libpath, work_dir=tmp_path, goal="delay")
+    assert (r.flip_flops, r.latches) == (8, 0) and "abc -D 100 -constr" in r.method
+    assert "_80_lcu_kogge_stone" in (tmp_path / "yosys.log").read_text()
+    assert (tmp_path / "abc.constr").read_text() == "set_driving_cell INVX1\nset_load 0.02\n"
+    with pytest.raises(SaddleError, match="delay mapping needs the osu018 library"):
+        synthesize(acc_verilog, "acc", liberty=None, work_dir=tmp_path, goal="delay")
 
 
 class ThreeAccumulators(wiring.Component):
@@ -83,10 +99,7 @@ class ThreeAccumulators(wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
-        for i in range(3):
-            acc = m.submodules[f"acc{i}"] = Accumulator()
-            m.d.comb += [acc.en.eq(self.en[i]), acc.d.eq(self.d[8 * i:8 * i + 8]),
-                         self.q[8 * i:8 * i + 8].eq(acc.q)]
+        add_accumulators(m, self, 3)
         return m
 
 

@@ -5,8 +5,8 @@ import json
 
 import pytest
 
-from hw.flow.timing import (block_timing, critical_path, fetch_opensta, fo4_chain_netlist,
-                            load_timing_config, measure_fo4, parse_path)
+from hw.flow.timing import (Buffering, block_timing, buffer_fanout, critical_path, fetch_opensta,
+                            fo4_chain_netlist, load_timing_config, measure_fo4, parse_path)
 from sim.errors import SaddleError
 
 REPORT = """Startpoint: r0 (rising edge-triggered flip-flop clocked by clk)
@@ -62,6 +62,60 @@ def test_scaling_to_the_target_node():
     assert result.meets_target_clock == (result.target_fmax_ghz >= config.target_clock_ghz)
 
 
+OUTPUTS = {"INVX1": frozenset({"Y"}), "NAND2X1": frozenset({"Y"}), "DFFPOSX1": frozenset({"Q"}),
+           "BUFX4": frozenset({"Y"})}
+BUFFER = ("BUFX4", "A", "Y")
+
+
+def fanout_netlist(loads: int, cell: str = "NAND2X1", pin: str = "A") -> str:
+    """Yosys' layout: an INVX1 driving net n to `loads` cells (pin B of a NAND2 tied to 0) and to
+    the output port; q0..q{loads-1} are outputs too. The loads have escaped names (`\\u.l0 `,
+    as in a flattened hierarchy)."""
+    ports = ", ".join(f"q{i}" for i in range(loads))
+    lines = [f"module fan(clk, a, n, {ports});", "  input clk;", "  input a;", "  output n;",
+             *(f"  output q{i};" for i in range(loads)),
+             "  INVX1 drv (\n    .A(a),\n    .Y(n)\n  );"]
+    for i in range(loads):
+        other = "    .B(1'h0),\n" if cell == "NAND2X1" else "    .CLK(clk),\n"
+        out = "Y" if cell == "NAND2X1" else "Q"
+        lines.append(f"  {cell} \\u.l{i}  (\n    .{pin}(n),\n{other}    .{out}(q{i})\n  );")
+    return "\n".join(lines + ["endmodule", ""])
+
+
+def _depths(text: str, loads: int) -> set[int]:
+    """Buffers between n and each load (following the rewritten connections back to n)."""
+    import re
+    driver = {m.group(2): m.group(1) for m in re.finditer(r"\.A\((.*)\),\n    \.Y\((.*)\)\n", text)}
+    pins = dict(re.findall(r"  NAND2X1 \\u\.l(\d+)  \(\n    \.A\((.*)\),", text))
+    depths = set()
+    for i in range(loads):
+        net, depth = pins[str(i)], 0
+        while net != "n":
+            net, depth = driver[net], depth + 1
+        depths.add(depth)
+    return depths
+
+
+def test_buffer_fanout_splits_large_nets_into_balanced_trees():
+    """20 loads, at most 8 per net: 3 buffers (7, 7, 6 loads) on n; 100 loads: 13 then 2
+    buffers, every load behind two; 8 loads stay as they are; constants and the port are not loads."""
+    text, trees = buffer_fanout(fanout_netlist(20), OUTPUTS, 8, BUFFER)
+    assert trees == Buffering(nets=1, buffers=3, levels=1)
+    assert text.count(".A(n)") == 3 and text.count("BUFX4") == 3 and _depths(text, 20) == {1}
+    assert sorted(text.count(f".A(\\fanout${k} )") for k in range(3)) == [6, 7, 7]
+    assert "output n;" in text and text.count(".B(1'h0)") == 20
+    text, trees = buffer_fanout(fanout_netlist(100), OUTPUTS, 8, BUFFER)
+    assert trees == Buffering(nets=1, buffers=15, levels=2) and _depths(text, 100) == {2}
+    assert text.count(".A(n)") == 2
+    same = fanout_netlist(8)
+    assert buffer_fanout(same, OUTPUTS, 8, BUFFER) == (same, Buffering(0, 0, 0))
+    with pytest.raises(SaddleError, match="cell NAND2X1 .* no output pin"):
+        buffer_fanout(same, {"INVX1": frozenset({"Y"})}, 8, BUFFER)
+    with pytest.raises(SaddleError, match="1 of 9 cell instances not in the expected layout"):
+        buffer_fanout(same.replace("  INVX1 drv (\n    .A(a),", "  INVX1 drv (\n    .A(a), .B(c),"), OUTPUTS, 8,
+                      BUFFER)
+
+
 @pytest.fixture(scope="module")
 def tools():
     from hw.flow.synth import fetch_celllib
@@ -95,6 +149,24 @@ def test_critical_path_of_a_hand_built_pipeline(tools, tmp_path):
     assert 0.2 < path.arrival_ns < path.min_period_ns < 1.5
 
 
+def test_buffer_tree_shortens_a_high_fanout_path(tools, tmp_path):
+    """An INVX1 driving 64 flip-flops: buffered (8 BUFX4 of 8 loads) the path gains one stage
+    and loses most of its delay, the one X1 gate no longer charging 64 inputs. The clock net
+    gets its tree too (the clock is ideal: it costs the path nothing)."""
+    sta, liberty = tools
+    plain = tmp_path / "plain.v"
+    plain.write_text(fanout_netlist(64, "DFFPOSX1", "D"))
+    text, trees = buffer_fanout(plain.read_text(), OUTPUTS, 8, BUFFER)
+    assert trees == Buffering(nets=2, buffers=16, levels=1)
+    buffered = tmp_path / "buffered.v"
+    buffered.write_text(text)
+    slow = critical_path(sta, plain, "fan", liberty, tmp_path, 100.0, "plain")
+    fast = critical_path(sta, buffered, "fan", liberty, tmp_path, 100.0, "buffered")
+    assert (slow.stages, fast.stages) == (1, 2)   # a -> drv -> flip-flop; a -> drv -> BUFX4 -> flip-flop
+    assert fast.cells == ("INVX1", "BUFX4")
+    assert fast.min_period_ns < 0.5 * slow.min_period_ns
+
+
 def test_fo4_of_osu018_is_near_the_scaling_rule(tools, tmp_path):
     """The measured FO4 of the 0.18 um library lies within 30 % of the rule's 0.5 ps/nm x 180 nm."""
     sta, liberty = tools
@@ -108,9 +180,12 @@ def test_cli_timing_of_a_synthesized_block(tools, tmp_path, capsys):
 
     assert main(["hw", "timing", "--block", "scheduler", "--json", "--out", str(tmp_path)]) == 0
     report = json.loads(capsys.readouterr().out)
-    block = report["blocks"][0]
-    assert block["block"] == "scheduler" and block["stages"] > 5
-    assert block["fmax_mhz"] == pytest.approx(1000 / block["min_period_ns"], abs=0.1)
+    assert [(b["block"], b["mapping"], b["netlist_kind"]) for b in report["blocks"]] == [
+        ("scheduler", "area", "mapped"), ("scheduler", "area", "buffered")]
+    for block in report["blocks"]:
+        assert block["stages"] > 5
+        assert block["fmax_mhz"] == pytest.approx(1000 / block["min_period_ns"], abs=0.1)
+    assert report["blocks"][1]["buffering"]["buffers"] > 0
     assert (tmp_path / "scheduler" / "mapped.v").is_file()
 
 

@@ -9,7 +9,7 @@ from amaranth.lib.wiring import In, Out
 
 from hw.flow.export import to_verilog, write_verilog
 from hw.flow.unique_modules import share_identical_modules
-from tests.hw.flow.accumulator import Accumulator
+from tests.hw.flow.accumulator import add_accumulators
 
 
 class MixedAccumulators(wiring.Component):
@@ -20,10 +20,7 @@ class MixedAccumulators(wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
-        for i in range(3):
-            acc = m.submodules[f"acc{i}"] = Accumulator()
-            m.d.comb += [acc.en.eq(self.en[i]), acc.d.eq(self.d[8 * i:8 * i + 8]),
-                         self.q[8 * i:8 * i + 8].eq(acc.q)]
+        add_accumulators(m, self, 3)
         wide = m.submodules.wide = _Wide()
         m.d.comb += [wide.en.eq(self.en[3]), wide.d.eq(self.d[24:]), self.q[24:].eq(wide.q)]
         return m

@@ -8,17 +8,19 @@ import pytest
 from hw.flow import manager_replay
 from hw.flow.manager_stimulus import (RANDOM_LENGTH, RANDOM_SEEDS, ROUND_BY_HAND, SMALL, SOFTMAX, corner_pairs,
                                      random_pairs)
+from hw.manager.manager import Manager as HwManager
 from sim.manager.manager import Manager as Model
 from sim.manager.random_txns import coverage, generate_with_events
 from sim.manager.transactions import (Device, DraftLogits, Drafted, Mapping, Moved, Op, Pool, ProtocolError,
                                      Retire)
 
 
-def replay(config, pairs, name, *, stall: float = 0.0, seed: int = 0, long_stalls: bool = False):
+def replay(config, pairs, name, *, stall: float = 0.0, seed: int = 0, long_stalls: bool = False,
+           selector_stage_levels: int | None = None):
     """Every transaction on the RTL, compared with the model's events; per transaction, the
     clock edges it occupies the Manager when issued back to back (see hw/flow/manager_replay.py)."""
     result = manager_replay.replay(config, pairs, softmax=SOFTMAX, stall=stall, seed=seed,
-                                   long_stalls=long_stalls, name=name)
+                                   long_stalls=long_stalls, name=name, selector_stage_levels=selector_stage_levels)
     assert result.mismatch is None, result.mismatch
     return result.cycles
 
@@ -35,9 +37,12 @@ def test_random_sequences_against_model(seed):
     model.conservation(final=True)
 
 
-def test_draft_and_issue_cycle_costs():
+@pytest.mark.parametrize("stage_levels", [0, 1])
+def test_draft_and_issue_cycle_costs(stage_levels):
+    """The same costs with the combinational selector and with one pipelined to the largest
+    latency the Manager takes (16 entries, registers after every level: 3 cycles)."""
     pairs, _ = generate_with_events(SMALL, 3, 300, requests=8)
-    cycles = replay(SMALL, pairs, "manager_cycles")
+    cycles = replay(SMALL, pairs, f"manager_cycles_k{stage_levels}", selector_stage_levels=stage_levels)
     drafts = {n for kind, n, _ in cycles if kind == "DraftToken"}
     # Edges: accept, decide + pool write (DRAFTED or REFUSED out), DONE out, DONE transfer.
     assert drafts == {4}, drafts
@@ -45,6 +50,20 @@ def test_draft_and_issue_cycle_costs():
     # DONE out, DONE transfer: k tokens cost k + 8.
     issues = {n - k for kind, n, k in cycles if kind == "VerifyIssue" and k}
     assert issues == {8}, issues
+
+
+def test_pipelined_selector_against_model():
+    """Random sequences with back-pressure on a Manager whose selector has registers after every
+    tree level (16 entries: latency 3, the most the Manager takes), then after level 2 (latency 1)."""
+    for seed, stage_levels in ((RANDOM_SEEDS[0], 1), (RANDOM_SEEDS[1], 2)):
+        pairs, _ = random_pairs(seed)
+        replay(SMALL, pairs, f"manager_random_k{stage_levels}", stall=0.3, seed=seed, long_stalls=True,
+               selector_stage_levels=stage_levels)
+
+
+def test_selector_latency_beyond_the_issue_gap_is_refused():
+    with pytest.raises(ValueError, match="latency 4 > 3"):
+        HwManager.from_config(SMALL.replace(shared_entries=32), SOFTMAX, selector_stage_levels=1)
 
 
 def test_directed_round_by_hand():

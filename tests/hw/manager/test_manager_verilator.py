@@ -51,6 +51,13 @@ def test_manager_on_verilator_matches_model(verilator_design):
 
 
 @pytest.mark.slow
+def test_pipelined_selector_on_verilator(verilator_design):
+    """The reduced Manager with its Shared Pool selector pipelined every 2 tree levels (32
+    entries: registers after levels 2 and 4, latency 2 cycles), one seed."""
+    _bench(verilator_design, REDUCED, SOFTMAX, 23, "2000", logits=True, selector_stage_levels=2)
+
+
+@pytest.mark.slow
 def test_aging_manager_on_verilator_matches_model(verilator_design):
     """The Manager built with Shared Pool aging K = 1 (the build the aging co-verification of
     tests/hw/flow/test_coverify.py also uses) on a random sequence whose selections aging
@@ -67,9 +74,13 @@ def test_aging_manager_on_verilator_matches_model(verilator_design):
     _bench(verilator_design, config, SOFTMAX, seed, str(txns), logits=True)
 
 
-def _bench(verilator_design, config: ManagerConfig, softmax, seed: int, txns: str, *, logits: bool):
-    """cocotb_manager.py's random sequence ``seed`` on the Verilator build of ``config``."""
-    design = verilator_design(design_name(config, softmax), lambda: Manager.from_config(config, softmax))
+def _bench(verilator_design, config: ManagerConfig, softmax, seed: int, txns: str, *, logits: bool,
+           selector_stage_levels: int = 0):
+    """cocotb_manager.py's random sequence ``seed`` on the Verilator build of ``config`` (its
+    Shared Pool selector pipelined every ``selector_stage_levels`` levels, 0: combinational)."""
+    design = verilator_design(design_name(config, softmax, selector_stage_levels),
+                              lambda: Manager.from_config(config, softmax,
+                                                          selector_stage_levels=selector_stage_levels))
     design.run(BENCH, env={"SADDLE_MGR_CONFIG": json.dumps(_sizes(config)), "SADDLE_SEED": str(seed),
                            "SADDLE_MGR_SOFTMAX": json.dumps(dataclasses.asdict(softmax)),
                            "SADDLE_MGR_LOGITS": "1" if logits else "0",

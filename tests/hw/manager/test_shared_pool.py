@@ -3,8 +3,10 @@ from __future__ import annotations
 
 import random
 
+import pytest
+
 from hw.flow.amaranth_sim import run
-from hw.manager.shared_pool import PoolOp, SharedPool
+from hw.manager.shared_pool import PoolOp, SharedPool, tree_stages
 from sim.manager.formats import PROB_ONE
 from sim.manager.shared_pool import PoolEntry, SharedPool as ModelPool
 
@@ -33,14 +35,14 @@ async def check_counts(ctx, dut, model):
         assert ctx.get(dut.q_fly) == len(model.in_flight(r)), r
 
 
-def random_session(seed: int, rounds: int, ties: bool):
+def random_session(seed: int, rounds: int, ties: bool, entries: int = ENTRIES):
     """Inserts (positions ascending, H non-increasing per request), one selection of up to n,
     then a release of every request with or without its waiting entries; repeated."""
     rng = random.Random(seed)
     script = []
     state = {r: (0, PROB_ONE) for r in range(REQUESTS)}   # last position, last H
     for _ in range(rounds):
-        for _ in range(rng.randint(0, ENTRIES + 4)):      # may overfill: replay skips when full
+        for _ in range(rng.randint(0, entries + 4)):      # may overfill: replay skips when full
             r = rng.randrange(REQUESTS)
             pos, h = state[r]
             if pos == 63:
@@ -48,7 +50,7 @@ def random_session(seed: int, rounds: int, ties: bool):
             h = h if ties and rng.random() < 0.5 else (h * rng.choice((PROB_ONE, 60000, 40000, 1))) >> 16
             state[r] = (pos + 1, h)
             script.append(("insert", PoolEntry(r, r % 3, pos + 1, rng.randrange(128256), h, 0)))
-        script.append(("select", rng.randint(1, ENTRIES)))
+        script.append(("select", rng.randint(1, entries)))
         for r in range(REQUESTS):
             drop_wait = rng.random() < 0.3
             script.append(("release", r, drop_wait))
@@ -58,22 +60,26 @@ def random_session(seed: int, rounds: int, ties: bool):
     return script
 
 
-def replay(script, name, aging: int | None = None):
-    dut = SharedPool(ENTRIES, REQUESTS, aging)
-    model = ModelPool(ENTRIES, aging)
+def replay(script, name, aging: int | None = None, stage_levels: int = 0, entries: int = ENTRIES):
+    """The script on the RTL and the model; a selection starts ``dut.latency`` cycles after the
+    last insert or clear (the pipelined selector's latency), then selects one entry per cycle."""
+    dut = SharedPool(entries, REQUESTS, aging, stage_levels=stage_levels)
+    model = ModelPool(entries, aging)
     stats = {"selected": 0, "orders": []}
 
     async def bench(ctx):
         for step in script:
             if step[0] == "insert":
                 e = step[1]
-                if model.count == ENTRIES:
+                if model.count == entries:
                     continue
                 model.insert(e)
                 await command(ctx, dut, PoolOp.INSERT, req=e.request, mb=e.microbatch, pos=e.position,
                               token=e.token, h=e.h)
             elif step[0] == "select":
                 chosen = model.select(step[1])
+                if dut.latency:
+                    await ctx.tick().repeat(dut.latency)
                 for e in chosen:
                     assert ctx.get(dut.best_valid)
                     assert entry_of(ctx, dut) == (e.request, e.position, e.token, e.h, e.microbatch)
@@ -107,6 +113,48 @@ def test_random_against_model():
 def test_ties_across_and_within_requests():
     stats = replay(random_session(2, 25, ties=True), "shared_pool_ties")
     assert stats["selected"] > 50
+
+
+@pytest.mark.parametrize("entries, stage_levels, latency", [(16, 1, 3), (16, 2, 1), (13, 1, 3), (13, 3, 1)])
+def test_pipelined_selector_against_model(entries, stage_levels, latency):
+    """Registers after every level (16 entries: lists of 4, 3 and 2 kept) and after two; 13
+    entries: odd nodes moving up past registers. Ties make equal H common."""
+    assert len(tree_stages(entries, stage_levels)) == latency
+    stats = replay(random_session(3, 20, ties=True, entries=entries), f"shared_pool_k{stage_levels}_{entries}",
+                   stage_levels=stage_levels, entries=entries)
+    assert stats["selected"] > 50
+
+
+def test_pipelined_selector_with_aging():
+    """Aging changes keys at pass_end, which the registers see like an insert: the same order
+    as the model with aging K = 3, registers after every level."""
+    assert replay(random_session(4, 25, ties=False), "shared_pool_aging_k3_pipelined", aging=3,
+                  stage_levels=1)["selected"] > 50
+
+
+@pytest.mark.parametrize("stage_levels", [1, 2])
+def test_pipelined_latency(stage_levels):
+    """An insert reaches best_* exactly ``latency`` cycles later (a better entry into a pool
+    whose best is known), and a CLEAR likewise."""
+    dut = SharedPool(ENTRIES, REQUESTS, stage_levels=stage_levels)
+    low, high = (1, 5, 40000), (2, 9, 50000)   # (request, token, H)
+
+    async def bench(ctx):
+        await command(ctx, dut, PoolOp.INSERT, req=low[0], pos=1, token=low[1], h=low[2])
+        await ctx.tick().repeat(dut.latency)
+        assert ctx.get(dut.best_token) == low[1]
+        await command(ctx, dut, PoolOp.INSERT, req=high[0], pos=1, token=high[1], h=high[2])
+        for _ in range(dut.latency):
+            assert ctx.get(dut.best_token) == low[1]
+            await ctx.tick()
+        assert ctx.get(dut.best_token) == high[1]
+        await command(ctx, dut, PoolOp.CLEAR, req=high[0], clear_fly=1, clear_wait=1)
+        for _ in range(dut.latency):
+            assert ctx.get(dut.best_token) == high[1]
+            await ctx.tick()
+        assert ctx.get(dut.best_token) == low[1]
+
+    run(dut, bench, name=f"shared_pool_latency_k{stage_levels}")
 
 
 def test_full_empty_and_order_by_hand():
