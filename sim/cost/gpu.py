@@ -71,7 +71,10 @@ class GPU:
                 nbytes / self.sustained_bandwidth * (wave if self.memory_wave else 1))
 
     def kernel_ps(self, flops: int, nbytes: int, tiles: int) -> int:
-        return self.launch_ps + math.ceil(max(self.kernel_terms(flops, nbytes, tiles)) * 1e12)
+        return self._terms_ps(self.kernel_terms(flops, nbytes, tiles))
+
+    def _terms_ps(self, terms: tuple[float, float]) -> int:
+        return self.launch_ps + math.ceil(max(terms) * 1e12)
 
     def gemm_tiles(self, m: int, n: int, k: int) -> int:
         """Output tiles, times the split-K factor a GEMM library picks to fill the SMs when
@@ -89,16 +92,15 @@ class GPU:
         """Time and traffic of one FC operator's GEMM kernel."""
         m, n, k, b = op.tokens, op.n, op.k, op.bpe
         if not self.tile_candidates:
-            tiles = self.gemm_tiles(m, n, k)
-            compute, memory = self.kernel_terms(op.flops, op.bytes_total, tiles)
-            return Kernel(self.kernel_ps(op.flops, op.bytes_total, tiles),
-                          op.bytes_total, op.bytes_total, op.bytes_total, 0, compute > memory)
+            terms = self.kernel_terms(op.flops, op.bytes_total, self.gemm_tiles(m, n, k))
+            return Kernel(self._terms_ps(terms), op.bytes_total, op.bytes_total, op.bytes_total, 0,
+                          terms[0] > terms[1])
         tm, tn, blocks = self.searched_tile(m, n, k, b)
         dram = self.l2_blocked_bytes(m, n, k, b, tm, tn)
-        compute, memory = self.kernel_terms(op.flops, dram, blocks)
+        terms = self.kernel_terms(op.flops, dram, blocks)
         r = self.register_tile
-        return Kernel(self.kernel_ps(op.flops, dram, blocks), dram, _tile_bytes(m, n, k, b, tm, tn),
-                      _tile_bytes(m, n, k, b, r, r), 3 * m * n * k, compute > memory)
+        return Kernel(self._terms_ps(terms), dram, _tile_bytes(m, n, k, b, tm, tn),
+                      _tile_bytes(m, n, k, b, r, r), 3 * m * n * k, terms[0] > terms[1])
 
     def searched_tile(self, m: int, n: int, k: int, bpe: int) -> tuple[int, int, int]:
         """``(tile_m, tile_n, thread blocks)`` of a GEMM: among the candidate tiles that fit in
