@@ -201,9 +201,11 @@ def dispatch(name: str, pending: list["_Task"], total: int, done, runner: Backen
         for task in pending:
             if task.timeline:
                 finish(task, *_run_task(task))
-        # Manager-driven runs take several times longer than the others: they start first,
-        # so short runs fill the workers at the end (the order changes no result).
-        away.sort(key=lambda t: load_system(t.params.system).verify != "shared_pool")
+        # Longest first, so short runs fill the workers at the end: Manager-driven runs take
+        # several times longer than the others, and a run's time grows with its batch (the
+        # order changes no result).
+        away.sort(key=lambda t: (load_system(t.params.system).verify != "shared_pool",
+                                 -t.params.batch))
         for task, value, lost in runner.map(_run_task, away):
             finish(task, *(value if lost is None else (None, lost)))
     finally:

@@ -45,11 +45,11 @@ class LockstepRun(BaseRun):
         for live in self.live.values():
             live.extra["drafted"] = 0
             if rule is None:
-                live.extra["plan"] = live.extra["accepted"] = 0
+                live.extra["accepted"] = 0
+                live.extra["drafting"] = False
                 continue
             plan = rule.planned(live.trace, live.t, live.remaining)
             cap = plan if plan is not None else min(max_len, live.remaining)
-            live.extra["plan"] = plan
             live.extra["cap"] = cap
             # Only the Controller reads the draft tokens' probabilities; a planned round needs
             # just its accepted count.
@@ -68,41 +68,76 @@ class LockstepRun(BaseRun):
         micro-batches draft (no pass in flight, one DLM stream per device) and they never
         interact, so the steps are simulated here without an event each: a step takes its
         priced time, then the Controller's monitoring latency, then the micro-batch's next step
-        starts. The steps are priced (their energy booked) in exactly the order one event per
+        starts. The steps are booked (their energy summed) in exactly the order one event per
         step ran them: by start time, then by the end of the micro-batch's previous step, then
         by the order that previous step started (the event queue's insertion order), so every
         float sum is added in the same order. The pass starts when the last micro-batch has no
-        request left drafting."""
+        request left drafting.
+
+        A planned round (no Controller) knows every step before it starts: request r drafts
+        in steps 0 .. cap_r - 1, step s over context ``context(s)``. Its steps are priced up
+        front and booked in that order."""
         now = self.queue.now
+        n = self.n_devices
         # (start, end of the previous step, start order of the previous step, micro-batch);
         # the first steps start in micro-batch order.
-        heap = [(now, -1, mb, mb) for mb in range(self.n_devices)]
-        members = [self.members(mb) for mb in range(self.n_devices)]   # fixed until the pass
+        heap = [(now, -1, mb, mb) for mb in range(n)]
+        members = [self.members(mb) for mb in range(n)]   # fixed until the pass
+        planned = self.controller is None
+        if planned:
+            steps = [self._planned_steps(group) for group in members]
+            fc, attention = self.setup.mapping["dlm_fc"], self.setup.mapping["dlm_attention"]
+            priced_steps = [[self.costs.price("dlm", requests, fc, attention, 1) for requests in group_steps]
+                            for group_steps in steps]
+            taken = [0] * n
         end = now
         order = 0
         while heap:
             start, _, _, mb = heappop(heap)
-            drafting = [l for l in members[mb] if l.extra.get("drafting")]
-            if not drafting:
-                end = max(end, start)
-                continue
-            priced = self.price_dlm([(l.context(l.extra["drafted"]), 1) for l in drafting])
+            if planned:
+                s = taken[mb]
+                if s == len(steps[mb]):
+                    end = max(end, start)
+                    continue
+                taken[mb] = s + 1
+                priced = priced_steps[mb][s]
+                self.book(priced)
+                drafting = len(steps[mb][s])
+                self.tokens.drafted += drafting
+            else:
+                lives = [l for l in members[mb] if l.extra["drafting"]]
+                if not lives:
+                    end = max(end, start)
+                    continue
+                priced = self.price_dlm([(l.context(l.extra["drafted"]), 1) for l in lives])
+                self.after_draft(lives)
+                drafting = len(lives)
             done = self.devices.run_alone(mb, f"DLM/mb{mb}", priced.work, start)
-            self.after_draft(drafting)
-            heappush(heap, (done + self.monitoring(mb, len(drafting), at=done), done, order, mb))
+            heappush(heap, (done + self.monitoring(mb, drafting, at=done), done, order, mb))
             order += 1
+        if planned:
+            for group in members:
+                for live in group:
+                    live.extra["drafted"] = live.extra["cap"] if live.extra["drafting"] else 0
         self.queue.at(end, self.verify)
 
+    @staticmethod
+    def _planned_steps(group: list[Live]) -> list[tuple[tuple[int, int], ...]]:
+        """The requests ((context, 1), ...) of each prediction step of a planned round of
+        the micro-batch ``group`` (slot order): step s holds the requests with cap > s."""
+        drafting = [(live.context(0), live.extra["cap"]) for live in group if live.extra["drafting"]]
+        rounds = max((cap for _, cap in drafting), default=0)
+        return [tuple((c + s, 1) for c, cap in drafting if cap > s) for s in range(rounds)]
+
     def after_draft(self, drafting: list[Live]) -> None:
+        """One Controller-decided step: each request's token goes to the Controller."""
         for live in drafting:
             k = live.extra["drafted"]
             live.extra["drafted"] = k + 1
             self.tokens.drafted += 1
-            stop = k + 1 >= live.extra["cap"]
-            if self.controller is not None:
-                p = quantize_prob(float(live.extra["window"].p[k]))
-                slot = self.controller.expect_draft(live.slot, live.mb, k + 1)
-                stop = self.controller.advance(slot, p) or stop
+            p = quantize_prob(float(live.extra["window"].p[k]))
+            slot = self.controller.expect_draft(live.slot, live.mb, k + 1)
+            stop = self.controller.advance(slot, p) or k + 1 >= live.extra["cap"]
             live.extra["drafting"] = not stop
 
     # -- verification --------------------------------------------------------------------
