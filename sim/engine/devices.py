@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from functools import cached_property
+from functools import cached_property, partial
 from typing import Callable
 
 from sim.engine.events import Event, EventQueue
@@ -93,10 +93,17 @@ class DeviceSet:
             raise ValueError(f"device {device} out of range 0..{self.n_devices - 1}")
         if device in self.background:
             raise RuntimeError(f"device {device} background busy with {self.background[device].lane}")
-        job = _Running(lane, work, on_done, self.queue.now, float(work.time_ps), since=self.queue.now)
+        now = self.queue.now
+        job = _Running(lane, work, on_done, now, float(work.time_ps), since=now)
         self.background[device] = job
         self._account(work)
-        self._schedule_background(device, job, self._background_rate(work))
+        rate = self._background_rate(work)
+        if rate == 1.0:
+            # Alone (the common case): _schedule_background's delay is exactly time_ps.
+            job.event = self.queue.after(work.time_ps, partial(self._finish_background, device),
+                                         DONE_PRIORITY)
+        else:
+            self._schedule_background(device, job, rate)
 
     def run_alone(self, device: int, lane: str, work: Work, start: int) -> int:
         """A background step on ``device`` from ``start``, simulated without an event by a
@@ -138,7 +145,7 @@ class DeviceSet:
             job.event = None
         if rate > 0:
             delay = math.ceil(job.remaining / rate - 1e-9) if job.remaining > 1e-9 else 0
-            job.event = self.queue.after(delay, lambda d=device: self._finish_background(d),
+            job.event = self.queue.after(delay, partial(self._finish_background, device),
                                          DONE_PRIORITY)
 
     def _rerate(self) -> None:
