@@ -234,6 +234,8 @@ class RequestTrace:
     natural_len: int | None = None
     _run: np.ndarray | None = field(default=None, init=False, repr=False, compare=False)
     _mismatch_rank: np.ndarray | None = field(default=None, init=False, repr=False, compare=False)
+    # Python-list copies of per-token values, for the drafting hot path (_values_along_path).
+    _lists: dict = field(default_factory=dict, init=False, repr=False, compare=False)
 
     @property
     def output_len(self) -> int:
@@ -333,11 +335,17 @@ class RequestTrace:
         mismatch) the last recorded off-path probability is repeated; if none was recorded,
         the on-path ``p`` of those positions stands in.
         """
-        m = self._window(t, n)
-        k = int(min(self._index()[0][t], m))
-        flags = np.zeros(m, dtype=bool)
+        probs, k = self.draft_prob_list(t, n)
+        flags = np.zeros(len(probs), dtype=bool)
         flags[:k] = True
-        return DraftWindow(self._along_path(t, m, k, self.p, self.offpath), flags, k)
+        return DraftWindow(np.array(probs, dtype=np.float64), flags, k)
+
+    def draft_prob_list(self, t: int, n: int) -> tuple[list[float], int]:
+        """``draft_probs(t, n)``'s probabilities as Python floats and its accepted count: what
+        a simulator asks at every round's start, without building arrays."""
+        m = self._window(t, n)
+        k = min(self._run_list()[t], m)
+        return self._values_along_path(t, m, k, "p"), k
 
     def draft_entropy(self, t: int, n: int) -> np.ndarray:
         """The DLM's entropy (nats) at each token of ``draft_probs(t, n)``: the on-path
@@ -348,25 +356,44 @@ class RequestTrace:
             if key not in self.extra:
                 raise MissingField(self.id, key)
         m = self._window(t, n)
-        k = int(min(self._index()[0][t], m))
-        return self._along_path(t, m, k, np.asarray(self.extra["entropy"], dtype=np.float64),
-                                self.extra["offpath_entropy"])
+        k = min(self._run_list()[t], m)
+        return np.array(self._values_along_path(t, m, k, "entropy"), dtype=np.float64)
 
-    def _along_path(self, t: int, m: int, k: int, onpath_values: np.ndarray,
-                    offpath_values: list) -> np.ndarray:
+    def _run_list(self) -> list[int]:
+        run = self._lists.get("run")
+        if run is None:
+            run = self._lists["run"] = self._index()[0].tolist()
+        return run
+
+    def _value_lists(self, name: str) -> tuple[list[float], list[list[float]], list[int]]:
+        """(on-path values, off-path values per mismatch, mismatch rank per position) of the
+        per-token value ``name`` (``p`` or ``entropy``) as Python lists, made once."""
+        found = self._lists.get(name)
+        if found is None:
+            if name == "p":
+                onpath, offpath = self.p, self.offpath
+            else:
+                onpath, offpath = self.extra["entropy"], self.extra["offpath_entropy"]
+            found = self._lists[name] = (np.asarray(onpath, dtype=np.float64).tolist(),
+                                         [np.asarray(o, dtype=np.float64).tolist() for o in offpath],
+                                         self._index()[1].tolist())
+        return found
+
+    def _values_along_path(self, t: int, m: int, k: int, name: str) -> list[float]:
         """A per-token value of the DLM (its probability, its entropy) at the ``m`` tokens it
         drafts from ``t``, ``k`` of them accepted: ``draft_probs``' path rule."""
-        values = np.empty(m)
+        onpath_values, offpath_values, rank = self._value_lists(name)
         onpath = min(k + 1, m)
-        values[:onpath] = onpath_values[t:t + onpath]
+        values = onpath_values[t:t + onpath]
         rest = m - onpath
         if rest:
             miss = t + k
-            off = offpath_values[self._index()[1][miss]]
+            off = offpath_values[rank[miss]]
             take = min(rest, len(off))
-            values[onpath:onpath + take] = off[:take]
+            values += off[:take]
             if take < rest:
-                values[onpath + take:] = off[-1] if len(off) else onpath_values[miss + 1 + take:t + m]
+                values += ([off[-1]] * (rest - take) if off
+                           else onpath_values[miss + 1 + take:t + m])
         return values
 
     # -- JSON records ------------------------------------------------------------------------

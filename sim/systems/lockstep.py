@@ -54,8 +54,7 @@ class LockstepRun(BaseRun):
             # Only the Controller reads the draft tokens' probabilities; a planned round needs
             # just its accepted count.
             if self.controller is not None and cap:
-                window = live.trace.draft_probs(live.t, cap)
-                live.extra["window"], live.extra["accepted"] = window, window.n_accepted
+                live.extra["probs"], live.extra["accepted"] = live.trace.draft_prob_list(live.t, cap)
             else:
                 live.extra["accepted"] = live.trace.leading_accepted(live.t, cap) if cap else 0
             live.extra["drafting"] = cap > 0
@@ -135,7 +134,7 @@ class LockstepRun(BaseRun):
             k = live.extra["drafted"]
             live.extra["drafted"] = k + 1
             self.tokens.drafted += 1
-            p = quantize_prob(float(live.extra["window"].p[k]))
+            p = quantize_prob(live.extra["probs"][k])
             slot = self.controller.expect_draft(live.slot, live.mb, k + 1)
             stop = self.controller.advance(slot, p) or k + 1 >= live.extra["cap"]
             live.extra["drafting"] = not stop

@@ -146,7 +146,7 @@ class TokenRule(StopRule):
 
     @staticmethod
     def raw_probs(trace: RequestTrace, t: int, cap: int) -> list[int]:
-        return [quantize_prob(x) for x in trace.draft_probs(t, cap).p.tolist()]
+        return [quantize_prob(x) for x in trace.draft_prob_list(t, cap)[0]]
 
 
 @register
