@@ -295,9 +295,8 @@ class RequestTrace:
 
     def leading_accepted(self, t: int, n: int) -> int:
         """Accepted tokens of a draft of ``n`` tokens at ``t`` (clipped to the output's end)."""
-        m = self._window(t, n)
-        run, _ = self._index()
-        return int(min(run[t], m))
+        m = self._window(t, n)          # checks t first
+        return min(self._run_list()[t], m)
 
     def leading_accepted_all(self, n: int) -> np.ndarray:
         """``leading_accepted(t, n)`` for every output position t, as one array."""
@@ -313,7 +312,7 @@ class RequestTrace:
         tokens (the target's correction or bonus token last), so the next starts at t + k + 1."""
         if d < 1:
             raise ValueError(f"request {self.id}: draft length {d} must be >= 1")
-        run = self._index()[0].tolist()
+        run = self._run_list()
         n = len(run)
         accepted, drafted = [], []
         t = 0
