@@ -18,7 +18,7 @@ from __future__ import annotations
 import math
 from itertools import chain
 from dataclasses import dataclass
-from functools import cached_property, partial
+from functools import partial
 from typing import Callable
 
 import numpy as np
@@ -32,7 +32,8 @@ DONE_PRIORITY = 0
 
 @dataclass(frozen=True)
 class Work:
-    """One step's demand. ``gpu_ps``/``pim_ps`` are busy time per device it spans."""
+    """One step's demand. ``gpu_ps``/``pim_ps`` are busy time per device it spans;
+    ``shares``: the (GPU, PIM) busy fractions of its duration."""
     time_ps: int
     gpu_ps: int
     pim_ps: int
@@ -43,15 +44,10 @@ class Work:
             raise ValueError(f"negative work {self}")
         if self.gpu_ps > self.time_ps or self.pim_ps > self.time_ps:
             raise ValueError(f"a device is busy longer than the step lasts: {self}")
-
-    def share(self, busy_ps: int) -> float:
-        return busy_ps / self.time_ps if self.time_ps else 0.0
-
-    @cached_property
-    def shares(self) -> tuple[float, float]:
-        """(GPU, PIM) busy fractions: asked for every background step's rate, and a step's
-        Work comes from the cost cache, so each is computed once."""
-        return self.share(self.gpu_ps), self.share(self.pim_ps)
+        # Asked for every background step's rate while a pass runs, and a step's Work comes
+        # from the cost cache: computed once, stored as a plain attribute (not a field).
+        t = self.time_ps
+        object.__setattr__(self, "shares", (self.gpu_ps / t, self.pim_ps / t) if t else (0.0, 0.0))
 
 
 @dataclass(slots=True)
