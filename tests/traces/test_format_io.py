@@ -184,6 +184,7 @@ def test_draft_probs(rid, t, n, probs, flags, k):
     assert w.p.tolist() == probs
     assert w.accepted.tolist() == [bool(f) for f in flags]
     assert w.n_accepted == k == r.leading_accepted(t, n)
+    assert r.draft_prob_list(t, n) == (probs, k)    # the simulators' form: Python floats
 
 
 @pytest.mark.parametrize("t,n", [(-1, 2), (8, 1), (0, 0)])

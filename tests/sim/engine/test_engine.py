@@ -82,6 +82,22 @@ def test_latency_breakdown_partitions_the_run():
     assert sum(out.values()) == 25
 
 
+def test_latency_breakdown_of_an_empty_log_is_idle():
+    assert latency_breakdown(IntervalLog(), 7) == {"prediction": 0, "verification": 0, "monitoring": 0,
+                                                   "decision_making": 0, "overlap": 0, "idle": 7}
+
+
+def test_latency_breakdown_with_shared_edges_and_repeats():
+    # Intervals that start where others end, and the same interval twice: each instant once.
+    log = IntervalLog()
+    for lane, s, e in (("DLM/mb0", 0, 4), ("DLM/mb1", 0, 4), ("TLM", 4, 9), ("TLM", 9, 12),
+                       ("monitor/mb0", 4, 6), ("DLM/mb0", 10, 12)):
+        log.add(lane, s, e)
+    assert log.spans("DLM").tolist() == [[0, 4], [10, 12], [0, 4]]
+    assert latency_breakdown(log, 12) == {"prediction": 4, "verification": 6, "monitoring": 0,
+                                          "decision_making": 0, "overlap": 2, "idle": 0}
+
+
 def test_token_conservation_check_names_the_imbalance():
     t = TokenCounts(generated=5, drafted=6, accepted=3, rejected=1, tlm_tokens=2)
     t.discard("rejected_prefix", 2)

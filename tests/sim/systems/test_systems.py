@@ -178,3 +178,20 @@ def test_manager_config_file_sizes_the_pools(tiny_trace):
     assert (run.manager.config.shared_entries, run.manager.config.eager_entries) == (32, 24)
     with pytest.raises(ConfigError, match=r"batch 32 exceeds the 16 Controller slots of .*manager_coverify.yaml"):
         simulate(params("saddle", None, tiny_trace, batch=32, manager=small))
+
+
+def test_a_run_leaves_the_cycle_collector_as_it_found_it(tiny_trace):
+    """simulate turns the collector off while the run executes and back on after (with what
+    survived frozen); a caller that had it off keeps it off."""
+    import gc
+
+    p = RunParams(system="saddle", pair="opt-66b+opt-1.3b", batch=2, trace=tiny_trace, requests=2)
+    assert gc.isenabled()
+    simulate(p)
+    assert gc.isenabled() and gc.get_freeze_count() > 0
+    gc.disable()
+    try:
+        simulate(p)
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
