@@ -129,10 +129,13 @@ class DeviceSet:
         fg = self.foreground
         if fg is None:
             return 1.0
+        # GPU, then PIM: min(1, (1 - u) / v) over the resources the step uses.
+        (gpu_used, pim_used), (gpu_need, pim_need) = fg.work.shares, work.shares
         rate = 1.0
-        for used, need in zip(fg.work.shares, work.shares):
-            if need > 0:
-                rate = min(rate, max(0.0, 1.0 - used) / need)
+        if gpu_need > 0:
+            rate = min(rate, max(0.0, 1.0 - gpu_used) / gpu_need)
+        if pim_need > 0:
+            rate = min(rate, max(0.0, 1.0 - pim_used) / pim_need)
         return rate
 
     def _schedule_background(self, device: int, job: _Running, rate: float) -> None:
