@@ -23,7 +23,7 @@ from typing import Callable
 
 import numpy as np
 
-from sim.engine.events import Event, EventQueue
+from sim.engine.events import EventQueue
 
 # Completion events run before start events at the same instant, so a freed device is seen
 # as free by whatever the completion triggers.
@@ -59,7 +59,7 @@ class _Running:
     remaining: float          # nominal ps still to run (at rate 1)
     rate: float = 1.0
     since: int = 0
-    event: Event | None = None
+    event: int | None = None  # the seq of its completion event
 
 
 class DeviceSet:
@@ -143,7 +143,7 @@ class DeviceSet:
         job.remaining = max(0.0, job.remaining - (now - job.since) * job.rate)
         job.since, job.rate = now, rate
         if job.event is not None:
-            job.event.cancel()
+            self.queue.cancel(job.event)
             job.event = None
         if rate > 0:
             delay = math.ceil(job.remaining / rate - 1e-9) if job.remaining > 1e-9 else 0

@@ -6,58 +6,52 @@ never depends on heap internals or on hashing.
 from __future__ import annotations
 
 from heapq import heappop, heappush
-from dataclasses import dataclass
 from typing import Callable
 
 
-@dataclass(slots=True)
-class Event:
-    time: int
-    priority: int
-    seq: int
-    action: Callable[[], None]
-    cancelled: bool = False
-
-    def cancel(self) -> None:
-        self.cancelled = True
-
-
 class EventQueue:
-    """A heap of events; ``run`` pops them in (time, priority, seq) order. The heap holds
-    ``(time, priority, seq, event)`` tuples: compared in C, and ``seq`` is unique, so the event
-    itself is never compared."""
+    """A heap of ``(time, priority, seq, action)`` tuples, popped in that order: compared in
+    C, and ``seq`` is unique, so an action is never compared. A large run schedules millions
+    of events: an event is its tuple, named by its ``seq`` (``at`` returns it, ``cancel``
+    takes it), not an object of its own."""
 
     def __init__(self) -> None:
-        self._heap: list[tuple[int, int, int, Event]] = []
+        self._heap: list[tuple[int, int, int, Callable[[], None]]] = []
+        self._cancelled: set[int] = set()
         self._seq = 0
         self.now = 0
 
-    def at(self, time: int, action: Callable[[], None], priority: int = 0) -> Event:
+    def at(self, time: int, action: Callable[[], None], priority: int = 0) -> int:
+        """Run ``action`` at ``time``; returns the event's ``seq``."""
         if not isinstance(time, int):
             raise TypeError(f"event time must be an int number of ps, found {time!r}")
         if time < self.now:
             raise ValueError(f"event scheduled in the past: {time} ps < now {self.now} ps")
         seq = self._seq
-        event = Event(time, priority, seq, action)
         self._seq = seq + 1
-        heappush(self._heap, (time, priority, seq, event))
-        return event
+        heappush(self._heap, (time, priority, seq, action))
+        return seq
 
-    def after(self, delay: int, action: Callable[[], None], priority: int = 0) -> Event:
+    def after(self, delay: int, action: Callable[[], None], priority: int = 0) -> int:
         return self.at(self.now + delay, action, priority)
+
+    def cancel(self, seq: int) -> None:
+        """The event ``seq`` (still pending) will not run."""
+        self._cancelled.add(seq)
 
     def run(self, until: int | None = None) -> int:
         """Process events until the queue is empty (or ``until``); returns the final time."""
-        heap = self._heap
+        heap, cancelled = self._heap, self._cancelled
         while heap:
             if until is not None and heap[0][0] > until:
                 break
-            event = heappop(heap)[3]
-            if event.cancelled:
+            time, _, seq, action = heappop(heap)
+            if cancelled and seq in cancelled:
+                cancelled.discard(seq)
                 continue
-            self.now = event.time
-            event.action()
+            self.now = time
+            action()
         return self.now
 
     def __len__(self) -> int:
-        return sum(1 for *_, e in self._heap if not e.cancelled)
+        return sum(1 for event in self._heap if event[2] not in self._cancelled)

@@ -13,7 +13,8 @@ def test_events_run_by_time_then_priority_then_insertion():
     q.at(5, lambda: seen.append("b"), priority=0)
     q.at(2, lambda: seen.append("first"))
     e = q.at(3, lambda: seen.append("cancelled"))
-    e.cancel()
+    q.cancel(e)
+    assert len(q) == 4
     assert q.run() == 5
     assert seen == ["first", "a", "b", "c"]
 
