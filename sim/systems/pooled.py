@@ -43,7 +43,7 @@ from __future__ import annotations
 
 from sim.manager.formats import TOKEN_ID, quantize_prob
 from sim.manager.manager import Manager
-from sim.manager.transactions import (Admit, Discarded, DraftToken, Drafted, EndRound, Issued, Mapping,
+from sim.manager.transactions import (Admit, Discarded, DraftToken, EndRound, Issued, Mapping,
                                       Op, Refused, Resumed, Retire, SchedulerQuery, Unlock,
                                       Verified, VerifyIssue, VerifyResult)
 from sim.systems.base import BaseRun, Live
@@ -51,6 +51,26 @@ from sim.systems.base import BaseRun, Live
 
 def _token_id(position: int) -> int:
     return position & TOKEN_ID.max_raw
+
+
+class _Round:
+    """One speculation round of a request as the engine drafts it (``live.extra["round"]``).
+
+    Attributes, not dict keys: mb_step and after_draft read them for every draft token. A new
+    round is a new object, so a prediction step that outlived its round (rejected or retired
+    while it ran) is recognised by identity."""
+    __slots__ = ("live", "base", "start", "pos", "cap", "p", "run", "stopped", "blocked")
+
+    def __init__(self, live: Live, cap: int, p: list[float], run: int) -> None:
+        self.live = live
+        self.base = live.t                  # output position of the round's first draft token
+        self.start = live.prompt + live.t   # its context: the committed prefix
+        self.pos = 0                        # draft tokens of the round taken by a pool so far
+        self.cap = cap
+        self.p = p                          # the DLM's probabilities along its own path
+        self.run = run                      # how many of them lie in the trace's accepted run
+        self.stopped = cap == 0
+        self.blocked = False                # refused by a full pool until the next Unlock
 
 
 class PooledRun(BaseRun):
@@ -70,6 +90,14 @@ class PooledRun(BaseRun):
         self.record = False
 
     # -- Manager -------------------------------------------------------------------------
+    def draft(self, request: int, mb: int, position: int, token: int, prob: int) -> bool | None:
+        """The DraftToken transaction: the Drafted event's ``stop``, or None when Refused.
+        Unboxed (``Manager.draft``) unless recording: one is sent per draft token."""
+        if self.record:
+            (out,) = self.apply(DraftToken(request, mb, position, token, prob))
+            return None if type(out) is Refused else out.stop
+        return self.manager.draft(request, mb, position, token, prob)[1]
+
     def apply(self, txn) -> list:
         out = self.manager.apply(txn)
         if self.record:
@@ -88,18 +116,14 @@ class PooledRun(BaseRun):
     def new_round(self, live: Live) -> None:
         cap = min(self.setup.manager_config.max_draft_len, live.remaining)
         plan = self.setup.stop.planned(live.trace, live.t, live.remaining)
-        ex = live.extra
-        ex["base"], ex["pos"], ex["blocked"] = live.t, 0, False
-        ex["cap"] = cap if plan is None else min(plan, cap)
         window = live.trace.draft_probs(live.t, cap)
         # Python floats once per round (the same values float() gives token by token).
-        ex["p"], ex["run"] = window.p.tolist(), window.n_accepted
-        ex["stopped"] = ex["cap"] == 0
-        ex["round"] = ex.get("round", 0) + 1
+        live.extra["round"] = _Round(live, cap if plan is None else min(plan, cap), window.p.tolist(),
+                                     window.n_accepted)
 
     def can_draft(self, live: Live) -> bool:
-        ex = live.extra
-        return not (ex["stopped"] or ex["blocked"])
+        rnd = live.extra["round"]
+        return not (rnd.stopped or rnd.blocked)
 
     # -- prediction ----------------------------------------------------------------------
     def start(self) -> None:
@@ -117,44 +141,40 @@ class PooledRun(BaseRun):
     def mb_step(self, mb: int) -> None:
         group = self.by_mb[mb]
         # can_draft inlined: asked for every member after every prediction step.
-        drafting = [live for live in map(group.__getitem__, sorted(group))
-                    if not (live.extra["stopped"] or live.extra["blocked"])]
-        if not drafting:
+        rounds = [rnd for rnd in (group[slot].extra["round"] for slot in sorted(group))
+                  if not (rnd.stopped or rnd.blocked)]
+        if not rounds:
             return
-        priced = self.price_dlm([(l.prompt + l.extra["base"] + l.extra["pos"], 1) for l in drafting],
-                                fc=self.dlm_fc[mb])
+        priced = self.price_dlm([(rnd.start + rnd.pos, 1) for rnd in rounds], fc=self.dlm_fc[mb])
         if "gpu" in (self.dlm_fc[mb], self.setup.mapping["dlm_attention"]):
             self.gpu_steps.add(mb)
         self.mb_wait[mb] = True
-        rounds = [(l, l.extra["round"]) for l in drafting]
         self.devices.start_background(mb, f"DLM/mb{mb}", priced.work,
                                       lambda: self.after_draft(mb, rounds))
 
-    def after_draft(self, mb: int, rounds: list[tuple[Live, int]]) -> None:
+    def after_draft(self, mb: int, rounds: list[_Round]) -> None:
         self.gpu_steps.discard(mb)
-        drafting = []
-        live_now, tokens, apply = self.live, self.tokens, self.apply
-        for live, round_id in rounds:
-            ex = live.extra
-            if live_now.get(live.slot) is not live or ex["round"] != round_id:
+        drafting = 0
+        live_now, tokens = self.live, self.tokens
+        for rnd in rounds:
+            live = rnd.live
+            if live_now.get(live.slot) is not live or live.extra["round"] is not rnd:
                 # Rejected or finished while the step ran: its token was drafted on a context
                 # that no longer holds. The DLM's work is spent; the token never reaches a pool.
                 tokens.drafted += 1
                 tokens.discard("stale_context")
                 continue
-            drafting.append(live)
-            j = ex["pos"] + 1
-            prob = quantize_prob(ex["p"][j - 1])
-            out = apply(DraftToken(live.slot, mb, j, _token_id(ex["base"] + j - 1), prob))[0]
-            if type(out) is Refused:
+            drafting += 1
+            j = rnd.pos + 1
+            stop = self.draft(live.slot, mb, j, _token_id(rnd.base + j - 1), quantize_prob(rnd.p[j - 1]))
+            if stop is None:
                 self.refused += 1
-                ex["blocked"] = True
+                rnd.blocked = True
                 continue
-            assert type(out) is Drafted
             tokens.drafted += 1
-            ex["pos"] = j
-            ex["stopped"] = out.stop or j >= ex["cap"]
-            if ex["stopped"] and not out.stop:
+            rnd.pos = j
+            rnd.stopped = stop or j >= rnd.cap
+            if rnd.stopped and not stop:
                 # Output end or the oracle's plan: tell the Controller, so the Scheduler's
                 # count of drafting requests and the next round's start are right.
                 for event in self.apply(EndRound(live.slot)):
@@ -162,7 +182,7 @@ class PooledRun(BaseRun):
                         self.resume_now(live)
         (mapping,) = self.apply(SchedulerQuery(mb))
         self.dlm_fc[mb] = mapping.device.value
-        delay = self.monitoring(mb, len(drafting))
+        delay = self.monitoring(mb, drafting)
         self.queue.after(delay, lambda: self.after_monitor(mb))
 
     def after_monitor(self, mb: int) -> None:
@@ -226,9 +246,9 @@ class PooledRun(BaseRun):
             live = self.live[slot]
             positions = groups[slot]
             first, k = positions[0], len(positions)
-            run = live.extra["run"]
-            a = max(0, min(k, run - (first - 1)))
-            for event in self.apply(VerifyResult(slot, a, _token_id(live.extra["base"] + first - 1 + a))):
+            rnd = live.extra["round"]
+            a = max(0, min(k, rnd.run - (first - 1)))
+            for event in self.apply(VerifyResult(slot, a, _token_id(rnd.base + first - 1 + a))):
                 if isinstance(event, Verified):
                     self.tokens.accepted += event.accepted
                     self.tokens.rejected += int(event.rejected)
@@ -243,7 +263,7 @@ class PooledRun(BaseRun):
                 entering += self.refill()
         self.settle_window()
         for live in self.live.values():
-            live.extra["blocked"] = False
+            live.extra["round"].blocked = False
         self.enter(self.admit(entering))
         if not self.live:
             return
