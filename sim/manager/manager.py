@@ -39,6 +39,7 @@ class Manager:
         self._in_pass: set[int] = set()       # requests with tokens in the current verification
         self._resulted: set[int] = set()
         self._rejected: dict[int, int] = {}   # request -> micro-batch, rejected in this pass
+        self._dlm_fc_mappings: dict[tuple[int, int, int], Mapping] = {}   # (num, den, microbatch)
         self._handlers = {
             Admit: self._admit, DraftToken: self._draft, DraftLogits: self._draft_logits,
             VerifyIssue: self._issue, VerifyResult: self._result, Unlock: self._unlock,
@@ -217,7 +218,14 @@ class Manager:
     def _query(self, txn: SchedulerQuery) -> list:
         self._microbatch(txn.microbatch, "SchedulerQuery")
         num, den = dlm_fc_estimate(self.controller.drafting(txn.microbatch))
-        return [Mapping(Op.DLM_FC, self.scheduler.dlm_fc(num, den), num, den, txn.microbatch)]
+        key = (num, den, txn.microbatch)
+        mapping = self._dlm_fc_mappings.get(key)
+        if mapping is None:
+            # The Scheduler is a pure function of the estimate and an event is an immutable
+            # value: each distinct answer is built once (a query follows every prediction step).
+            mapping = self._dlm_fc_mappings[key] = Mapping(Op.DLM_FC, self.scheduler.dlm_fc(num, den), num, den,
+                                                           txn.microbatch)
+        return [mapping]
 
     def _end_round(self, txn: EndRound) -> list:
         _field(REQUEST_ID, txn.request, "EndRound.request")

@@ -86,6 +86,8 @@ class PooledRun(BaseRun):
         self.tlm_busy = False
         self.refused = 0
         self.mb_wait: dict[int, bool] = {}
+        # Transactions are immutable values: the one sent after every prediction step is built once.
+        self.queries = [SchedulerQuery(mb) for mb in range(self.n_devices)]
         self.events: list = []       # every Manager output, when recording (tests, replay)
         self.record = False
 
@@ -180,7 +182,7 @@ class PooledRun(BaseRun):
                 for event in self.apply(EndRound(live.slot)):
                     if isinstance(event, Resumed):
                         self.resume_now(live)
-        (mapping,) = self.apply(SchedulerQuery(mb))
+        (mapping,) = self.apply(self.queries[mb])
         self.dlm_fc[mb] = mapping.device.value
         delay = self.monitoring(mb, drafting)
         self.queue.after(delay, lambda: self.after_monitor(mb))
