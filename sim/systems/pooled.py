@@ -86,6 +86,10 @@ class PooledRun(BaseRun):
         self.tlm_busy = False
         self.refused = 0
         self.mb_wait: dict[int, bool] = {}
+        # Per micro-batch, slot -> current round of the requests that can draft (can_draft):
+        # a prediction step takes only those, and at large batch most requests of a
+        # micro-batch wait for their verification, so scanning them all cost more than the step.
+        self.ready: list[dict[int, _Round]] = [{} for _ in range(self.n_devices)]
         # Transactions are immutable values: the one sent after every prediction step is built once.
         self.queries = [SchedulerQuery(mb) for mb in range(self.n_devices)]
         self.events: list = []       # every Manager output, when recording (tests, replay)
@@ -122,10 +126,18 @@ class PooledRun(BaseRun):
         # Python floats once per round (the same values float() gives token by token).
         live.extra["round"] = _Round(live, cap if plan is None else min(plan, cap), window.p.tolist(),
                                      window.n_accepted)
+        self.update_ready(live)
 
     def can_draft(self, live: Live) -> bool:
         rnd = live.extra["round"]
         return not (rnd.stopped or rnd.blocked)
+
+    def update_ready(self, live: Live) -> None:
+        """Keep ``ready`` in step with can_draft after the live's round changed state."""
+        if self.can_draft(live):
+            self.ready[live.mb][live.slot] = live.extra["round"]
+        else:
+            self.ready[live.mb].pop(live.slot, None)
 
     # -- prediction ----------------------------------------------------------------------
     def start(self) -> None:
@@ -141,10 +153,8 @@ class PooledRun(BaseRun):
                 self.mb_step(mb)
 
     def mb_step(self, mb: int) -> None:
-        group = self.by_mb[mb]
-        # can_draft inlined: asked for every member after every prediction step.
-        rounds = [rnd for rnd in (group[slot].extra["round"] for slot in sorted(group))
-                  if not (rnd.stopped or rnd.blocked)]
+        ready = self.ready[mb]
+        rounds = [ready[slot] for slot in sorted(ready)]
         if not rounds:
             return
         priced = self.price_dlm([(rnd.start + rnd.pos, 1) for rnd in rounds], fc=self.dlm_fc[mb])
@@ -172,10 +182,13 @@ class PooledRun(BaseRun):
             if stop is None:
                 self.refused += 1
                 rnd.blocked = True
+                self.update_ready(live)
                 continue
             tokens.drafted += 1
             rnd.pos = j
             rnd.stopped = stop or j >= rnd.cap
+            if rnd.stopped:
+                self.update_ready(live)
             if rnd.stopped and not stop:
                 # Output end or the oracle's plan: tell the Controller, so the Scheduler's
                 # count of drafting requests and the next round's start are right.
@@ -209,7 +222,7 @@ class PooledRun(BaseRun):
             return True
         if self.issue_rule == "gpu-idle":
             return not self.gpu_steps
-        return not any(self.can_draft(l) for l in self.live.values())
+        return not any(self.ready)
 
     def try_issue(self) -> bool:
         if self.in_pass:
@@ -266,6 +279,7 @@ class PooledRun(BaseRun):
         self.settle_window()
         for live in self.live.values():
             live.extra["round"].blocked = False
+            self.update_ready(live)
         self.enter(self.admit(entering))
         if not self.live:
             return
@@ -295,6 +309,7 @@ class PooledRun(BaseRun):
         if live.t >= live.out_len:
             self.apply(Retire(live.slot))
             self.release(live)
+            self.ready[live.mb].pop(live.slot, None)
             return True
         if resumed:
             self.new_round(live)
