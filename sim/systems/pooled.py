@@ -43,10 +43,14 @@ from __future__ import annotations
 
 from sim.manager.formats import TOKEN_ID, quantize_prob
 from sim.manager.manager import Manager
-from sim.manager.transactions import (Admit, Discarded, DraftToken, EndRound, Issued, Mapping,
-                                      Op, Refused, Resumed, Retire, SchedulerQuery, Unlock,
+from sim.manager.transactions import (Admit, Device, Discarded, DraftToken, EndRound, Issued, Mapping,
+                                      Op, Pool, Refused, Resumed, Retire, SchedulerQuery, Unlock,
                                       Verified, VerifyIssue, VerifyResult)
 from sim.systems.base import BaseRun, Live
+
+
+# Enum.value is a Python-level property: the mapping's name is looked up after every prediction step.
+_DEVICE_NAME = {device: device.value for device in Device}
 
 
 def _token_id(position: int) -> int:
@@ -92,17 +96,17 @@ class PooledRun(BaseRun):
         self.ready: list[dict[int, _Round]] = [{} for _ in range(self.n_devices)]
         # Transactions are immutable values: the one sent after every prediction step is built once.
         self.queries = [SchedulerQuery(mb) for mb in range(self.n_devices)]
+        self.dlm_labels = [f"DLM/mb{mb}" for mb in range(self.n_devices)]
         self.events: list = []       # every Manager output, when recording (tests, replay)
         self.record = False
 
     # -- Manager -------------------------------------------------------------------------
-    def draft(self, request: int, mb: int, position: int, token: int, prob: int) -> bool | None:
-        """The DraftToken transaction: the Drafted event's ``stop``, or None when Refused.
-        Unboxed (``Manager.draft``) unless recording: one is sent per draft token."""
-        if self.record:
-            (out,) = self.apply(DraftToken(request, mb, position, token, prob))
-            return None if type(out) is Refused else out.stop
-        return self.manager.draft(request, mb, position, token, prob)[1]
+    def draft_recorded(self, request: int, mb: int, position: int, token: int, prob: int
+                       ) -> tuple[Pool, bool | None]:
+        """``Manager.draft`` (the DraftToken transaction, unboxed: one per draft token) through
+        the boxed transaction and event, so that a recording run logs them."""
+        (out,) = self.apply(DraftToken(request, mb, position, token, prob))
+        return out.pool, None if type(out) is Refused else out.stop
 
     def apply(self, txn) -> list:
         out = self.manager.apply(txn)
@@ -161,13 +165,14 @@ class PooledRun(BaseRun):
         if "gpu" in (self.dlm_fc[mb], self.setup.mapping["dlm_attention"]):
             self.gpu_steps.add(mb)
         self.mb_wait[mb] = True
-        self.devices.start_background(mb, f"DLM/mb{mb}", priced.work,
+        self.devices.start_background(mb, self.dlm_labels[mb], priced.work,
                                       lambda: self.after_draft(mb, rounds))
 
     def after_draft(self, mb: int, rounds: list[_Round]) -> None:
         self.gpu_steps.discard(mb)
         drafting = 0
         live_now, tokens = self.live, self.tokens
+        draft = self.draft_recorded if self.record else self.manager.draft
         for rnd in rounds:
             live = rnd.live
             if live_now.get(live.slot) is not live or live.extra["round"] is not rnd:
@@ -178,7 +183,7 @@ class PooledRun(BaseRun):
                 continue
             drafting += 1
             j = rnd.pos + 1
-            stop = self.draft(live.slot, mb, j, _token_id(rnd.base + j - 1), quantize_prob(rnd.p[j - 1]))
+            _, stop = draft(live.slot, mb, j, _token_id(rnd.base + j - 1), quantize_prob(rnd.p[j - 1]))
             if stop is None:
                 self.refused += 1
                 rnd.blocked = True
@@ -196,7 +201,7 @@ class PooledRun(BaseRun):
                     if isinstance(event, Resumed):
                         self.resume_now(live)
         (mapping,) = self.apply(self.queries[mb])
-        self.dlm_fc[mb] = mapping.device.value
+        self.dlm_fc[mb] = _DEVICE_NAME[mapping.device]
         delay = self.monitoring(mb, drafting)
         self.queue.after(delay, lambda: self.after_monitor(mb))
 
