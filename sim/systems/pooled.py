@@ -7,6 +7,8 @@ says which pool took it and whether the round goes on, or ``Refused`` under back
 ``VerifyIssue`` whenever a verification could start (the answer lists the tokens, in greedy
 order, and where TLM attention runs), ``VerifyResult`` per request and ``Unlock`` when the pass
 ends (eager tokens moved or discarded, new rounds resumed), ``Retire`` when an output is done.
+DraftToken, the most frequent, goes through ``Manager.draft`` (the same transaction without
+the transaction and event objects) unless the run records its transactions (``record``).
 
 Trace positions. A round starts at output position ``base`` (the committed prefix when it
 starts); its j-th draft token (Manager position j) is the DLM's token at output position
