@@ -96,6 +96,7 @@ class PooledRun(BaseRun):
         # a prediction step takes only those, and at large batch most requests of a
         # micro-batch wait for their verification, so scanning them all cost more than the step.
         self.ready: list[dict[int, _Round]] = [{} for _ in range(self.n_devices)]
+        self.blocked: list[_Round] = []   # rounds refused since the last Unlock (to unblock)
         # Transactions are immutable values: the one sent after every prediction step is built once.
         self.queries = [SchedulerQuery(mb) for mb in range(self.n_devices)]
         self.dlm_labels = [f"DLM/mb{mb}" for mb in range(self.n_devices)]
@@ -189,6 +190,7 @@ class PooledRun(BaseRun):
             if stop is None:
                 self.refused += 1
                 rnd.blocked = True
+                self.blocked.append(rnd)
                 self.update_ready(live)
                 continue
             tokens.drafted += 1
@@ -284,9 +286,14 @@ class PooledRun(BaseRun):
             if self.commit_pool(live, accepted_now[slot], slot in resumed):
                 entering += self.refill()
         self.settle_window()
-        for live in self.live.values():
-            live.extra["round"].blocked = False
-            self.update_ready(live)
+        # Every refused round may draft again; those no longer current (retired or replaced)
+        # stay out of ``ready``.
+        blocked, self.blocked = self.blocked, []
+        for rnd in blocked:
+            rnd.blocked = False
+            live = rnd.live
+            if self.live.get(live.slot) is live and live.extra["round"] is rnd:
+                self.update_ready(live)
         self.enter(self.admit(entering))
         if not self.live:
             return
