@@ -13,7 +13,6 @@ is p's top four fraction bits (p = 1.0 in the last entry). Entries are UQ1.16 li
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
 from enum import Enum
 
 from sim.manager.formats import PROB_ONE
@@ -44,14 +43,34 @@ class RequestState(str, Enum):
     REJECTED = "rejected"     # a token of the round was rejected; a new round starts at Unlock
 
 
-@dataclass(slots=True)
 class RequestSlot:
-    microbatch: int
-    h: int = PROB_ONE
-    t: int = 0                # draft tokens of the current round so far
-    state: RequestState = RequestState.DRAFTING
-    pending: int = 0          # tokens of the round in a pool or in flight
-    next_token: int = 0       # TLM token of the latest VerifyResult (start of the next round)
+    """One request's registers. ``drafting`` is the Controller's count of DRAFTING slots per
+    micro-batch: every change of ``state`` keeps it, because the Scheduler reads it after every
+    prediction step and counting the micro-batch's slots there cost a scan per step."""
+    __slots__ = ("microbatch", "h", "t", "pending", "next_token", "_state", "_drafting")
+
+    def __init__(self, microbatch: int, drafting: dict[int, int]):
+        self.microbatch = microbatch
+        self.h = PROB_ONE
+        self.t = 0                # draft tokens of the current round so far
+        self.pending = 0          # tokens of the round in a pool or in flight
+        self.next_token = 0       # TLM token of the latest VerifyResult (start of the next round)
+        self._drafting = drafting
+        self._state = RequestState.DRAFTING
+        drafting[microbatch] = drafting.get(microbatch, 0) + 1
+
+    @property
+    def state(self) -> RequestState:
+        return self._state
+
+    @state.setter
+    def state(self, state: RequestState) -> None:
+        was, self._state = self._state is RequestState.DRAFTING, state
+        self._drafting[self.microbatch] += (state is RequestState.DRAFTING) - was
+
+    def __repr__(self) -> str:
+        return (f"RequestSlot(microbatch={self.microbatch}, h={self.h}, t={self.t}, state={self._state}, "
+                f"pending={self.pending}, next_token={self.next_token})")
 
     def new_round(self) -> None:
         self.h = PROB_ONE
@@ -69,17 +88,14 @@ class Controller:
         self.tau = tau
         self.acceptance = acceptance
         self.slots: dict[int, RequestSlot] = {}
-        # The same slots by micro-batch (a slot never changes micro-batch): ``drafting`` is
-        # asked after every prediction step and needs only its own micro-batch's slots.
-        self._by_microbatch: dict[int, dict[int, RequestSlot]] = {}
+        self._drafting: dict[int, int] = {}   # micro-batch -> slots in state DRAFTING (RequestSlot)
 
     def admit(self, request: int, microbatch: int) -> RequestSlot:
         if not 0 <= request < self.max_requests:
             raise ProtocolError(f"Admit: request {request} outside the {self.max_requests} Controller slots")
         if request in self.slots:
             raise ProtocolError(f"Admit: request {request} is already admitted")
-        slot = self.slots[request] = RequestSlot(microbatch)
-        self._by_microbatch.setdefault(microbatch, {})[request] = slot
+        slot = self.slots[request] = RequestSlot(microbatch, self._drafting)
         return slot
 
     def slot(self, request: int, what: str) -> RequestSlot:
@@ -113,9 +129,8 @@ class Controller:
 
     def drafting(self, microbatch: int) -> int:
         """Requests of ``microbatch`` still drafting: the effective micro-batch size."""
-        drafting = RequestState.DRAFTING
-        return sum(1 for s in self._by_microbatch.get(microbatch, {}).values() if s.state is drafting)
+        return self._drafting.get(microbatch, 0)
 
     def retire(self, request: int) -> None:
         slot = self.slots.pop(request)
-        del self._by_microbatch[slot.microbatch][request]
+        slot.state = RequestState.STOPPED     # leaves the count of drafting slots

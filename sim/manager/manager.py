@@ -39,6 +39,7 @@ class Manager:
         self._in_pass: set[int] = set()       # requests with tokens in the current verification
         self._resulted: set[int] = set()
         self._rejected: dict[int, int] = {}   # request -> micro-batch, rejected in this pass
+        self._dlm_fc_mappings: dict[tuple[int, int, int], Mapping] = {}   # (num, den, microbatch)
         self._handlers = {
             Admit: self._admit, DraftToken: self._draft, DraftLogits: self._draft_logits,
             VerifyIssue: self._issue, VerifyResult: self._result, Unlock: self._unlock,
@@ -80,25 +81,37 @@ class Manager:
         self.controller.admit(txn.request, txn.microbatch)
         return [Admitted(txn.request, txn.microbatch)]
 
-    def _draft(self, txn: DraftToken) -> list:
+    def draft(self, request: int, microbatch: int, position: int, token: int, prob: int
+              ) -> tuple[Pool, bool | None]:
+        """``apply(DraftToken(request, microbatch, position, token, prob))`` with the answer
+        unboxed: ``(pool, stop)`` for Drafted (its ``h`` is ``controller.slots[request].h``),
+        ``(pool, None)`` for Refused. The same checks and state change; it exists because the
+        simulator sends one DraftToken per draft token and, when it is not recording the
+        transactions, needs neither the transaction nor the event object."""
         # The most frequent transaction: one combined range test, the detailed one on failure.
-        r, mb, pos, tok, p = txn.request, txn.microbatch, txn.position, txn.token, txn.prob
-        if not (type(r) is int and type(mb) is int and type(pos) is int and type(tok) is int
-                and type(p) is int and 0 <= r <= REQUEST_ID.max_raw and 0 <= mb < self.config.micro_batches
-                and 0 <= pos <= POSITION.max_raw and 0 <= tok <= TOKEN_ID.max_raw and 0 <= p <= PROB_ONE):
-            self._check_draft_fields(txn)
-        slot = self.controller.expect_draft(txn.request, txn.microbatch, txn.position)
+        if not (type(request) is int and type(microbatch) is int and type(position) is int
+                and type(token) is int and type(prob) is int and 0 <= request <= REQUEST_ID.max_raw
+                and 0 <= microbatch < self.config.micro_batches and 0 <= position <= POSITION.max_raw
+                and 0 <= token <= TOKEN_ID.max_raw and 0 <= prob <= PROB_ONE):
+            self._check_draft_fields(request, microbatch, position, token, prob)
+        slot = self.controller.expect_draft(request, microbatch, position)
         shared, eager = self.shared_pool, self.eager_pools
-        if not shared.locked and not eager.holds(txn.request, txn.microbatch):
+        if not shared.locked and not eager.holds(request, microbatch):
             pool, room = Pool.SHARED, shared.free > 0
         else:
-            pool, room = Pool.EAGER, eager.free(txn.microbatch) > 0
+            pool, room = Pool.EAGER, eager.free(microbatch) > 0
         if not room:
-            return [Refused(txn.request, txn.position, pool)]
-        stop = self.controller.advance(slot, txn.prob)
-        entry = PoolEntry(txn.request, txn.microbatch, txn.position, txn.token, slot.h, self.ledger.open())
+            return pool, None
+        stop = self.controller.advance(slot, prob)
+        entry = PoolEntry(request, microbatch, position, token, slot.h, self.ledger.open())
         (shared if pool is Pool.SHARED else eager).insert(entry)
-        return [Drafted(txn.request, txn.position, pool, slot.h, stop)]
+        return pool, stop
+
+    def _draft(self, txn: DraftToken) -> list:
+        pool, stop = self.draft(txn.request, txn.microbatch, txn.position, txn.token, txn.prob)
+        if stop is None:
+            return [Refused(txn.request, txn.position, pool)]
+        return [Drafted(txn.request, txn.position, pool, self.controller.slots[txn.request].h, stop)]
 
     def _draft_logits(self, txn: DraftLogits) -> list:
         if self.softmax is None:
@@ -112,13 +125,13 @@ class Manager:
         token, prob = softmax_greedy(logits, self.softmax)
         return self._draft(DraftToken(txn.request, txn.microbatch, txn.position, token, prob))
 
-    def _check_draft_fields(self, txn: DraftToken) -> None:
-        _field(REQUEST_ID, txn.request, "DraftToken.request")
-        self._microbatch(txn.microbatch, "DraftToken")
-        _field(POSITION, txn.position, "DraftToken.position")
-        _field(TOKEN_ID, txn.token, "DraftToken.token")
-        if type(txn.prob) is not int or not 0 <= txn.prob <= PROB_ONE:
-            raise ProtocolError(f"DraftToken.prob: expected raw UQ1.16 in [0, {PROB_ONE}], found {txn.prob!r}")
+    def _check_draft_fields(self, request, microbatch, position, token, prob) -> None:
+        _field(REQUEST_ID, request, "DraftToken.request")
+        self._microbatch(microbatch, "DraftToken")
+        _field(POSITION, position, "DraftToken.position")
+        _field(TOKEN_ID, token, "DraftToken.token")
+        if type(prob) is not int or not 0 <= prob <= PROB_ONE:
+            raise ProtocolError(f"DraftToken.prob: expected raw UQ1.16 in [0, {PROB_ONE}], found {prob!r}")
 
     def _issue(self, txn: VerifyIssue) -> list:
         if not isinstance(txn.tlm_idle, bool):
@@ -205,7 +218,14 @@ class Manager:
     def _query(self, txn: SchedulerQuery) -> list:
         self._microbatch(txn.microbatch, "SchedulerQuery")
         num, den = dlm_fc_estimate(self.controller.drafting(txn.microbatch))
-        return [Mapping(Op.DLM_FC, self.scheduler.dlm_fc(num, den), num, den, txn.microbatch)]
+        key = (num, den, txn.microbatch)
+        mapping = self._dlm_fc_mappings.get(key)
+        if mapping is None:
+            # The Scheduler is a pure function of the estimate and an event is an immutable
+            # value: each distinct answer is built once (a query follows every prediction step).
+            mapping = self._dlm_fc_mappings[key] = Mapping(Op.DLM_FC, self.scheduler.dlm_fc(num, den), num, den,
+                                                           txn.microbatch)
+        return [mapping]
 
     def _end_round(self, txn: EndRound) -> list:
         _field(REQUEST_ID, txn.request, "EndRound.request")

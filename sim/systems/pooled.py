@@ -7,6 +7,8 @@ says which pool took it and whether the round goes on, or ``Refused`` under back
 ``VerifyIssue`` whenever a verification could start (the answer lists the tokens, in greedy
 order, and where TLM attention runs), ``VerifyResult`` per request and ``Unlock`` when the pass
 ends (eager tokens moved or discarded, new rounds resumed), ``Retire`` when an output is done.
+DraftToken, the most frequent, goes through ``Manager.draft`` (the same transaction without
+the transaction and event objects) unless the run records its transactions (``record``).
 
 Trace positions. A round starts at output position ``base`` (the committed prefix when it
 starts); its j-th draft token (Manager position j) is the DLM's token at output position
@@ -43,14 +45,38 @@ from __future__ import annotations
 
 from sim.manager.formats import TOKEN_ID, quantize_prob
 from sim.manager.manager import Manager
-from sim.manager.transactions import (Admit, Discarded, DraftToken, Drafted, EndRound, Issued, Mapping,
-                                      Op, Refused, Resumed, Retire, SchedulerQuery, Unlock,
+from sim.manager.transactions import (Admit, Device, Discarded, DraftToken, EndRound, Issued, Mapping,
+                                      Op, Pool, Refused, Resumed, Retire, SchedulerQuery, Unlock,
                                       Verified, VerifyIssue, VerifyResult)
 from sim.systems.base import BaseRun, Live
 
 
+# Enum.value is a Python-level property: the mapping's name is looked up after every prediction step.
+_DEVICE_NAME = {device: device.value for device in Device}
+
+
 def _token_id(position: int) -> int:
     return position & TOKEN_ID.max_raw
+
+
+class _Round:
+    """One speculation round of a request as the engine drafts it (``live.extra["round"]``).
+
+    Attributes, not dict keys: mb_step and after_draft read them for every draft token. A new
+    round is a new object, so a prediction step that outlived its round (rejected or retired
+    while it ran) is recognised by identity."""
+    __slots__ = ("live", "base", "start", "pos", "cap", "p", "run", "stopped", "blocked")
+
+    def __init__(self, live: Live, cap: int, p: list[float], run: int) -> None:
+        self.live = live
+        self.base = live.t                  # output position of the round's first draft token
+        self.start = live.prompt + live.t   # its context: the committed prefix
+        self.pos = 0                        # draft tokens of the round taken by a pool so far
+        self.cap = cap
+        self.p = p                          # the DLM's probabilities along its own path
+        self.run = run                      # how many of them lie in the trace's accepted run
+        self.stopped = cap == 0
+        self.blocked = False                # refused by a full pool until the next Unlock
 
 
 class PooledRun(BaseRun):
@@ -66,10 +92,25 @@ class PooledRun(BaseRun):
         self.tlm_busy = False
         self.refused = 0
         self.mb_wait: dict[int, bool] = {}
+        # Per micro-batch, slot -> current round of the requests that can draft (can_draft):
+        # a prediction step takes only those, and at large batch most requests of a
+        # micro-batch wait for their verification, so scanning them all cost more than the step.
+        self.ready: list[dict[int, _Round]] = [{} for _ in range(self.n_devices)]
+        self.blocked: list[_Round] = []   # rounds refused since the last Unlock (to unblock)
+        # Transactions are immutable values: the one sent after every prediction step is built once.
+        self.queries = [SchedulerQuery(mb) for mb in range(self.n_devices)]
+        self.dlm_labels = [f"DLM/mb{mb}" for mb in range(self.n_devices)]
         self.events: list = []       # every Manager output, when recording (tests, replay)
         self.record = False
 
     # -- Manager -------------------------------------------------------------------------
+    def draft_recorded(self, request: int, mb: int, position: int, token: int, prob: int
+                       ) -> tuple[Pool, bool | None]:
+        """``Manager.draft`` (the DraftToken transaction, unboxed: one per draft token) through
+        the boxed transaction and event, so that a recording run logs them."""
+        (out,) = self.apply(DraftToken(request, mb, position, token, prob))
+        return out.pool, None if type(out) is Refused else out.stop
+
     def apply(self, txn) -> list:
         out = self.manager.apply(txn)
         if self.record:
@@ -88,18 +129,22 @@ class PooledRun(BaseRun):
     def new_round(self, live: Live) -> None:
         cap = min(self.setup.manager_config.max_draft_len, live.remaining)
         plan = self.setup.stop.planned(live.trace, live.t, live.remaining)
-        ex = live.extra
-        ex["base"], ex["pos"], ex["blocked"] = live.t, 0, False
-        ex["cap"] = cap if plan is None else min(plan, cap)
         window = live.trace.draft_probs(live.t, cap)
         # Python floats once per round (the same values float() gives token by token).
-        ex["p"], ex["run"] = window.p.tolist(), window.n_accepted
-        ex["stopped"] = ex["cap"] == 0
-        ex["round"] = ex.get("round", 0) + 1
+        live.extra["round"] = _Round(live, cap if plan is None else min(plan, cap), window.p.tolist(),
+                                     window.n_accepted)
+        self.update_ready(live)
 
     def can_draft(self, live: Live) -> bool:
-        ex = live.extra
-        return not (ex["stopped"] or ex["blocked"])
+        rnd = live.extra["round"]
+        return not (rnd.stopped or rnd.blocked)
+
+    def update_ready(self, live: Live) -> None:
+        """Keep ``ready`` in step with can_draft after the live's round changed state."""
+        if self.can_draft(live):
+            self.ready[live.mb][live.slot] = live.extra["round"]
+        else:
+            self.ready[live.mb].pop(live.slot, None)
 
     # -- prediction ----------------------------------------------------------------------
     def start(self) -> None:
@@ -115,54 +160,53 @@ class PooledRun(BaseRun):
                 self.mb_step(mb)
 
     def mb_step(self, mb: int) -> None:
-        group = self.by_mb[mb]
-        # can_draft inlined: asked for every member after every prediction step.
-        drafting = [live for live in map(group.__getitem__, sorted(group))
-                    if not (live.extra["stopped"] or live.extra["blocked"])]
-        if not drafting:
+        ready = self.ready[mb]
+        rounds = [ready[slot] for slot in sorted(ready)]
+        if not rounds:
             return
-        priced = self.price_dlm([(l.prompt + l.extra["base"] + l.extra["pos"], 1) for l in drafting],
-                                fc=self.dlm_fc[mb])
+        priced = self.price_dlm([(rnd.start + rnd.pos, 1) for rnd in rounds], fc=self.dlm_fc[mb])
         if "gpu" in (self.dlm_fc[mb], self.setup.mapping["dlm_attention"]):
             self.gpu_steps.add(mb)
         self.mb_wait[mb] = True
-        rounds = [(l, l.extra["round"]) for l in drafting]
-        self.devices.start_background(mb, f"DLM/mb{mb}", priced.work,
+        self.devices.start_background(mb, self.dlm_labels[mb], priced.work,
                                       lambda: self.after_draft(mb, rounds))
 
-    def after_draft(self, mb: int, rounds: list[tuple[Live, int]]) -> None:
+    def after_draft(self, mb: int, rounds: list[_Round]) -> None:
         self.gpu_steps.discard(mb)
-        drafting = []
-        live_now, tokens, apply = self.live, self.tokens, self.apply
-        for live, round_id in rounds:
-            ex = live.extra
-            if live_now.get(live.slot) is not live or ex["round"] != round_id:
+        drafting = 0
+        live_now, tokens = self.live, self.tokens
+        draft = self.draft_recorded if self.record else self.manager.draft
+        for rnd in rounds:
+            live = rnd.live
+            if live_now.get(live.slot) is not live or live.extra["round"] is not rnd:
                 # Rejected or finished while the step ran: its token was drafted on a context
                 # that no longer holds. The DLM's work is spent; the token never reaches a pool.
                 tokens.drafted += 1
                 tokens.discard("stale_context")
                 continue
-            drafting.append(live)
-            j = ex["pos"] + 1
-            prob = quantize_prob(ex["p"][j - 1])
-            out = apply(DraftToken(live.slot, mb, j, _token_id(ex["base"] + j - 1), prob))[0]
-            if type(out) is Refused:
+            drafting += 1
+            j = rnd.pos + 1
+            _, stop = draft(live.slot, mb, j, _token_id(rnd.base + j - 1), quantize_prob(rnd.p[j - 1]))
+            if stop is None:
                 self.refused += 1
-                ex["blocked"] = True
+                rnd.blocked = True
+                self.blocked.append(rnd)
+                self.update_ready(live)
                 continue
-            assert type(out) is Drafted
             tokens.drafted += 1
-            ex["pos"] = j
-            ex["stopped"] = out.stop or j >= ex["cap"]
-            if ex["stopped"] and not out.stop:
+            rnd.pos = j
+            rnd.stopped = stop or j >= rnd.cap
+            if rnd.stopped:
+                self.update_ready(live)
+            if rnd.stopped and not stop:
                 # Output end or the oracle's plan: tell the Controller, so the Scheduler's
                 # count of drafting requests and the next round's start are right.
                 for event in self.apply(EndRound(live.slot)):
                     if isinstance(event, Resumed):
                         self.resume_now(live)
-        (mapping,) = self.apply(SchedulerQuery(mb))
-        self.dlm_fc[mb] = mapping.device.value
-        delay = self.monitoring(mb, len(drafting))
+        (mapping,) = self.apply(self.queries[mb])
+        self.dlm_fc[mb] = _DEVICE_NAME[mapping.device]
+        delay = self.monitoring(mb, drafting)
         self.queue.after(delay, lambda: self.after_monitor(mb))
 
     def after_monitor(self, mb: int) -> None:
@@ -187,7 +231,7 @@ class PooledRun(BaseRun):
             return True
         if self.issue_rule == "gpu-idle":
             return not self.gpu_steps
-        return not any(self.can_draft(l) for l in self.live.values())
+        return not any(self.ready)
 
     def try_issue(self) -> bool:
         if self.in_pass:
@@ -226,9 +270,9 @@ class PooledRun(BaseRun):
             live = self.live[slot]
             positions = groups[slot]
             first, k = positions[0], len(positions)
-            run = live.extra["run"]
-            a = max(0, min(k, run - (first - 1)))
-            for event in self.apply(VerifyResult(slot, a, _token_id(live.extra["base"] + first - 1 + a))):
+            rnd = live.extra["round"]
+            a = max(0, min(k, rnd.run - (first - 1)))
+            for event in self.apply(VerifyResult(slot, a, _token_id(rnd.base + first - 1 + a))):
                 if isinstance(event, Verified):
                     self.tokens.accepted += event.accepted
                     self.tokens.rejected += int(event.rejected)
@@ -242,8 +286,14 @@ class PooledRun(BaseRun):
             if self.commit_pool(live, accepted_now[slot], slot in resumed):
                 entering += self.refill()
         self.settle_window()
-        for live in self.live.values():
-            live.extra["blocked"] = False
+        # Every refused round may draft again; those no longer current (retired or replaced)
+        # stay out of ``ready``.
+        blocked, self.blocked = self.blocked, []
+        for rnd in blocked:
+            rnd.blocked = False
+            live = rnd.live
+            if self.live.get(live.slot) is live and live.extra["round"] is rnd:
+                self.update_ready(live)
         self.enter(self.admit(entering))
         if not self.live:
             return
@@ -273,6 +323,7 @@ class PooledRun(BaseRun):
         if live.t >= live.out_len:
             self.apply(Retire(live.slot))
             self.release(live)
+            self.ready[live.mb].pop(live.slot, None)
             return True
         if resumed:
             self.new_round(live)

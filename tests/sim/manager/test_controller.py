@@ -73,3 +73,21 @@ def test_effective_microbatch_size_counts_drafting_requests_only():
     c.advance(c.slots[1], 65536)
     c.advance(c.slots[1], 65536)                            # max length: stopped
     assert c.drafting(0) == 2 and c.drafting(1) == 1 and c.drafting(2) == 0
+
+
+def test_drafting_count_is_the_count_of_drafting_slots_on_random_streams():
+    # The Controller keeps the count as states change (RequestSlot.state); the reference is a
+    # scan of the micro-batch's slots.
+    from sim.manager import Manager
+    from sim.manager.random_txns import generate
+    from tests.sim.manager.helpers import config
+    cfg = config(max_requests=12, max_draft_len=8, tau=9000, shared_entries=24, eager_entries=16, micro_batches=4)
+    m = Manager(cfg)
+    seen = set()
+    for txn in generate(cfg, 5, 4000):
+        m.apply(txn)
+        for mb in range(cfg.micro_batches):
+            n = sum(1 for s in m.controller.slots.values() if s.microbatch == mb and s.state is RequestState.DRAFTING)
+            assert m.controller.drafting(mb) == n
+            seen.add(n)
+    assert {0, 1, 2} <= seen

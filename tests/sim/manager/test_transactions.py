@@ -1,3 +1,4 @@
+import dataclasses
 import json
 
 import pytest
@@ -54,3 +55,18 @@ def test_inputs_are_immutable_values():
     with pytest.raises(AttributeError):
         t.prob = 3
     assert VerifyIssue(True, 3) != VerifyIssue(False, 3) and Admit(0, 0) != Admit(0, 1)
+
+
+@pytest.mark.parametrize("cls", INPUTS + OUTPUTS + (SelectedToken,), ids=lambda c: c.__name__)
+def test_every_type_is_a_frozen_value_built_by_position_or_keyword(cls):
+    # Their __init__ is generated (transactions._value): it must take the fields in order.
+    names = [f.name for f in dataclasses.fields(cls)]
+    by_position = cls(*range(len(names)))
+    assert [getattr(by_position, n) for n in names] == list(range(len(names)))
+    assert cls(**{n: i for i, n in enumerate(names)}) == by_position
+    assert hash(by_position) == hash(cls(*range(len(names))))
+    for name in names:
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            setattr(by_position, name, 9)
+    with pytest.raises(TypeError):
+        cls(*range(len(names) + 1))
