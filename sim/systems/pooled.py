@@ -12,7 +12,7 @@ the transaction and event objects) unless the run records its transactions (``re
 
 Trace positions. A round starts at output position ``base`` (the committed prefix when it
 starts); its j-th draft token (Manager position j) is the DLM's token at output position
-base + j - 1 along the DLM's own path, read from ``RequestTrace.draft_probs(base, n)``. The
+base + j - 1 along the DLM's own path, read from ``RequestTrace.draft_prob_list(base, n)``. The
 trace has no token ids: the Manager carries ``position mod 2**17`` in their place.
 
 Verification pass: request r with k selected tokens starting at round position f is priced
@@ -129,10 +129,8 @@ class PooledRun(BaseRun):
     def new_round(self, live: Live) -> None:
         cap = min(self.setup.manager_config.max_draft_len, live.remaining)
         plan = self.setup.stop.planned(live.trace, live.t, live.remaining)
-        window = live.trace.draft_probs(live.t, cap)
-        # Python floats once per round (the same values float() gives token by token).
-        live.extra["round"] = _Round(live, cap if plan is None else min(plan, cap), window.p.tolist(),
-                                     window.n_accepted)
+        probs, accepted = live.trace.draft_prob_list(live.t, cap)
+        live.extra["round"] = _Round(live, cap if plan is None else min(plan, cap), probs, accepted)
         self.update_ready(live)
 
     def can_draft(self, live: Live) -> bool:
