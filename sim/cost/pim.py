@@ -285,6 +285,11 @@ class PimStack:
         """``tail(job, paired)`` for ``round_robin``: cycles of instance ``instances[job]`` =
         ``(context, head_dim, queries)`` after its last ACT, alone or as the second of a pair;
         None when every refresh that falls due is charged (``refresh: every``)."""
+        return self._tail(instances.__getitem__, bpe, power_constrained)
+
+    def _tail(self, instance, bpe: int, power_constrained: bool):
+        """``refresh_tail`` of the instances ``instance(job)``: a function, so that a step
+        builds no list of instances for tails that ``round_robin`` seldom asks."""
         if self.refresh != "until_last_activate":
             return None
         s = self.spacing(power_constrained)
@@ -293,7 +298,7 @@ class PimStack:
         memo = self._memo.setdefault(("tail", bpe, s), {})
 
         def tail(job: int, paired: bool) -> int:
-            context, head_dim, queries = instances[job]
+            context, head_dim, queries = instance(job)
             key = (context, head_dim, queries, paired)
             hit = memo.get(key)
             if hit is None:
@@ -302,22 +307,22 @@ class PimStack:
             return hit
         return tail
 
-    def refresh_key(self, contexts, queries) -> tuple | None:
-        """What the refresh tails of instances (``contexts``, ``queries``) depend on: whole
-        token units of each context and the queries; None under ``refresh: every``. A key for
-        caches of placed attention that stays as coarse as the instances' cycles."""
+    def refresh_key(self, units, queries) -> tuple | None:
+        """What the refresh tails of instances (contexts in ``context_unit``s, ``queries``) depend
+        on; None under ``refresh: every``. A key for caches of placed attention that stays as
+        coarse as the instances' cycles."""
         if self.refresh != "until_last_activate":
             return None
-        units = self.attacc.token_units
-        return tuple(-(-int(L) // units) for L in contexts), tuple(queries)
+        return tuple(units), tuple(queries)
 
     def refresh_tail_of(self, key, head_dim: int, bpe: int, power_constrained: bool):
         """``refresh_tail`` of the instances a ``refresh_key`` describes (None for None)."""
         if key is None:
             return None
-        units = self.attacc.token_units
-        return self.refresh_tail([(t * units, head_dim, q) for t, q in zip(*key)], bpe,
-                                 power_constrained)
+        units, queries = key
+        unit = self.context_unit
+        return self._tail(lambda job: (units[job] * unit, head_dim, queries[job]), bpe,
+                          power_constrained)
 
     def command_attention(self, context: int, head_dim: int, queries: int, bpe: int,
                           power_constrained: bool) -> tuple[int, int]:
@@ -355,22 +360,38 @@ class PimStack:
         cycles, reads = self.attention_many([context], head_dim, [queries], bpe, power_constrained)
         return PimWork(cycles[0], reads)
 
+    @property
+    def context_unit(self) -> int:
+        """Contexts an instance cannot tell apart: its cycles, PE column reads, refresh tail and
+        pair overlap depend on a context L only through ceil(L / context_unit) (AttAcc's
+        schedule lays keys out in whole token units; the command model sees every L)."""
+        return self.attacc.token_units if self.attacc is not None else 1
+
     def attention_many(self, contexts, head_dim: int, queries, bpe: int,
                        power_constrained: bool) -> tuple[list[int], int]:
         """Cycles of each instance (``contexts[i]`` keys, ``queries[i]`` query rows) and their
-        total PE column reads, memoized per instance shape. Plain Python: a step has few
-        requests, for which a dict lookup each beats any numpy call."""
+        total PE column reads (``attention_units``)."""
+        unit = self.context_unit
+        return self.attention_units([-(-int(L) // unit) for L in contexts], head_dim, queries,
+                                    bpe, power_constrained)
+
+    def attention_units(self, units, head_dim: int, queries, bpe: int,
+                        power_constrained: bool) -> tuple[list[int], int]:
+        """``attention_many`` of contexts given in ``context_unit``s (``units[i]`` of them),
+        memoized per instance shape, each priced at the unit's longest context. Plain Python: a
+        step has few requests, for which a dict lookup each beats any numpy call."""
         key = (head_dim, bpe, power_constrained)
         memo = self._memo.get(key)
         if memo is None:
             memo = self._memo[key] = {}
+        unit = self.context_unit
         cycles = []
         reads = 0
-        for shape in zip(contexts, queries):
+        for shape in zip(units, queries):
             hit = memo.get(shape)
             if hit is None:
-                hit = memo[shape] = self.attention_cycles(int(shape[0]), head_dim, int(shape[1]),
-                                                          bpe, power_constrained)
+                hit = memo[shape] = self.attention_cycles(int(shape[0]) * unit, head_dim,
+                                                          int(shape[1]), bpe, power_constrained)
             cycles.append(hit[0])
             reads += hit[1]
         return cycles, reads
@@ -409,8 +430,12 @@ class PimStack:
             busiest = int(max(cycles)) + odd_extra
         else:
             take = cycles.__getitem__
-            busiest = int(max(sum(map(take, jobs)) + odd_extra * odd
-                              for jobs, odd in _channel_groups(len(cycles), channels, repeat)))
+            busiest = 0
+            for jobs, odd in _channel_groups(len(cycles), channels, repeat):
+                load = sum(map(take, jobs)) + odd_extra * odd
+                if load > busiest:
+                    busiest = load
+            busiest = int(busiest)
         refreshed = self.with_refresh(busiest)
         if tail is not None and refreshed > busiest:
             refreshed = self._refreshed_by_channel(cycles, channels, repeat, odd_extra, tail)
@@ -424,12 +449,17 @@ class PimStack:
         n = len(cycles) * repeat
         used = min(n, channels)
         loads = self._channel_loads(cycles, channels, repeat)
+        counts = [(n - 1 - c) // channels + 1 for c in range(used)]     # jobs on channel c
+        loads = [int(loads[c]) + odd_extra * (counts[c] % 2) for c in range(used)]
+        # Busiest channels first, stopping where no channel left can be slower: a tail only
+        # delays refreshes (with_refresh(load, tail) <= with_refresh(load)), and
+        # with_refresh(load) never decreases with the load.
         slowest = 0
-        for c in range(used):
-            count = (n - 1 - c) // channels + 1            # jobs on channel c
-            last = (c + (count - 1) * channels) // repeat  # index into ``cycles`` of its last job
-            load = int(loads[c]) + odd_extra * (count % 2)
-            slowest = max(slowest, self.with_refresh(load, tail(last, count % 2 == 0)))
+        for c in sorted(range(used), key=loads.__getitem__, reverse=True):
+            if self.with_refresh(loads[c]) <= slowest:
+                break
+            last = (c + (counts[c] - 1) * channels) // repeat  # index into ``cycles`` of its last job
+            slowest = max(slowest, self.with_refresh(loads[c], tail(last, counts[c] % 2 == 0)))
         return slowest
 
     @staticmethod

@@ -21,7 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from functools import lru_cache
-from typing import Callable, Mapping, Sequence
+from typing import Callable, Mapping, NamedTuple, Sequence
 
 from sim.config import CALIBRATIONS, config_path, get, load_yaml
 from sim.cost.energy import COMPONENTS, EnergyModel, load_energy
@@ -72,6 +72,27 @@ class StepCost:
                 "energy_pj": self.energy_pj, "energy_by_component_pj": dict(self.energy_by_component_pj),
                 "flops": self.flops, "pim_flop_share": self.pim_flop_share,
                 "devices": self.devices, "mapping": dict(self.mapping)}
+
+class StepPrice(NamedTuple):
+    """``StepCost``'s values as a plain tuple (what ``System.step_pricer`` returns): energies
+    per component in ``COMPONENTS`` order (static last), ``energy_pj`` their sum."""
+
+    time_ps: int
+    attention_ps: int
+    fc_ps: int
+    comm_ps: int
+    other_ps: int
+    gpu_busy_ps: int
+    pim_busy_ps: int
+    energy: tuple[float, ...]
+    energy_pj: float
+    flops: int
+    pim_flops: int
+
+
+# (system, model share's spec, mapping, devices, power) -> that kind's step pricer and its memos
+_KIND_PRICERS: dict[tuple, Callable] = {}
+_MEMO_LIMIT = 1 << 16      # entries of one kind's step memo before it is emptied
 
 @dataclass(frozen=True)
 class _Dense:
@@ -143,13 +164,16 @@ class System:
 
     def step_pricer(self, model: ModelSpec | str, *, mapping: Mapping[str, str] | None = None,
                     devices: int | None = None, power_constrained: bool = False
-                    ) -> Callable[[Sequence[tuple[int, int]]], StepCost]:
+                    ) -> Callable[[tuple[tuple[int, int], ...]], "StepPrice"]:
         """``price_step`` for one kind of step (model, mapping, devices), checked once, without
         the whole-step cache: for a caller that prices many steps of one kind and keeps its own
-        cache (the engine's adapter). Same results as ``price_step``."""
+        cache (the engine's adapter). ``pricer(requests)`` takes a tuple of ``(context_len,
+        query_tokens)`` int pairs with 1 <= query_tokens <= context_len, as ``check_requests``
+        returns them, and does not check it (the engine builds its requests so, and a check
+        would cost a third of a step's price); it returns the ``StepPrice`` of which
+        ``price_step``'s ``StepCost`` is made (same values)."""
         spec, args = self._step_kind(model, mapping, devices, power_constrained)
-        price = self._price
-        return lambda requests: price(spec, check_requests(requests), *args)
+        return self._kind_pricer(spec, *args)
 
     def _step_kind(self, model: ModelSpec | str, mapping: Mapping[str, str] | None,
                    devices: int | None, power_constrained: bool
@@ -219,62 +243,129 @@ class System:
     @lru_cache(maxsize=4096)
     def _price_cached(self, spec: ModelSpec, reqs: tuple[tuple[int, int], ...],
                       mapping: tuple[tuple[str, str], ...], devices: int, power: bool) -> StepCost:
-        return self._price(spec, check_requests(reqs), mapping, devices, power)
+        step = self._kind_pricer(spec, mapping, devices, power)(check_requests(reqs))
+        return StepCost(time_ps=step.time_ps, attention_ps=step.attention_ps, fc_ps=step.fc_ps,
+                        comm_ps=step.comm_ps, other_ps=step.other_ps,
+                        gpu_busy_ps=step.gpu_busy_ps, pim_busy_ps=step.pim_busy_ps,
+                        energy_pj=step.energy_pj,
+                        energy_by_component_pj=MappingProxyType(dict(zip(COMPONENTS, step.energy))),
+                        flops=step.flops, pim_flops=step.pim_flops, devices=devices,
+                        mapping=mapping)
 
-    def _price(self, spec: ModelSpec, reqs: tuple[tuple[int, int], ...],
-               mapping: tuple[tuple[str, str], ...], devices: int, power: bool) -> StepCost:
-        """``reqs`` already checked (``check_requests``)."""
+    def _kind_pricer(self, spec: ModelSpec, mapping: tuple[tuple[str, str], ...], devices: int,
+                     power: bool) -> Callable[[tuple[tuple[int, int], ...]], "StepPrice"]:
+        key = (self, spec, mapping, devices, power)
+        pricer = _KIND_PRICERS.get(key)
+        if pricer is None:
+            pricer = _KIND_PRICERS[key] = self._make_pricer(spec, mapping, devices, power)
+        return pricer
+
+    def _make_pricer(self, spec: ModelSpec, mapping: tuple[tuple[str, str], ...], devices: int,
+                     power: bool) -> Callable[[tuple[tuple[int, int], ...]], "StepPrice"]:
+        """The pricer of one kind of step, for checked requests. A closure over the kind's
+        constants and memos: a run prices ~10^5 steps of a few kinds, most of them new (a
+        micro-batch's contexts grow by one per step), so a new step must cost little more than
+        one pass over its requests. What the step's price depends on is memoized at the
+        coarsest key that determines it exactly: everything but attention's own work per token
+        count (``_dense``); with unfused GPU attention the whole step per (request count,
+        sum L, sum q, sum L q, thread blocks); with PIM attention all but the FLOP counts per
+        (the requests' contexts in ``PimStack.context_unit``s, their query tokens)."""
         (_, fc_place), (_, att_place) = mapping
         shard = spec.shard(devices)
+        layers = shard.layers
+        on_pim = att_place == "pim"
+        static_of = self.energy.static
+        stacks = devices * self.stacks_per_device
+        dense_of: dict[int, _Dense] = {}
+        memo: dict[tuple, tuple] = {}
+
+        def dense(tokens: int) -> _Dense:
+            found = dense_of.get(tokens)
+            if found is None:
+                found = dense_of[tokens] = self._dense(shard, tokens, fc_place, devices, power)
+            return found
+
+        def remember(key: tuple, value: tuple) -> tuple:
+            if len(memo) >= _MEMO_LIMIT:    # bounded: a cleared memo only costs recomputation
+                memo.clear()
+            memo[key] = value
+            return value
+
+        def head(d: _Dense, attention: tuple[int, int, tuple[float, ...]]) -> tuple:
+            """The step's fields before its FLOP counts. Energy is added component by component
+            in the order fc, attention, other, all-reduce: the same float sums, in the same
+            order, as pricing operator by operator; then static, and the total in COMPONENTS
+            order (static last)."""
+            att_ps, att_comm, att_energy = attention
+            time_ps = att_ps + d.fc_ps + d.comm_ps + att_comm + d.other_ps
+            energy = tuple([((f + a) + o + r) * devices for f, a, o, r in zip(
+                d.fc_energy, att_energy, d.other_energy, d.allreduce_energy)][:-1]
+                           + [static_of(time_ps, devices, stacks)])
+            return (time_ps, att_ps, d.fc_ps, d.comm_ps + att_comm, d.other_ps,
+                    d.gpu_ps + (0 if on_pim else att_ps), d.pim_ps + (att_ps if on_pim else 0),
+                    energy, sum(energy))
+
+        def priced(step_head: tuple, d: _Dense, sums: tuple[int, int, int, int]) -> StepPrice:
+            att_flops = _bilinear(d.attention_flops, sums) * layers
+            return StepPrice(*step_head, (d.flops + att_flops) * devices,
+                             (d.pim_flops + (att_flops if on_pim else 0)) * devices)
+
         # Plain Python over the requests: steps have few (a micro-batch's), for which it beats
         # numpy's per-call overhead.
-        sum_l = tokens = sum_lq = 0
-        for L, q in reqs:
-            sum_l += L
-            tokens += q
-            sum_lq += L * q
-        sums = (len(reqs), sum_l, tokens, sum_lq)
-        if att_place == "gpu" and self.gpu.unfused_attention:
-            # Unfused attention sees the requests only through these sums and its thread-block
-            # count: steps that agree on them cost the same, and a run's DLM steps often do.
-            blocks = sum(self.gpu.unfused_blocks(shard.kv_heads, q * shard.group) for _, q in reqs)
-            return self._price_unfused(shard, sums, blocks, mapping, devices, power)
-        dense = self._dense(shard, tokens, fc_place, devices, power)
-        if att_place == "gpu":
-            attention = self._attention_gpu(shard, reqs, dense, sums)
+        if on_pim:
+            pim, unit = self.pim, self.pim.context_unit
+
+            def price(reqs: tuple[tuple[int, int], ...]) -> StepPrice:
+                sum_l = tokens = sum_lq = 0
+                units = []
+                for L, q in reqs:
+                    sum_l += L
+                    tokens += q
+                    sum_lq += L * q
+                    units.append(-(-L // unit))
+                key = (tuple(units), tuple([q for _, q in reqs]))
+                found = memo.get(key)
+                if found is None:
+                    d = dense(tokens)
+                    found = remember(key, (head(d, self._attention_pim(shard, *key, d, power)), d))
+                return priced(found[0], found[1], (len(reqs), sum_l, tokens, sum_lq))
+        elif self.gpu.unfused_attention:
+            blocks_of = self.gpu.unfused_blocks
+            kv_heads, group = shard.kv_heads, shard.group
+            one_query = blocks_of(kv_heads, group)
+
+            def price(reqs: tuple[tuple[int, int], ...]) -> StepPrice:
+                sum_l = tokens = sum_lq = 0
+                for L, q in reqs:
+                    sum_l += L
+                    tokens += q
+                    sum_lq += L * q
+                n = len(reqs)
+                # Every q >= 1, so tokens == n means one query each (a draft step): its blocks
+                # without a second pass.
+                blocks = n * one_query if tokens == n else sum(
+                    blocks_of(kv_heads, q * group) for _, q in reqs)
+                # Unfused attention sees the requests only through these sums and its thread-block
+                # count: steps that agree on them cost the same, and a run's DLM steps often do.
+                key = (n, sum_l, tokens, sum_lq, blocks)
+                found = memo.get(key)
+                if found is None:
+                    d = dense(tokens)
+                    sums = key[:4]
+                    attention = self._attention_gpu_unfused(shard, blocks, d, sums)
+                    found = remember(key, priced(head(d, attention), d, sums))
+                return found
         else:
-            attention = self._attention_pim(shard, reqs, dense, power)
-        return self._step_cost(shard, dense, sums, attention, mapping, devices)
-
-    @lru_cache(maxsize=65536)
-    def _price_unfused(self, shard: ModelSpec, sums: tuple[int, int, int, int], blocks: int,
-                       mapping: tuple[tuple[str, str], ...], devices: int, power: bool) -> StepCost:
-        dense = self._dense(shard, sums[2], mapping[0][1], devices, power)
-        attention = self._attention_gpu_unfused(shard, blocks, dense, sums)
-        return self._step_cost(shard, dense, sums, attention, mapping, devices)
-
-    def _step_cost(self, shard: ModelSpec, dense: "_Dense", sums: tuple[int, int, int, int],
-                   attention: tuple[int, int, tuple[float, ...]],
-                   mapping: tuple[tuple[str, str], ...], devices: int) -> StepCost:
-        """The step from its dense part and its attention's (time, communication, energies)."""
-        att_ps, att_comm, att_energy = attention
-        att_flops = _bilinear(dense.attention_flops, sums) * shard.layers
-        on_pim = mapping[1][1] == "pim"
-        # Energy is added component by component in the order fc, attention, other,
-        # all-reduce: the same float sums, in the same order, as pricing operator by operator.
-        energy = {k: ((f + a) + o + r) * devices for k, f, a, o, r in
-                  zip(COMPONENTS, dense.fc_energy, att_energy, dense.other_energy, dense.allreduce_energy)}
-        time_ps = att_ps + dense.fc_ps + dense.comm_ps + att_comm + dense.other_ps
-        energy["static"] = self.energy.static(time_ps, devices, devices * self.stacks_per_device)
-        return StepCost(time_ps=time_ps, attention_ps=att_ps, fc_ps=dense.fc_ps,
-                        comm_ps=dense.comm_ps + att_comm, other_ps=dense.other_ps,
-                        gpu_busy_ps=dense.gpu_ps + (0 if on_pim else att_ps),
-                        pim_busy_ps=dense.pim_ps + (att_ps if on_pim else 0),
-                        energy_pj=sum(energy.values()),
-                        energy_by_component_pj=MappingProxyType(energy),
-                        flops=(dense.flops + att_flops) * devices,
-                        pim_flops=(dense.pim_flops + (att_flops if on_pim else 0)) * devices,
-                        devices=devices, mapping=mapping)
+            def price(reqs: tuple[tuple[int, int], ...]) -> StepPrice:
+                sum_l = tokens = sum_lq = 0
+                for L, q in reqs:
+                    sum_l += L
+                    tokens += q
+                    sum_lq += L * q
+                d = dense(tokens)
+                sums = (len(reqs), sum_l, tokens, sum_lq)
+                return priced(head(d, self._attention_gpu(shard, reqs, d, sums)), d, sums)
+        return price
 
     @lru_cache(maxsize=16384)
     def _dense(self, shard: ModelSpec, tokens: int, fc_place: str, devices: int,
@@ -359,15 +450,18 @@ class System:
         return ps * layers, 0, (energy["gpu_dram"] * layers, energy["gpu_onchip"] * layers,
                                 energy["gpu_mac"] * layers, 0.0, 0.0, 0.0, 0.0)
 
-    def _attention_pim(self, shard: ModelSpec, reqs: tuple[tuple[int, int], ...], dense: "_Dense",
-                       power: bool) -> tuple[int, int, tuple[float, ...]]:
+    def _attention_pim(self, shard: ModelSpec, units: tuple[int, ...], queries: tuple[int, ...],
+                       dense: "_Dense", power: bool) -> tuple[int, int, tuple[float, ...]]:
+        """Attention on PIM of requests with contexts of ``units`` x ``PimStack.context_unit``
+        keys (all it depends on) and ``queries`` query tokens."""
         pim, g = self.pim, shard.group
-        contexts = [L for L, _ in reqs]
-        queries = [q * g for _, q in reqs]
-        cycles, reads = pim.attention_many(contexts, shard.head_dim, queries, shard.bpe, power)
-        return self._attention_pim_placed(shard, tuple(cycles), reads, pim.pair_extra(contexts),
-                                          dense.attention_transfer,
-                                          pim.refresh_key(contexts, queries), power)
+        rows = [q * g for q in queries]
+        cycles, reads = pim.attention_units(units, shard.head_dim, rows, shard.bpe, power)
+        # The longest context of the longest unit: pair_extra depends on the unit only.
+        return self._attention_pim_placed(shard, tuple(cycles), reads,
+                                          pim.pair_extra((max(units) * pim.context_unit,)),
+                                          dense.attention_transfer, pim.refresh_key(units, rows),
+                                          power)
 
     @lru_cache(maxsize=16384)
     def _attention_pim_placed(self, shard: ModelSpec, cycles: tuple[int, ...], reads: int,
@@ -502,7 +596,8 @@ def load_system(name: str, calibration: str | None = None) -> System:
 def clear_caches() -> None:
     """Forget every cached price and operator (for cold-start measurements)."""
     for fn in (ModelSpec.attention_ops, ModelSpec.dense_ops, ModelSpec.shard, GPU.fc_kernel,
-               PimStack.gemv, Link.allreduce_ps, System._price_cached, System._price_unfused,
+               PimStack.gemv, Link.allreduce_ps, System._price_cached,
                System._attention_pim_placed, System._dense, System._other_cost):
         fn.cache_clear()
+    _KIND_PRICERS.clear()
     clear_memos()

@@ -3,9 +3,10 @@
 The engine asks for the price of one step of one model: a DLM prediction step of a micro-batch
 on its device, or a TLM pass over all devices, for given requests (each with its own context
 length and query count) and a mapping of the model's FC and attention to GPU or PIM. The
-adapter prices through ``System.step_pricer`` (``System.price_step`` without its cache) and
-turns the ``StepCost`` into what the engine needs: the ``Work`` (duration and device busy
-times), dynamic energy, operation counts. Identical questions are answered from a cache; keys
+adapter prices through ``System.step_pricer`` (``System.price_step`` without its cache and
+its request check: the engine's requests are int pairs by construction) and turns the
+``StepPrice`` into what the engine needs: the ``Work`` (duration and device busy times),
+dynamic energy, operation counts. Identical questions are answered from a cache; keys
 are exact, never bucketed.
 """
 from __future__ import annotations
@@ -58,12 +59,11 @@ class CostAdapter:
                 model, mapping={"fc": fc, "attention": attention}, devices=devices)
         cost = pricer(requests)
         priced = Priced(
-            work=Work(time_ps=int(cost.time_ps), gpu_ps=int(cost.gpu_busy_ps),
-                      pim_ps=int(cost.pim_busy_ps), devices=devices),
-            energy_pj=cost.energy_pj - cost.energy_by_component_pj.get("static", 0.0),
-            attention_ps=int(cost.attention_ps),
-            fc_ps=int(cost.fc_ps), comm_ps=int(cost.comm_ps),
-            flops=int(cost.flops), pim_flops=int(cost.pim_flops))
+            work=Work(time_ps=cost.time_ps, gpu_ps=cost.gpu_busy_ps, pim_ps=cost.pim_busy_ps,
+                      devices=devices),
+            energy_pj=cost.energy_pj - cost.energy[-1],     # static is last
+            attention_ps=cost.attention_ps, fc_ps=cost.fc_ps, comm_ps=cost.comm_ps,
+            flops=cost.flops, pim_flops=cost.pim_flops)
         self._cache[key] = priced
         return priced
 

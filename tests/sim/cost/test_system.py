@@ -209,6 +209,7 @@ def test_round_robin_of_repeated_jobs_by_hand():
 
 
 def test_round_robin_equals_placing_every_job():
+    """Against placing every job on its channel, with and without refresh tails."""
     import random
     rng = random.Random(2)
     for _ in range(500):
@@ -222,3 +223,13 @@ def test_round_robin_equals_placing_every_job():
         busiest = max(load + odd_extra * (count % 2) for load, count in zip(loads, counts) if count)
         got = SADDLE.pim.round_robin(cycles, channels, 0, repeat=repeat, odd_extra=odd_extra)
         assert got.busy_cycles == busiest
+        # With refresh tails: every channel refreshed up to its last job's last ACT, the
+        # slowest sets the time (round_robin asks only the channels that may be the slowest).
+        tails = {(r, paired): rng.randint(0, c) for r, c in enumerate(cycles) for paired in (0, 1)}
+        last = {i % channels: i // repeat for i in range(len(cycles) * repeat)}
+        slowest = max(SADDLE.pim.with_refresh(load + odd_extra * (count % 2),
+                                              tails[last[c], 1 - count % 2])
+                      for c, (load, count) in enumerate(zip(loads, counts)) if count)
+        got = SADDLE.pim.round_robin(cycles, channels, 0, repeat=repeat, odd_extra=odd_extra,
+                                     tail=lambda r, paired: tails[r, int(paired)])
+        assert got.cycles == slowest
