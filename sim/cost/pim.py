@@ -295,7 +295,9 @@ class PimStack:
         s = self.spacing(power_constrained)
         # Memoized like the instances' cycles: a step asks one tail per channel, and
         # consecutive steps ask mostly the same ones.
-        memo = self._memo.setdefault(("tail", bpe, s), {})
+        memo = self._memo.get(("tail", bpe, s))
+        if memo is None:
+            memo = self._memo[("tail", bpe, s)] = {}
 
         def tail(job: int, paired: bool) -> int:
             context, head_dim, queries = instance(job)
@@ -307,19 +309,9 @@ class PimStack:
             return hit
         return tail
 
-    def refresh_key(self, units, queries) -> tuple | None:
-        """What the refresh tails of instances (contexts in ``context_unit``s, ``queries``) depend
-        on; None under ``refresh: every``. A key for caches of placed attention that stays as
-        coarse as the instances' cycles."""
-        if self.refresh != "until_last_activate":
-            return None
-        return tuple(units), tuple(queries)
-
-    def refresh_tail_of(self, key, head_dim: int, bpe: int, power_constrained: bool):
-        """``refresh_tail`` of the instances a ``refresh_key`` describes (None for None)."""
-        if key is None:
-            return None
-        units, queries = key
+    def unit_tail(self, units, head_dim: int, queries, bpe: int, power_constrained: bool):
+        """``refresh_tail`` of the instances with contexts of ``units[job]`` x ``context_unit``
+        keys (all a tail depends on) and ``queries[job]`` query rows."""
         unit = self.context_unit
         return self._tail(lambda job: (units[job] * unit, head_dim, queries[job]), bpe,
                           power_constrained)

@@ -453,34 +453,20 @@ class System:
     def _attention_pim(self, shard: ModelSpec, units: tuple[int, ...], queries: tuple[int, ...],
                        dense: "_Dense", power: bool) -> tuple[int, int, tuple[float, ...]]:
         """Attention on PIM of requests with contexts of ``units`` x ``PimStack.context_unit``
-        keys (all it depends on) and ``queries`` query tokens."""
-        pim, g = self.pim, shard.group
+        keys (all it depends on) and ``queries`` query tokens: their instances (request x KV
+        head) placed round-robin on the device's channels."""
+        pim, g, kvh = self.pim, shard.group, shard.kv_heads
         rows = [q * g for q in queries]
         cycles, reads = pim.attention_units(units, shard.head_dim, rows, shard.bpe, power)
-        # The longest context of the longest unit: pair_extra depends on the unit only.
-        return self._attention_pim_placed(shard, tuple(cycles), reads,
-                                          pim.pair_extra((max(units) * pim.context_unit,)),
-                                          dense.attention_transfer, pim.refresh_key(units, rows),
-                                          power)
-
-    @lru_cache(maxsize=16384)
-    def _attention_pim_placed(self, shard: ModelSpec, cycles: tuple[int, ...], reads: int,
-                              odd_extra: int, transfer: tuple[int, float], refresh_key, power: bool
-                              ) -> tuple[int, int, tuple[float, ...]]:
-        """Attention on PIM from its instances' cycles (request order), PE column reads,
-        unpaired-instance extra and, when refreshes depend on what follows an instance's last
-        row activation, ``PimStack.refresh_key``: all it depends on. An instance's cycles change only every few
-        context tokens (whole PIM columns), so consecutive steps of a micro-batch mostly agree
-        on them and share the placement and the rest of the pricing."""
-        pim, kvh = self.pim, shard.kv_heads
         reads *= kvh
         # Instances request-major: request r's KV heads are jobs r * kvh ... r * kvh + kvh - 1.
+        # pair_extra depends on the longest context's unit only.
         load = pim.round_robin(cycles, pim.channels * self.stacks_per_device, reads, repeat=kvh,
-                               odd_extra=odd_extra,
-                               tail=pim.refresh_tail_of(refresh_key, shard.head_dim, shard.bpe, power))
+                               odd_extra=pim.pair_extra((max(units) * pim.context_unit,)),
+                               tail=pim.unit_tail(units, shard.head_dim, rows, shard.bpe, power))
         layers = shard.layers
         parts = self.energy.pim(reads, pim.column_bytes, pim.lanes)
-        comm_ps, link_pj = transfer
+        comm_ps, link_pj = dense.attention_transfer
         att_ps = load.cycles * pim.tck_ps * layers
         if self.gpu_pim_link.overlap_attention:
             # Heads pipelined: the transfers of one head overlap the attention of the others,
@@ -596,8 +582,8 @@ def load_system(name: str, calibration: str | None = None) -> System:
 def clear_caches() -> None:
     """Forget every cached price and operator (for cold-start measurements)."""
     for fn in (ModelSpec.attention_ops, ModelSpec.dense_ops, ModelSpec.shard, GPU.fc_kernel,
-               PimStack.gemv, Link.allreduce_ps, System._price_cached,
-               System._attention_pim_placed, System._dense, System._other_cost):
+               PimStack.gemv, Link.allreduce_ps, System._price_cached, System._dense,
+               System._other_cost):
         fn.cache_clear()
     _KIND_PRICERS.clear()
     clear_memos()
