@@ -46,13 +46,16 @@ def clear_memos() -> None:
 
 
 @lru_cache(maxsize=4096)
-def _channel_groups(n_cycles: int, channels: int, repeat: int) -> tuple[tuple[tuple[int, ...], int], ...]:
+def _channel_groups(n_cycles: int, channels: int, repeat: int
+                    ) -> tuple[tuple[tuple[int, ...], int], ...] | None:
     """The channels of ``PimStack.round_robin``'s placement (more jobs than channels) as
     ``(job indices, parity of their count)``: one entry per distinct set of jobs, without the
     sets another entry dominates (a superset with an odd count, or with an even count when
     the set's own is even: job cycles and the odd-count extra are never negative), so the
     slowest channel is the slowest entry. Steps price thousands of distinct cycle lists on a
-    few placements: a step's busiest channel then costs a few sums, not one per channel."""
+    few placements: a step's busiest channel then costs a few sums, not one per channel.
+    None when the entries hold more jobs than there are jobs and channels: summing every
+    channel's load (``PimStack._channel_loads``) is then cheaper."""
     jobs: list[list[int]] = [[] for _ in range(channels)]
     for i in range(n_cycles * repeat):
         jobs[i % channels].append(i // repeat)
@@ -66,6 +69,8 @@ def _channel_groups(n_cycles: int, channels: int, repeat: int) -> tuple[tuple[tu
         if not any(len(s) < len(k) and mine <= theirs and (len(s) % 2 == 0 or odd)
                    for k, odd, theirs in kept):
             kept.append((s, len(s) % 2, mine))
+    if sum(len(s) for s, _, _ in kept) > n_cycles + channels:
+        return None
     return tuple((s, odd) for s, odd, _ in kept)
 
 
@@ -418,45 +423,50 @@ class PimStack:
         n = len(cycles) * repeat
         if n == 0:
             return ChannelLoad(0, 0, 0, 0)
+        groups = loads = None
         if n <= channels:
             busiest = int(max(cycles)) + odd_extra
-        else:
+        elif (groups := _channel_groups(len(cycles), channels, repeat)) is not None:
             take = cycles.__getitem__
             busiest = 0
-            for jobs, odd in _channel_groups(len(cycles), channels, repeat):
+            for jobs, odd in groups:
                 load = sum(map(take, jobs)) + odd_extra * odd
                 if load > busiest:
                     busiest = load
             busiest = int(busiest)
+        else:
+            loads = self._channel_loads(cycles, channels, repeat, odd_extra)
+            busiest = max(loads)
         refreshed = self.with_refresh(busiest)
         if tail is not None and refreshed > busiest:
-            refreshed = self._refreshed_by_channel(cycles, channels, repeat, odd_extra, tail)
+            if loads is None:
+                loads = self._channel_loads(cycles, channels, repeat, odd_extra)
+            refreshed = self._refreshed_by_channel(loads, len(cycles), channels, repeat, tail)
         return ChannelLoad(cycles=refreshed, busy_cycles=busiest,
                            channels_used=min(n, channels), column_reads=column_reads)
 
-    def _refreshed_by_channel(self, cycles, channels: int, repeat: int, odd_extra: int,
+    def _refreshed_by_channel(self, loads: list[int], n_cycles: int, channels: int, repeat: int,
                               tail) -> int:
-        """The slowest channel under ``round_robin``'s placement, each with the refreshes that
-        fall due before its last job's last row activation."""
-        n = len(cycles) * repeat
-        used = min(n, channels)
-        loads = self._channel_loads(cycles, channels, repeat)
-        counts = [(n - 1 - c) // channels + 1 for c in range(used)]     # jobs on channel c
-        loads = [int(loads[c]) + odd_extra * (counts[c] % 2) for c in range(used)]
+        """The slowest channel under ``round_robin``'s placement (``loads``: each used
+        channel's, ``_channel_loads``), each with the refreshes that fall due before its last
+        job's last row activation."""
+        n = n_cycles * repeat
         # Busiest channels first, stopping where no channel left can be slower: a tail only
         # delays refreshes (with_refresh(load, tail) <= with_refresh(load)), and
         # with_refresh(load) never decreases with the load.
         slowest = 0
-        for c in sorted(range(used), key=loads.__getitem__, reverse=True):
+        for c in sorted(range(len(loads)), key=loads.__getitem__, reverse=True):
             if self.with_refresh(loads[c]) <= slowest:
                 break
-            last = (c + (counts[c] - 1) * channels) // repeat  # index into ``cycles`` of its last job
-            slowest = max(slowest, self.with_refresh(loads[c], tail(last, counts[c] % 2 == 0)))
+            count = (n - 1 - c) // channels + 1            # jobs on channel c
+            last = (c + (count - 1) * channels) // repeat  # index into ``cycles`` of its last job
+            slowest = max(slowest, self.with_refresh(loads[c], tail(last, count % 2 == 0)))
         return slowest
 
     @staticmethod
-    def _channel_loads(cycles, channels: int, repeat: int) -> list[int]:
-        """Each channel's summed job cycles under ``round_robin``'s placement."""
+    def _channel_loads(cycles, channels: int, repeat: int, odd_extra: int) -> list[int]:
+        """Each used channel's summed job cycles under ``round_robin``'s placement, plus
+        ``odd_extra`` if it runs an odd number of jobs."""
         # The copies of job r fill whole rounds of the channels (``laps``, the same on every
         # channel) and then the ``rest`` channels from (r x repeat) mod channels on: added as
         # +cycles at the first and -cycles past the last channel of that range (it may wrap),
@@ -474,7 +484,9 @@ class PimStack:
                 edge[0] += c
                 edge[last - channels] -= c
         base = laps * sum(cycles)
-        return [base + v for v in accumulate(edge[:channels])]
+        n = len(cycles) * repeat
+        return [int(base + v) + odd_extra * (((n - 1 - c) // channels + 1) % 2)
+                for c, v in zip(range(min(n, channels)), accumulate(edge[:channels]))]
 
     def pair_extra(self, contexts) -> int:
         """What a channel's unpaired last instance gives back (0 but for AttAcc's schedule)."""
