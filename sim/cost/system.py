@@ -73,6 +73,10 @@ class StepCost:
                 "flops": self.flops, "pim_flop_share": self.pim_flop_share,
                 "devices": self.devices, "mapping": dict(self.mapping)}
 
+def _unwrapped(step: "StepPrice") -> "StepPrice":
+    return step
+
+
 class StepPrice(NamedTuple):
     """``StepCost``'s values as a plain tuple (what ``System.step_pricer`` returns): energies
     per component in ``COMPONENTS`` order (static last), ``energy_pj`` their sum."""
@@ -90,7 +94,8 @@ class StepPrice(NamedTuple):
     pim_flops: int
 
 
-# (system, model share's spec, mapping, devices, power) -> that kind's step pricer and its memos
+# (system, model share's spec, mapping, devices, power, wrap) -> that kind's step pricer and
+# its memos
 _KIND_PRICERS: dict[tuple, Callable] = {}
 _MEMO_LIMIT = 1 << 16      # entries of one kind's step memo before it is emptied
 
@@ -163,17 +168,19 @@ class System:
             return self._price_cached(spec, check_requests(reqs), *args)
 
     def step_pricer(self, model: ModelSpec | str, *, mapping: Mapping[str, str] | None = None,
-                    devices: int | None = None, power_constrained: bool = False
-                    ) -> Callable[[tuple[tuple[int, int], ...]], "StepPrice"]:
+                    devices: int | None = None, power_constrained: bool = False,
+                    wrap: Callable[["StepPrice"], object] | None = None
+                    ) -> Callable[[tuple[tuple[int, int], ...]], object]:
         """``price_step`` for one kind of step (model, mapping, devices), checked once, without
         the whole-step cache: for a caller that prices many steps of one kind and keeps its own
         cache (the engine's adapter). ``pricer(requests)`` takes a tuple of ``(context_len,
         query_tokens)`` int pairs with 1 <= query_tokens <= context_len, as ``check_requests``
         returns them, and does not check it (the engine builds its requests so, and a check
         would cost a third of a step's price); it returns the ``StepPrice`` of which
-        ``price_step``'s ``StepCost`` is made (same values)."""
+        ``price_step``'s ``StepCost`` is made (same values), or ``wrap(StepPrice)``: the
+        caller's own form of it, built once per step the pricer memoizes whole."""
         spec, args = self._step_kind(model, mapping, devices, power_constrained)
-        return self._kind_pricer(spec, *args)
+        return self._kind_pricer(spec, *args, wrap or _unwrapped)
 
     def _step_kind(self, model: ModelSpec | str, mapping: Mapping[str, str] | None,
                    devices: int | None, power_constrained: bool
@@ -243,7 +250,7 @@ class System:
     @lru_cache(maxsize=4096)
     def _price_cached(self, spec: ModelSpec, reqs: tuple[tuple[int, int], ...],
                       mapping: tuple[tuple[str, str], ...], devices: int, power: bool) -> StepCost:
-        step = self._kind_pricer(spec, mapping, devices, power)(check_requests(reqs))
+        step = self._kind_pricer(spec, mapping, devices, power, _unwrapped)(check_requests(reqs))
         return StepCost(time_ps=step.time_ps, attention_ps=step.attention_ps, fc_ps=step.fc_ps,
                         comm_ps=step.comm_ps, other_ps=step.other_ps,
                         gpu_busy_ps=step.gpu_busy_ps, pim_busy_ps=step.pim_busy_ps,
@@ -253,15 +260,15 @@ class System:
                         mapping=mapping)
 
     def _kind_pricer(self, spec: ModelSpec, mapping: tuple[tuple[str, str], ...], devices: int,
-                     power: bool) -> Callable[[tuple[tuple[int, int], ...]], "StepPrice"]:
-        key = (self, spec, mapping, devices, power)
+                     power: bool, wrap: Callable) -> Callable[[tuple[tuple[int, int], ...]], object]:
+        key = (self, spec, mapping, devices, power, wrap)
         pricer = _KIND_PRICERS.get(key)
         if pricer is None:
-            pricer = _KIND_PRICERS[key] = self._make_pricer(spec, mapping, devices, power)
+            pricer = _KIND_PRICERS[key] = self._make_pricer(spec, mapping, devices, power, wrap)
         return pricer
 
     def _make_pricer(self, spec: ModelSpec, mapping: tuple[tuple[str, str], ...], devices: int,
-                     power: bool) -> Callable[[tuple[tuple[int, int], ...]], "StepPrice"]:
+                     power: bool, wrap: Callable) -> Callable[[tuple[tuple[int, int], ...]], object]:
         """The pricer of one kind of step, for checked requests. A closure over the kind's
         constants and memos: a run prices ~10^5 steps of a few kinds, most of them new (a
         micro-batch's contexts grow by one per step), so a new step must cost little more than
@@ -328,7 +335,7 @@ class System:
                 if found is None:
                     d = dense(tokens)
                     found = remember(key, (head(d, self._attention_pim(shard, *key, d, power)), d))
-                return priced(found[0], found[1], (len(reqs), sum_l, tokens, sum_lq))
+                return wrap(priced(found[0], found[1], (len(reqs), sum_l, tokens, sum_lq)))
         elif self.gpu.unfused_attention:
             blocks_of = self.gpu.unfused_blocks
             kv_heads, group = shard.kv_heads, shard.group
@@ -353,7 +360,7 @@ class System:
                     d = dense(tokens)
                     sums = key[:4]
                     attention = self._attention_gpu_unfused(shard, blocks, d, sums)
-                    found = remember(key, priced(head(d, attention), d, sums))
+                    found = remember(key, wrap(priced(head(d, attention), d, sums)))
                 return found
         else:
             def price(reqs: tuple[tuple[int, int], ...]) -> StepPrice:
@@ -364,7 +371,7 @@ class System:
                     sum_lq += L * q
                 d = dense(tokens)
                 sums = (len(reqs), sum_l, tokens, sum_lq)
-                return priced(head(d, self._attention_gpu(shard, reqs, d, sums)), d, sums)
+                return wrap(priced(head(d, self._attention_gpu(shard, reqs, d, sums)), d, sums))
         return price
 
     @lru_cache(maxsize=16384)
@@ -388,12 +395,7 @@ class System:
                       other_energy=tuple(other_parts.get(k, 0.0) for k in COMPONENTS),
                       allreduce_energy=tuple(ar.e[k] for k in COMPONENTS),
                       flops=sum(op.flops * op.repeat for op in fc + other), pim_flops=acc.pim_flops,
-                      attention_flops=_bilinear_coefficients(shard, lambda op: op.flops),
-                      attention_bytes=_bilinear_coefficients(shard, lambda op: op.streamed_bytes),
-                      attention_phases=tuple(
-                          (_bilinear_coefficients(shard, lambda op, p=p: op.flops if op.name == p else 0),
-                           _bilinear_coefficients(shard, lambda op, p=p: op.bytes_total if op.name == p else 0))
-                          for p in ATTENTION_PHASES) if self.gpu.unfused_attention else (),
+                      **_attention_coefficients(shard, self.gpu.unfused_attention),
                       attention_transfer=self._attention_transfer(shard, tokens) if self.pim else None)
 
     def _fc_gpu(self, shard: ModelSpec, tokens: int, acc: _Acc) -> None:
@@ -523,6 +525,19 @@ def _fused_elementwise(ops: tuple[Elementwise, ...]) -> tuple[Elementwise, ...]:
                  for op in ops if op.name not in ("attn_residual", "ffn_residual", "rope"))
 
 
+@lru_cache(maxsize=256)
+def _attention_coefficients(shard: ModelSpec, unfused: bool) -> dict[str, tuple]:
+    """``_Dense``'s attention coefficients: they depend on the model share only, not on the
+    step's token count."""
+    return dict(
+        attention_flops=_bilinear_coefficients(shard, lambda op: op.flops),
+        attention_bytes=_bilinear_coefficients(shard, lambda op: op.streamed_bytes),
+        attention_phases=tuple(
+            (_bilinear_coefficients(shard, lambda op, p=p: op.flops if op.name == p else 0),
+             _bilinear_coefficients(shard, lambda op, p=p: op.bytes_total if op.name == p else 0))
+            for p in ATTENTION_PHASES) if unfused else ())
+
+
 def _bilinear_coefficients(shard: ModelSpec, count) -> tuple[int, int, int, int]:
     """``(a, b, c, e)`` with ``count`` summed over a request's attention phases (one layer) =
     a + b L + c q + e L q for context L and q query tokens. Every attention count of
@@ -583,7 +598,7 @@ def clear_caches() -> None:
     """Forget every cached price and operator (for cold-start measurements)."""
     for fn in (ModelSpec.attention_ops, ModelSpec.dense_ops, ModelSpec.shard, GPU.fc_kernel,
                PimStack.gemv, Link.allreduce_ps, System._price_cached, System._dense,
-               System._other_cost):
+               System._other_cost, _attention_coefficients):
         fn.cache_clear()
     _KIND_PRICERS.clear()
     clear_memos()

@@ -14,7 +14,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable
 
+from sim.cost.system import StepPrice, load_system
 from sim.engine.devices import Work
+from sim.model import load_model
 
 
 @dataclass(frozen=True)
@@ -28,13 +30,23 @@ class Priced:
     pim_flops: int
 
 
+def _priced_on(devices: int) -> Callable[[StepPrice], Priced]:
+    """The engine's form of a step over ``devices`` devices (``System.step_pricer``'s ``wrap``:
+    built once per step the pricer memoizes whole)."""
+    def priced(cost: StepPrice) -> Priced:
+        return Priced(
+            work=Work(time_ps=cost.time_ps, gpu_ps=cost.gpu_busy_ps, pim_ps=cost.pim_busy_ps,
+                      devices=devices),
+            energy_pj=cost.energy_pj - cost.energy[-1],     # static is last
+            attention_ps=cost.attention_ps, fc_ps=cost.fc_ps, comm_ps=cost.comm_ps,
+            flops=cost.flops, pim_flops=cost.pim_flops)
+    return priced
+
+
 class CostAdapter:
     def __init__(self, hardware: str, tlm: str, dlm: str | None) -> None:
         """``tlm``/``dlm``: model names (configs/models/); ``hardware``: a configs/hardware/
         system."""
-        from sim.cost.system import load_system
-        from sim.model import load_model
-
         self.system = load_system(hardware)
         self.tlm = load_model(tlm)
         self.dlm = load_model(dlm) if dlm else None
@@ -56,15 +68,9 @@ class CostAdapter:
         if pricer is None:
             model = self.tlm if role == "tlm" else self.dlm
             pricer = self._pricers[kind] = self.system.step_pricer(
-                model, mapping={"fc": fc, "attention": attention}, devices=devices)
-        cost = pricer(requests)
-        priced = Priced(
-            work=Work(time_ps=cost.time_ps, gpu_ps=cost.gpu_busy_ps, pim_ps=cost.pim_busy_ps,
-                      devices=devices),
-            energy_pj=cost.energy_pj - cost.energy[-1],     # static is last
-            attention_ps=cost.attention_ps, fc_ps=cost.fc_ps, comm_ps=cost.comm_ps,
-            flops=cost.flops, pim_flops=cost.pim_flops)
-        self._cache[key] = priced
+                model, mapping={"fc": fc, "attention": attention}, devices=devices,
+                wrap=_priced_on(devices))
+        priced = self._cache[key] = pricer(requests)
         return priced
 
     def static_energy_pj(self, total_ps: int) -> float:
