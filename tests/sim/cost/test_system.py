@@ -233,3 +233,52 @@ def test_round_robin_equals_placing_every_job():
         got = SADDLE.pim.round_robin(cycles, channels, 0, repeat=repeat, odd_extra=odd_extra,
                                      tail=lambda r, paired: tails[r, int(paired)])
         assert got.cycles == slowest
+
+
+def test_a_context_unit_is_all_an_instance_sees():
+    """PIM attention is memoized per context unit (``PimStack.context_unit``): AttAcc's
+    schedule lays keys out over 2 pseudo-channels x 2 stack IDs x 4 bank groups = 16 token
+    units, so an instance's cycles, reads, tail and pair overlap are those of its unit's longest
+    context; the command model sees every context."""
+    pim = SADDLE.pim
+    assert pim.context_unit == 16
+    assert load_system("saddle", "physical").pim.context_unit == 1
+    for L in range(1, 300):
+        top = -(-L // 16) * 16
+        for rows in (1, 8):
+            assert pim.attention_cycles(L, 64, rows, 2, False) == pim.attention_cycles(top, 64, rows, 2, False)
+            for paired in (False, True):
+                assert pim.attacc_tail(L, 128, rows, 2, 4, paired) == pim.attacc_tail(top, 128, rows, 2, 4, paired)
+        assert pim.attacc_overlap(L) == pim.attacc_overlap(top)
+    assert pim.attention_cycles(33, 64, 1, 2, False) != pim.attention_cycles(32, 64, 1, 2, False)
+
+
+@pytest.mark.parametrize("calibration", ["attacc", "physical"])
+def test_step_pricer_equals_price_step_through_its_memos(calibration):
+    """The engine's pricer (no request check, memos per kind of step) against ``price_step``
+    with every cache emptied before each step: steps that hit its memos (contexts within one
+    PIM context unit, requests reordered to the same unfused-GPU sums) and steps that miss, on
+    PIM and GPU attention, FC on GPU and PIM, one device and all."""
+    from sim.cost.system import clear_caches
+    cases = []
+    for name in ("saddle", "dgx-a100"):
+        system = load_system(name, calibration)
+        places = ("gpu", "pim") if system.pim else ("gpu",)
+        for fc in places:
+            for attention in places:
+                cases.append((system, "opt-1.3b", {"fc": fc, "attention": attention}, 1))
+        cases.append((system, "llama-3.1-70b", {"fc": "gpu", "attention": places[-1]}, 8))
+    steps = [((100, 1), (300, 1)), ((101, 1), (305, 1)), ((305, 1), (101, 1)), ((112, 1), (320, 1)),
+             ((113, 1), (321, 1)), ((40, 3), (700, 9), (5, 1)), ((41, 3), (701, 9), (6, 1))]
+    for system, model, mapping, devices in cases:
+        pricer = system.step_pricer(model, mapping=mapping, devices=devices)
+        for reqs in steps:
+            got = pricer(reqs)
+            clear_caches()
+            ref = system.price_step(model, reqs, mapping=mapping, devices=devices)
+            assert got.energy == tuple(ref.energy_by_component_pj.values())
+            assert (got.time_ps, got.attention_ps, got.fc_ps, got.comm_ps, got.other_ps,
+                    got.gpu_busy_ps, got.pim_busy_ps, got.energy_pj, got.flops, got.pim_flops) == \
+                (ref.time_ps, ref.attention_ps, ref.fc_ps, ref.comm_ps, ref.other_ps,
+                 ref.gpu_busy_ps, ref.pim_busy_ps, ref.energy_pj, ref.flops, ref.pim_flops), \
+                (system.name, mapping, reqs)
