@@ -25,6 +25,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from functools import lru_cache
 from itertools import accumulate
+from typing import NamedTuple
 
 import numpy as np
 
@@ -525,8 +526,9 @@ class PimStack:
                         result_bytes=n * k_split * tokens * out_bytes)
 
 
-@dataclass(frozen=True)
-class ChannelLoad:
+class ChannelLoad(NamedTuple):
+    """``round_robin``'s result (a named tuple: one is made for every new step priced)."""
+
     cycles: int           # slowest channel, refresh included
     busy_cycles: int      # slowest channel without refresh
     channels_used: int
