@@ -5,7 +5,7 @@ on its device, or a TLM pass over all devices, for given requests (each with its
 length and query count) and a mapping of the model's FC and attention to GPU or PIM. The
 adapter prices through ``System.step_pricer`` (``System.price_step`` without its cache and
 its request check: the engine's requests are int pairs by construction) and turns the
-``StepPrice`` into what the engine needs: the ``Work`` (duration and device busy times),
+``StepCost`` into what the engine needs: the ``Work`` (duration and device busy times),
 dynamic energy, operation counts. Identical questions are answered from a cache; keys
 are exact, never bucketed.
 """
@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Callable, NamedTuple
 
-from sim.cost.system import StepPrice, load_system
+from sim.cost.system import StepCost, load_system
 from sim.engine.devices import Work
 from sim.model import load_model
 
@@ -31,10 +31,10 @@ class Priced(NamedTuple):
     pim_flops: int
 
 
-def _priced_on(devices: int) -> Callable[[StepPrice], Priced]:
+def _priced_on(devices: int) -> Callable[[StepCost], Priced]:
     """The engine's form of a step over ``devices`` devices (``System.step_pricer``'s ``wrap``:
     built once per step the pricer memoizes whole)."""
-    def priced(cost: StepPrice) -> Priced:
+    def priced(cost: StepCost) -> Priced:
         return Priced(
             work=Work(time_ps=cost.time_ps, gpu_ps=cost.gpu_busy_ps, pim_ps=cost.pim_busy_ps,
                       devices=devices),
