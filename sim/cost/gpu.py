@@ -107,10 +107,10 @@ class GPU:
         L1 (A and B slices of ``l1_tile_k`` plus the output tile), the one with the least L2
         traffic divided by the square of its SM utilisation (first found on a tie)."""
         best = None
-        for cm in self.tile_candidates:
-            tm = min(cm, m)
-            for cn in self.tile_candidates:
-                tn = min(cn, n)
+        # Candidates clipped to the matrix repeat (a decoding step's m is a few tokens): each
+        # tile once, in order, since a repeat costs the same and never wins a tie.
+        for tm in dict.fromkeys(min(c, m) for c in self.tile_candidates):
+            for tn in dict.fromkeys(min(c, n) for c in self.tile_candidates):
                 if (tm + tn) * self.l1_tile_k * bpe + tm * tn * bpe > self.l1_bytes:
                     continue
                 blocks = -(-m // tm) * -(-n // tn)
@@ -126,16 +126,22 @@ class GPU:
         the least traffic among those whose A and B slices (k / ``l2_k_slices`` deep) and output
         block fit in L2 (the L1 tile itself always qualifies)."""
         kk = k / self.l2_k_slices
-        best = None
+        widths = [tn * i for i in range(1, n // tn + 1)] + [n]      # ascending
+        best = _tile_bytes(m, n, k, bpe, tm, tn)
+        # The footprint never shrinks and the traffic never grows as a block widens, so for
+        # each height the widest block that fits is the best: found by bisection, not by
+        # trying every width (this search runs for every new FC shape of a run).
         for bm in [tm * i for i in range(1, m // tm + 1)] + [m]:
-            for bn in [tn * i for i in range(1, n // tn + 1)] + [n]:
-                bm_, bn_ = min(bm, m), min(bn, n)
-                if ((bm_ + bn_) * kk * bpe + bm_ * bn_ * bpe > self.l2_bytes
-                        and (bm_, bn_) != (tm, tn)):
-                    continue
-                traffic = _tile_bytes(m, n, k, bpe, bm_, bn_)
-                if best is None or traffic < best:
-                    best = traffic
+            lo, hi = 0, len(widths)
+            while lo < hi:
+                mid = (lo + hi) // 2
+                bn = widths[mid]
+                if (bm + bn) * kk * bpe + bm * bn * bpe <= self.l2_bytes:
+                    lo = mid + 1
+                else:
+                    hi = mid
+            if lo:
+                best = min(best, _tile_bytes(m, n, k, bpe, bm, widths[lo - 1]))
         return best
 
     def attention_ps(self, ops: Iterable[Attention]) -> int:

@@ -25,6 +25,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from functools import lru_cache
 from itertools import accumulate
+from typing import NamedTuple
 
 import numpy as np
 
@@ -46,13 +47,16 @@ def clear_memos() -> None:
 
 
 @lru_cache(maxsize=4096)
-def _channel_groups(n_cycles: int, channels: int, repeat: int) -> tuple[tuple[tuple[int, ...], int], ...]:
+def _channel_groups(n_cycles: int, channels: int, repeat: int
+                    ) -> tuple[tuple[tuple[int, ...], int], ...] | None:
     """The channels of ``PimStack.round_robin``'s placement (more jobs than channels) as
     ``(job indices, parity of their count)``: one entry per distinct set of jobs, without the
     sets another entry dominates (a superset with an odd count, or with an even count when
     the set's own is even: job cycles and the odd-count extra are never negative), so the
     slowest channel is the slowest entry. Steps price thousands of distinct cycle lists on a
-    few placements: a step's busiest channel then costs a few sums, not one per channel."""
+    few placements: a step's busiest channel then costs a few sums, not one per channel.
+    None when the entries hold more jobs than there are jobs and channels: summing every
+    channel's load (``PimStack._channel_loads``) is then cheaper."""
     jobs: list[list[int]] = [[] for _ in range(channels)]
     for i in range(n_cycles * repeat):
         jobs[i % channels].append(i // repeat)
@@ -66,6 +70,8 @@ def _channel_groups(n_cycles: int, channels: int, repeat: int) -> tuple[tuple[tu
         if not any(len(s) < len(k) and mine <= theirs and (len(s) % 2 == 0 or odd)
                    for k, odd, theirs in kept):
             kept.append((s, len(s) % 2, mine))
+    if sum(len(s) for s, _, _ in kept) > n_cycles + channels:
+        return None
     return tuple((s, odd) for s, odd, _ in kept)
 
 
@@ -285,15 +291,22 @@ class PimStack:
         """``tail(job, paired)`` for ``round_robin``: cycles of instance ``instances[job]`` =
         ``(context, head_dim, queries)`` after its last ACT, alone or as the second of a pair;
         None when every refresh that falls due is charged (``refresh: every``)."""
+        return self._tail(instances.__getitem__, bpe, power_constrained)
+
+    def _tail(self, instance, bpe: int, power_constrained: bool):
+        """``refresh_tail`` of the instances ``instance(job)``: a function, so that a step
+        builds no list of instances for tails that ``round_robin`` seldom asks."""
         if self.refresh != "until_last_activate":
             return None
         s = self.spacing(power_constrained)
         # Memoized like the instances' cycles: a step asks one tail per channel, and
         # consecutive steps ask mostly the same ones.
-        memo = self._memo.setdefault(("tail", bpe, s), {})
+        memo = self._memo.get(("tail", bpe, s))
+        if memo is None:
+            memo = self._memo[("tail", bpe, s)] = {}
 
         def tail(job: int, paired: bool) -> int:
-            context, head_dim, queries = instances[job]
+            context, head_dim, queries = instance(job)
             key = (context, head_dim, queries, paired)
             hit = memo.get(key)
             if hit is None:
@@ -302,22 +315,12 @@ class PimStack:
             return hit
         return tail
 
-    def refresh_key(self, contexts, queries) -> tuple | None:
-        """What the refresh tails of instances (``contexts``, ``queries``) depend on: whole
-        token units of each context and the queries; None under ``refresh: every``. A key for
-        caches of placed attention that stays as coarse as the instances' cycles."""
-        if self.refresh != "until_last_activate":
-            return None
-        units = self.attacc.token_units
-        return tuple(-(-int(L) // units) for L in contexts), tuple(queries)
-
-    def refresh_tail_of(self, key, head_dim: int, bpe: int, power_constrained: bool):
-        """``refresh_tail`` of the instances a ``refresh_key`` describes (None for None)."""
-        if key is None:
-            return None
-        units = self.attacc.token_units
-        return self.refresh_tail([(t * units, head_dim, q) for t, q in zip(*key)], bpe,
-                                 power_constrained)
+    def unit_tail(self, units, head_dim: int, queries, bpe: int, power_constrained: bool):
+        """``refresh_tail`` of the instances with contexts of ``units[job]`` x ``context_unit``
+        keys (all a tail depends on) and ``queries[job]`` query rows."""
+        unit = self.context_unit
+        return self._tail(lambda job: (units[job] * unit, head_dim, queries[job]), bpe,
+                          power_constrained)
 
     def command_attention(self, context: int, head_dim: int, queries: int, bpe: int,
                           power_constrained: bool) -> tuple[int, int]:
@@ -355,22 +358,38 @@ class PimStack:
         cycles, reads = self.attention_many([context], head_dim, [queries], bpe, power_constrained)
         return PimWork(cycles[0], reads)
 
+    @property
+    def context_unit(self) -> int:
+        """Contexts an instance cannot tell apart: its cycles, PE column reads, refresh tail and
+        pair overlap depend on a context L only through ceil(L / context_unit) (AttAcc's
+        schedule lays keys out in whole token units; the command model sees every L)."""
+        return self.attacc.token_units if self.attacc is not None else 1
+
     def attention_many(self, contexts, head_dim: int, queries, bpe: int,
                        power_constrained: bool) -> tuple[list[int], int]:
         """Cycles of each instance (``contexts[i]`` keys, ``queries[i]`` query rows) and their
-        total PE column reads, memoized per instance shape. Plain Python: a step has few
-        requests, for which a dict lookup each beats any numpy call."""
+        total PE column reads (``attention_units``)."""
+        unit = self.context_unit
+        return self.attention_units([-(-int(L) // unit) for L in contexts], head_dim, queries,
+                                    bpe, power_constrained)
+
+    def attention_units(self, units, head_dim: int, queries, bpe: int,
+                        power_constrained: bool) -> tuple[list[int], int]:
+        """``attention_many`` of contexts given in ``context_unit``s (``units[i]`` of them),
+        memoized per instance shape, each priced at the unit's longest context. Plain Python: a
+        step has few requests, for which a dict lookup each beats any numpy call."""
         key = (head_dim, bpe, power_constrained)
         memo = self._memo.get(key)
         if memo is None:
             memo = self._memo[key] = {}
+        unit = self.context_unit
         cycles = []
         reads = 0
-        for shape in zip(contexts, queries):
+        for shape in zip(units, queries):
             hit = memo.get(shape)
             if hit is None:
-                hit = memo[shape] = self.attention_cycles(int(shape[0]), head_dim, int(shape[1]),
-                                                          bpe, power_constrained)
+                hit = memo[shape] = self.attention_cycles(int(shape[0]) * unit, head_dim,
+                                                          int(shape[1]), bpe, power_constrained)
             cycles.append(hit[0])
             reads += hit[1]
         return cycles, reads
@@ -405,36 +424,50 @@ class PimStack:
         n = len(cycles) * repeat
         if n == 0:
             return ChannelLoad(0, 0, 0, 0)
+        groups = loads = None
         if n <= channels:
             busiest = int(max(cycles)) + odd_extra
-        else:
+        elif (groups := _channel_groups(len(cycles), channels, repeat)) is not None:
             take = cycles.__getitem__
-            busiest = int(max(sum(map(take, jobs)) + odd_extra * odd
-                              for jobs, odd in _channel_groups(len(cycles), channels, repeat)))
+            busiest = 0
+            for jobs, odd in groups:
+                load = sum(map(take, jobs)) + odd_extra * odd
+                if load > busiest:
+                    busiest = load
+            busiest = int(busiest)
+        else:
+            loads = self._channel_loads(cycles, channels, repeat, odd_extra)
+            busiest = max(loads)
         refreshed = self.with_refresh(busiest)
         if tail is not None and refreshed > busiest:
-            refreshed = self._refreshed_by_channel(cycles, channels, repeat, odd_extra, tail)
+            if loads is None:
+                loads = self._channel_loads(cycles, channels, repeat, odd_extra)
+            refreshed = self._refreshed_by_channel(loads, len(cycles), channels, repeat, tail)
         return ChannelLoad(cycles=refreshed, busy_cycles=busiest,
                            channels_used=min(n, channels), column_reads=column_reads)
 
-    def _refreshed_by_channel(self, cycles, channels: int, repeat: int, odd_extra: int,
+    def _refreshed_by_channel(self, loads: list[int], n_cycles: int, channels: int, repeat: int,
                               tail) -> int:
-        """The slowest channel under ``round_robin``'s placement, each with the refreshes that
-        fall due before its last job's last row activation."""
-        n = len(cycles) * repeat
-        used = min(n, channels)
-        loads = self._channel_loads(cycles, channels, repeat)
+        """The slowest channel under ``round_robin``'s placement (``loads``: each used
+        channel's, ``_channel_loads``), each with the refreshes that fall due before its last
+        job's last row activation."""
+        n = n_cycles * repeat
+        # Busiest channels first, stopping where no channel left can be slower: a tail only
+        # delays refreshes (with_refresh(load, tail) <= with_refresh(load)), and
+        # with_refresh(load) never decreases with the load.
         slowest = 0
-        for c in range(used):
+        for c in sorted(range(len(loads)), key=loads.__getitem__, reverse=True):
+            if self.with_refresh(loads[c]) <= slowest:
+                break
             count = (n - 1 - c) // channels + 1            # jobs on channel c
             last = (c + (count - 1) * channels) // repeat  # index into ``cycles`` of its last job
-            load = int(loads[c]) + odd_extra * (count % 2)
-            slowest = max(slowest, self.with_refresh(load, tail(last, count % 2 == 0)))
+            slowest = max(slowest, self.with_refresh(loads[c], tail(last, count % 2 == 0)))
         return slowest
 
     @staticmethod
-    def _channel_loads(cycles, channels: int, repeat: int) -> list[int]:
-        """Each channel's summed job cycles under ``round_robin``'s placement."""
+    def _channel_loads(cycles, channels: int, repeat: int, odd_extra: int) -> list[int]:
+        """Each used channel's summed job cycles under ``round_robin``'s placement, plus
+        ``odd_extra`` if it runs an odd number of jobs."""
         # The copies of job r fill whole rounds of the channels (``laps``, the same on every
         # channel) and then the ``rest`` channels from (r x repeat) mod channels on: added as
         # +cycles at the first and -cycles past the last channel of that range (it may wrap),
@@ -452,7 +485,9 @@ class PimStack:
                 edge[0] += c
                 edge[last - channels] -= c
         base = laps * sum(cycles)
-        return [base + v for v in accumulate(edge[:channels])]
+        n = len(cycles) * repeat
+        return [int(base + v) + odd_extra * (((n - 1 - c) // channels + 1) % 2)
+                for c, v in zip(range(min(n, channels)), accumulate(edge[:channels]))]
 
     def pair_extra(self, contexts) -> int:
         """What a channel's unpaired last instance gives back (0 but for AttAcc's schedule)."""
@@ -491,8 +526,9 @@ class PimStack:
                         result_bytes=n * k_split * tokens * out_bytes)
 
 
-@dataclass(frozen=True)
-class ChannelLoad:
+class ChannelLoad(NamedTuple):
+    """``round_robin``'s result (a named tuple: one is made for every new step priced)."""
+
     cycles: int           # slowest channel, refresh included
     busy_cycles: int      # slowest channel without refresh
     channels_used: int

@@ -18,10 +18,10 @@ Partitioning (documented in sim/cost/README.md):
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from types import MappingProxyType
 from functools import lru_cache
-from typing import Callable, Mapping, Sequence
+from typing import Callable, Mapping, NamedTuple, Sequence
 
 from sim.config import CALIBRATIONS, config_path, get, load_yaml
 from sim.cost.energy import COMPONENTS, EnergyModel, load_energy
@@ -38,10 +38,12 @@ _VALID_MAPPINGS: dict[tuple[bool, str, str], tuple[tuple[str, str], ...]] = {}
 # Energies of a step's parts are tuples in COMPONENTS order; the attention parts spell it out.
 assert COMPONENTS == ("gpu_dram", "gpu_onchip", "gpu_mac", "pim_bank", "pim_mac", "link", "static")
 
-@dataclass(frozen=True)
-class StepCost:
+class StepCost(NamedTuple):
     """Cost of one step. Times are integer picoseconds of wall time; the ``*_busy_ps`` are per
-    device (all devices of the step are busy in parallel). Energy covers all devices."""
+    device (all devices of the step are busy in parallel). Energy covers all devices: per
+    component in ``COMPONENTS`` order (static last), and ``energy_pj`` their sum. A named
+    tuple: the engine prices ~10^5 steps per run, and a tuple is built several times faster
+    than a frozen dataclass."""
 
     time_ps: int
     attention_ps: int
@@ -50,12 +52,16 @@ class StepCost:
     other_ps: int
     gpu_busy_ps: int
     pim_busy_ps: int
+    energy: tuple[float, ...]
     energy_pj: float
-    energy_by_component_pj: Mapping[str, float] = field(compare=False)
     flops: int
     pim_flops: int
     devices: int
     mapping: tuple[tuple[str, str], ...]
+
+    @property
+    def energy_by_component_pj(self) -> Mapping[str, float]:
+        return MappingProxyType(dict(zip(COMPONENTS, self.energy)))
 
     @property
     def pim_flop_share(self) -> float:
@@ -72,6 +78,16 @@ class StepCost:
                 "energy_pj": self.energy_pj, "energy_by_component_pj": dict(self.energy_by_component_pj),
                 "flops": self.flops, "pim_flop_share": self.pim_flop_share,
                 "devices": self.devices, "mapping": dict(self.mapping)}
+
+
+def _unwrapped(step: StepCost) -> StepCost:
+    return step
+
+
+# (system, model share's spec, mapping, devices, power, wrap) -> that kind's step pricer and
+# its memos
+_KIND_PRICERS: dict[tuple, Callable] = {}
+_MEMO_LIMIT = 1 << 16      # entries of one kind's step memo before it is emptied
 
 @dataclass(frozen=True)
 class _Dense:
@@ -142,14 +158,19 @@ class System:
             return self._price_cached(spec, check_requests(reqs), *args)
 
     def step_pricer(self, model: ModelSpec | str, *, mapping: Mapping[str, str] | None = None,
-                    devices: int | None = None, power_constrained: bool = False
-                    ) -> Callable[[Sequence[tuple[int, int]]], StepCost]:
+                    devices: int | None = None, power_constrained: bool = False,
+                    wrap: Callable[[StepCost], object] | None = None
+                    ) -> Callable[[tuple[tuple[int, int], ...]], object]:
         """``price_step`` for one kind of step (model, mapping, devices), checked once, without
         the whole-step cache: for a caller that prices many steps of one kind and keeps its own
-        cache (the engine's adapter). Same results as ``price_step``."""
+        cache (the engine's adapter). ``pricer(requests)`` takes a tuple of ``(context_len,
+        query_tokens)`` int pairs with 1 <= query_tokens <= context_len, as ``check_requests``
+        returns them, and does not check it (the engine builds its requests so, and a check
+        would cost a third of a step's price); it returns the step's ``StepCost``, or
+        ``wrap(StepCost)``: the caller's own form of it, built once per step the pricer
+        memoizes whole."""
         spec, args = self._step_kind(model, mapping, devices, power_constrained)
-        price = self._price
-        return lambda requests: price(spec, check_requests(requests), *args)
+        return self._kind_pricer(spec, *args, wrap or _unwrapped)
 
     def _step_kind(self, model: ModelSpec | str, mapping: Mapping[str, str] | None,
                    devices: int | None, power_constrained: bool
@@ -219,62 +240,104 @@ class System:
     @lru_cache(maxsize=4096)
     def _price_cached(self, spec: ModelSpec, reqs: tuple[tuple[int, int], ...],
                       mapping: tuple[tuple[str, str], ...], devices: int, power: bool) -> StepCost:
-        return self._price(spec, check_requests(reqs), mapping, devices, power)
+        return self._kind_pricer(spec, mapping, devices, power, _unwrapped)(check_requests(reqs))
 
-    def _price(self, spec: ModelSpec, reqs: tuple[tuple[int, int], ...],
-               mapping: tuple[tuple[str, str], ...], devices: int, power: bool) -> StepCost:
-        """``reqs`` already checked (``check_requests``)."""
+    def _kind_pricer(self, spec: ModelSpec, mapping: tuple[tuple[str, str], ...], devices: int,
+                     power: bool, wrap: Callable) -> Callable[[tuple[tuple[int, int], ...]], object]:
+        key = (self, spec, mapping, devices, power, wrap)
+        pricer = _KIND_PRICERS.get(key)
+        if pricer is None:
+            pricer = _KIND_PRICERS[key] = self._make_pricer(spec, mapping, devices, power, wrap)
+        return pricer
+
+    def _make_pricer(self, spec: ModelSpec, mapping: tuple[tuple[str, str], ...], devices: int,
+                     power: bool, wrap: Callable) -> Callable[[tuple[tuple[int, int], ...]], object]:
+        """The pricer of one kind of step, for checked requests. A closure over the kind's
+        constants and memos: a run prices ~10^5 steps of a few kinds, most of them new (a
+        micro-batch's contexts grow by one per step), so a new step must cost little more than
+        one pass over its requests. What the step's price depends on is memoized at the
+        coarsest key that determines it exactly: everything but attention's own work per token
+        count (``_dense``); with unfused GPU attention the whole step per (request count,
+        sum L, sum q, sum L q, thread blocks); with PIM attention all but the FLOP counts per
+        (the requests' contexts in ``PimStack.context_unit``s, their query tokens)."""
         (_, fc_place), (_, att_place) = mapping
         shard = spec.shard(devices)
-        # Plain Python over the requests: steps have few (a micro-batch's), for which it beats
-        # numpy's per-call overhead.
-        sum_l = tokens = sum_lq = 0
-        for L, q in reqs:
-            sum_l += L
-            tokens += q
-            sum_lq += L * q
-        sums = (len(reqs), sum_l, tokens, sum_lq)
-        if att_place == "gpu" and self.gpu.unfused_attention:
-            # Unfused attention sees the requests only through these sums and its thread-block
-            # count: steps that agree on them cost the same, and a run's DLM steps often do.
-            blocks = sum(self.gpu.unfused_blocks(shard.kv_heads, q * shard.group) for _, q in reqs)
-            return self._price_unfused(shard, sums, blocks, mapping, devices, power)
-        dense = self._dense(shard, tokens, fc_place, devices, power)
-        if att_place == "gpu":
-            attention = self._attention_gpu(shard, reqs, dense, sums)
+        layers = shard.layers
+        on_pim = att_place == "pim"
+        static_of = self.energy.static
+        stacks = devices * self.stacks_per_device
+        dense_of: dict[int, _Dense] = {}
+        memo: dict[tuple, tuple] = {}
+
+        def dense(tokens: int) -> _Dense:
+            found = dense_of.get(tokens)
+            if found is None:
+                found = dense_of[tokens] = self._dense(shard, tokens, fc_place, devices, power)
+            return found
+
+        def remember(key: tuple, value: tuple) -> tuple:
+            if len(memo) >= _MEMO_LIMIT:    # bounded: a cleared memo only costs recomputation
+                memo.clear()
+            memo[key] = value
+            return value
+
+        def head(d: _Dense, attention: tuple[int, int, tuple[float, ...]]) -> tuple:
+            """The step's fields before its FLOP counts. Energy is added component by component
+            in the order fc, attention, other, all-reduce: the same float sums, in the same
+            order, as pricing operator by operator; then static, and the total in COMPONENTS
+            order (static last)."""
+            att_ps, att_comm, att_energy = attention
+            time_ps = att_ps + d.fc_ps + d.comm_ps + att_comm + d.other_ps
+            energy = tuple([((f + a) + o + r) * devices for f, a, o, r in zip(
+                d.fc_energy, att_energy, d.other_energy, d.allreduce_energy)][:-1]
+                           + [static_of(time_ps, devices, stacks)])
+            return (time_ps, att_ps, d.fc_ps, d.comm_ps + att_comm, d.other_ps,
+                    d.gpu_ps + (0 if on_pim else att_ps), d.pim_ps + (att_ps if on_pim else 0),
+                    energy, sum(energy))
+
+        def priced(step_head: tuple, d: _Dense, sums: tuple[int, int, int, int]) -> StepCost:
+            att_flops = _bilinear(d.attention_flops, sums) * layers
+            return StepCost(*step_head, (d.flops + att_flops) * devices,
+                            (d.pim_flops + (att_flops if on_pim else 0)) * devices, devices,
+                            mapping)
+
+        if on_pim:
+            pim, unit = self.pim, self.pim.context_unit
+
+            def price(reqs: tuple[tuple[int, int], ...]) -> StepCost:
+                key = (tuple([-(-L // unit) for L, _ in reqs]), tuple([q for _, q in reqs]))
+                sums = _sums(reqs)
+                found = memo.get(key)
+                if found is None:
+                    d = dense(sums[2])
+                    found = remember(key, (head(d, self._attention_pim(shard, *key, d, power)), d))
+                return wrap(priced(found[0], found[1], sums))
+        elif self.gpu.unfused_attention:
+            blocks_of = self.gpu.unfused_blocks
+            kv_heads, group = shard.kv_heads, shard.group
+            one_query = blocks_of(kv_heads, group)
+
+            def price(reqs: tuple[tuple[int, int], ...]) -> StepCost:
+                n, sum_l, tokens, sum_lq = sums = _sums(reqs)
+                # Every q >= 1, so tokens == n means one query each (a draft step): its blocks
+                # without a second pass.
+                blocks = n * one_query if tokens == n else sum(
+                    blocks_of(kv_heads, q * group) for _, q in reqs)
+                # Unfused attention sees the requests only through these sums and its thread-block
+                # count: steps that agree on them cost the same, and a run's DLM steps often do.
+                key = (n, sum_l, tokens, sum_lq, blocks)
+                found = memo.get(key)
+                if found is None:
+                    d = dense(tokens)
+                    attention = self._attention_gpu_unfused(shard, blocks, d, sums)
+                    found = remember(key, wrap(priced(head(d, attention), d, sums)))
+                return found
         else:
-            attention = self._attention_pim(shard, reqs, dense, power)
-        return self._step_cost(shard, dense, sums, attention, mapping, devices)
-
-    @lru_cache(maxsize=65536)
-    def _price_unfused(self, shard: ModelSpec, sums: tuple[int, int, int, int], blocks: int,
-                       mapping: tuple[tuple[str, str], ...], devices: int, power: bool) -> StepCost:
-        dense = self._dense(shard, sums[2], mapping[0][1], devices, power)
-        attention = self._attention_gpu_unfused(shard, blocks, dense, sums)
-        return self._step_cost(shard, dense, sums, attention, mapping, devices)
-
-    def _step_cost(self, shard: ModelSpec, dense: "_Dense", sums: tuple[int, int, int, int],
-                   attention: tuple[int, int, tuple[float, ...]],
-                   mapping: tuple[tuple[str, str], ...], devices: int) -> StepCost:
-        """The step from its dense part and its attention's (time, communication, energies)."""
-        att_ps, att_comm, att_energy = attention
-        att_flops = _bilinear(dense.attention_flops, sums) * shard.layers
-        on_pim = mapping[1][1] == "pim"
-        # Energy is added component by component in the order fc, attention, other,
-        # all-reduce: the same float sums, in the same order, as pricing operator by operator.
-        energy = {k: ((f + a) + o + r) * devices for k, f, a, o, r in
-                  zip(COMPONENTS, dense.fc_energy, att_energy, dense.other_energy, dense.allreduce_energy)}
-        time_ps = att_ps + dense.fc_ps + dense.comm_ps + att_comm + dense.other_ps
-        energy["static"] = self.energy.static(time_ps, devices, devices * self.stacks_per_device)
-        return StepCost(time_ps=time_ps, attention_ps=att_ps, fc_ps=dense.fc_ps,
-                        comm_ps=dense.comm_ps + att_comm, other_ps=dense.other_ps,
-                        gpu_busy_ps=dense.gpu_ps + (0 if on_pim else att_ps),
-                        pim_busy_ps=dense.pim_ps + (att_ps if on_pim else 0),
-                        energy_pj=sum(energy.values()),
-                        energy_by_component_pj=MappingProxyType(energy),
-                        flops=(dense.flops + att_flops) * devices,
-                        pim_flops=(dense.pim_flops + (att_flops if on_pim else 0)) * devices,
-                        devices=devices, mapping=mapping)
+            def price(reqs: tuple[tuple[int, int], ...]) -> StepCost:
+                sums = _sums(reqs)
+                d = dense(sums[2])
+                return wrap(priced(head(d, self._attention_gpu(shard, reqs, d, sums)), d, sums))
+        return price
 
     @lru_cache(maxsize=16384)
     def _dense(self, shard: ModelSpec, tokens: int, fc_place: str, devices: int,
@@ -297,12 +360,7 @@ class System:
                       other_energy=tuple(other_parts.get(k, 0.0) for k in COMPONENTS),
                       allreduce_energy=tuple(ar.e[k] for k in COMPONENTS),
                       flops=sum(op.flops * op.repeat for op in fc + other), pim_flops=acc.pim_flops,
-                      attention_flops=_bilinear_coefficients(shard, lambda op: op.flops),
-                      attention_bytes=_bilinear_coefficients(shard, lambda op: op.streamed_bytes),
-                      attention_phases=tuple(
-                          (_bilinear_coefficients(shard, lambda op, p=p: op.flops if op.name == p else 0),
-                           _bilinear_coefficients(shard, lambda op, p=p: op.bytes_total if op.name == p else 0))
-                          for p in ATTENTION_PHASES) if self.gpu.unfused_attention else (),
+                      **_attention_coefficients(shard, self.gpu.unfused_attention),
                       attention_transfer=self._attention_transfer(shard, tokens) if self.pim else None)
 
     def _fc_gpu(self, shard: ModelSpec, tokens: int, acc: _Acc) -> None:
@@ -359,34 +417,23 @@ class System:
         return ps * layers, 0, (energy["gpu_dram"] * layers, energy["gpu_onchip"] * layers,
                                 energy["gpu_mac"] * layers, 0.0, 0.0, 0.0, 0.0)
 
-    def _attention_pim(self, shard: ModelSpec, reqs: tuple[tuple[int, int], ...], dense: "_Dense",
-                       power: bool) -> tuple[int, int, tuple[float, ...]]:
-        pim, g = self.pim, shard.group
-        contexts = [L for L, _ in reqs]
-        queries = [q * g for _, q in reqs]
-        cycles, reads = pim.attention_many(contexts, shard.head_dim, queries, shard.bpe, power)
-        return self._attention_pim_placed(shard, tuple(cycles), reads, pim.pair_extra(contexts),
-                                          dense.attention_transfer,
-                                          pim.refresh_key(contexts, queries), power)
-
-    @lru_cache(maxsize=16384)
-    def _attention_pim_placed(self, shard: ModelSpec, cycles: tuple[int, ...], reads: int,
-                              odd_extra: int, transfer: tuple[int, float], refresh_key, power: bool
-                              ) -> tuple[int, int, tuple[float, ...]]:
-        """Attention on PIM from its instances' cycles (request order), PE column reads,
-        unpaired-instance extra and, when refreshes depend on what follows an instance's last
-        row activation, ``PimStack.refresh_key``: all it depends on. An instance's cycles change only every few
-        context tokens (whole PIM columns), so consecutive steps of a micro-batch mostly agree
-        on them and share the placement and the rest of the pricing."""
-        pim, kvh = self.pim, shard.kv_heads
+    def _attention_pim(self, shard: ModelSpec, units: tuple[int, ...], queries: tuple[int, ...],
+                       dense: "_Dense", power: bool) -> tuple[int, int, tuple[float, ...]]:
+        """Attention on PIM of requests with contexts of ``units`` x ``PimStack.context_unit``
+        keys (all it depends on) and ``queries`` query tokens: their instances (request x KV
+        head) placed round-robin on the device's channels."""
+        pim, g, kvh = self.pim, shard.group, shard.kv_heads
+        rows = [q * g for q in queries]
+        cycles, reads = pim.attention_units(units, shard.head_dim, rows, shard.bpe, power)
         reads *= kvh
         # Instances request-major: request r's KV heads are jobs r * kvh ... r * kvh + kvh - 1.
+        # pair_extra depends on the longest context's unit only.
         load = pim.round_robin(cycles, pim.channels * self.stacks_per_device, reads, repeat=kvh,
-                               odd_extra=odd_extra,
-                               tail=pim.refresh_tail_of(refresh_key, shard.head_dim, shard.bpe, power))
+                               odd_extra=pim.pair_extra((max(units) * pim.context_unit,)),
+                               tail=pim.unit_tail(units, shard.head_dim, rows, shard.bpe, power))
         layers = shard.layers
         parts = self.energy.pim(reads, pim.column_bytes, pim.lanes)
-        comm_ps, link_pj = transfer
+        comm_ps, link_pj = dense.attention_transfer
         att_ps = load.cycles * pim.tck_ps * layers
         if self.gpu_pim_link.overlap_attention:
             # Heads pipelined: the transfers of one head overlap the attention of the others,
@@ -443,6 +490,19 @@ def _fused_elementwise(ops: tuple[Elementwise, ...]) -> tuple[Elementwise, ...]:
                  for op in ops if op.name not in ("attn_residual", "ffn_residual", "rope"))
 
 
+@lru_cache(maxsize=256)
+def _attention_coefficients(shard: ModelSpec, unfused: bool) -> dict[str, tuple]:
+    """``_Dense``'s attention coefficients: they depend on the model share only, not on the
+    step's token count."""
+    return dict(
+        attention_flops=_bilinear_coefficients(shard, lambda op: op.flops),
+        attention_bytes=_bilinear_coefficients(shard, lambda op: op.streamed_bytes),
+        attention_phases=tuple(
+            (_bilinear_coefficients(shard, lambda op, p=p: op.flops if op.name == p else 0),
+             _bilinear_coefficients(shard, lambda op, p=p: op.bytes_total if op.name == p else 0))
+            for p in ATTENTION_PHASES) if unfused else ())
+
+
 def _bilinear_coefficients(shard: ModelSpec, count) -> tuple[int, int, int, int]:
     """``(a, b, c, e)`` with ``count`` summed over a request's attention phases (one layer) =
     a + b L + c q + e L q for context L and q query tokens. Every attention count of
@@ -454,6 +514,18 @@ def _bilinear_coefficients(shard: ModelSpec, count) -> tuple[int, int, int, int]
     b = f(2, 1) - f(1, 1) - e
     c = f(1, 2) - f(1, 1) - e
     return f(1, 1) - b - c - e, b, c, e
+
+def _sums(reqs: tuple[tuple[int, int], ...]) -> tuple[int, int, int, int]:
+    """``(n, sum L, sum q, sum L q)`` of a step's requests: its token count and all its
+    attention counts depend on (``_bilinear``). Plain Python: steps have few requests (a
+    micro-batch's), for which a loop beats numpy's per-call overhead."""
+    sum_l = tokens = sum_lq = 0
+    for L, q in reqs:
+        sum_l += L
+        tokens += q
+        sum_lq += L * q
+    return len(reqs), sum_l, tokens, sum_lq
+
 
 def _bilinear(coefficients: tuple[int, int, int, int], sums: tuple[int, int, int, int]) -> int:
     a, b, c, e = coefficients
@@ -502,7 +574,8 @@ def load_system(name: str, calibration: str | None = None) -> System:
 def clear_caches() -> None:
     """Forget every cached price and operator (for cold-start measurements)."""
     for fn in (ModelSpec.attention_ops, ModelSpec.dense_ops, ModelSpec.shard, GPU.fc_kernel,
-               PimStack.gemv, Link.allreduce_ps, System._price_cached, System._price_unfused,
-               System._attention_pim_placed, System._dense, System._other_cost):
+               PimStack.gemv, Link.allreduce_ps, System._price_cached, System._dense,
+               System._other_cost, _attention_coefficients):
         fn.cache_clear()
+    _KIND_PRICERS.clear()
     clear_memos()

@@ -3,21 +3,25 @@
 The engine asks for the price of one step of one model: a DLM prediction step of a micro-batch
 on its device, or a TLM pass over all devices, for given requests (each with its own context
 length and query count) and a mapping of the model's FC and attention to GPU or PIM. The
-adapter prices through ``System.step_pricer`` (``System.price_step`` without its cache) and
-turns the ``StepCost`` into what the engine needs: the ``Work`` (duration and device busy
-times), dynamic energy, operation counts. Identical questions are answered from a cache; keys
+adapter prices through ``System.step_pricer`` (``System.price_step`` without its cache and
+its request check: the engine's requests are int pairs by construction) and turns the
+``StepCost`` into what the engine needs: the ``Work`` (duration and device busy times),
+dynamic energy, operation counts. Identical questions are answered from a cache; keys
 are exact, never bucketed.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Callable
+from typing import Callable, NamedTuple
 
+from sim.cost.system import StepCost, load_system
 from sim.engine.devices import Work
+from sim.model import load_model
 
 
-@dataclass(frozen=True)
-class Priced:
+class Priced(NamedTuple):
+    """A step as the engine books it. A named tuple, not a frozen dataclass: one is built for
+    every step a run prices, and a tuple is built several times faster."""
+
     work: Work
     energy_pj: float          # dynamic energy (static is charged once per run, for its duration)
     attention_ps: int
@@ -27,13 +31,23 @@ class Priced:
     pim_flops: int
 
 
+def _priced_on(devices: int) -> Callable[[StepCost], Priced]:
+    """The engine's form of a step over ``devices`` devices (``System.step_pricer``'s ``wrap``:
+    built once per step the pricer memoizes whole)."""
+    def priced(cost: StepCost) -> Priced:
+        return Priced(
+            work=Work(time_ps=cost.time_ps, gpu_ps=cost.gpu_busy_ps, pim_ps=cost.pim_busy_ps,
+                      devices=devices),
+            energy_pj=cost.energy_pj - cost.energy[-1],     # static is last
+            attention_ps=cost.attention_ps, fc_ps=cost.fc_ps, comm_ps=cost.comm_ps,
+            flops=cost.flops, pim_flops=cost.pim_flops)
+    return priced
+
+
 class CostAdapter:
     def __init__(self, hardware: str, tlm: str, dlm: str | None) -> None:
         """``tlm``/``dlm``: model names (configs/models/); ``hardware``: a configs/hardware/
         system."""
-        from sim.cost.system import load_system
-        from sim.model import load_model
-
         self.system = load_system(hardware)
         self.tlm = load_model(tlm)
         self.dlm = load_model(dlm) if dlm else None
@@ -55,16 +69,9 @@ class CostAdapter:
         if pricer is None:
             model = self.tlm if role == "tlm" else self.dlm
             pricer = self._pricers[kind] = self.system.step_pricer(
-                model, mapping={"fc": fc, "attention": attention}, devices=devices)
-        cost = pricer(requests)
-        priced = Priced(
-            work=Work(time_ps=int(cost.time_ps), gpu_ps=int(cost.gpu_busy_ps),
-                      pim_ps=int(cost.pim_busy_ps), devices=devices),
-            energy_pj=cost.energy_pj - cost.energy_by_component_pj.get("static", 0.0),
-            attention_ps=int(cost.attention_ps),
-            fc_ps=int(cost.fc_ps), comm_ps=int(cost.comm_ps),
-            flops=int(cost.flops), pim_flops=int(cost.pim_flops))
-        self._cache[key] = priced
+                model, mapping={"fc": fc, "attention": attention}, devices=devices,
+                wrap=_priced_on(devices))
+        priced = self._cache[key] = pricer(requests)
         return priced
 
     def static_energy_pj(self, total_ps: int) -> float:

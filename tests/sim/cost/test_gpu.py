@@ -74,3 +74,47 @@ def test_compute_bound_flag_by_hand():
     assert toy.kernel_terms(2 * 32 * 64 * 64, 2 * (64 * 64 + 2 * 64 * 32), 8) == (16384e-10, 16384e-10)
     flags = {m: toy.fc_kernel(FC("x", 1, tokens=m, k=64, n=64, bpe=2)).compute_bound for m in (31, 32, 33)}
     assert flags == {31: False, 32: False, 33: True}
+
+
+def _l2_blocked_bytes_every_block(gpu, m, n, k, bpe, tm, tn):
+    """The reference: every blocking in multiples of the L1 tile tried (the search before the
+    bisection over widths)."""
+    kk = k / gpu.l2_k_slices
+    best = None
+    for bm in [tm * i for i in range(1, m // tm + 1)] + [m]:
+        for bn in [tn * i for i in range(1, n // tn + 1)] + [n]:
+            if (bm + bn) * kk * bpe + bm * bn * bpe > gpu.l2_bytes and (bm, bn) != (tm, tn):
+                continue
+            traffic = (-(-n // bn) * m * k + -(-m // bm) * n * k + m * n) * bpe
+            best = traffic if best is None else min(best, traffic)
+    return best
+
+
+def _searched_tile_every_candidate(gpu, m, n, k, bpe):
+    """The reference: every pair of candidates tried, repeats included."""
+    best = None
+    for cm in gpu.tile_candidates:
+        for cn in gpu.tile_candidates:
+            tm, tn = min(cm, m), min(cn, n)
+            if (tm + tn) * gpu.l1_tile_k * bpe + tm * tn * bpe > gpu.l1_bytes:
+                continue
+            blocks = -(-m // tm) * -(-n // tn)
+            cost = (-(-n // tn) * m * k + -(-m // tm) * n * k + m * n) * bpe * gpu.wave_factor(blocks) ** 2
+            if best is None or cost < best[0]:
+                best = (cost, tm, tn, blocks)
+    return best[1:]
+
+
+def test_tile_search_and_l2_blocking_equal_trying_every_candidate():
+    """Shapes of the paper's models' FC layers on 1 and 8 devices at decoding and verification
+    token counts, and random ones, under the attacc calibration (the one that blocks for L2)."""
+    gpu = load_gpu("a100", "attacc")
+    rng = random.Random(4)
+    shapes = [(m, n, k) for m in (1, 16, 129, 1152, 4100) for n, k in
+              ((27648, 9216), (9216, 36864), (1152, 1024), (50272, 2048), (3456, 1152))]
+    shapes += [(rng.randint(1, 5000), rng.randint(1, 60000), rng.randint(1, 40000)) for _ in range(40)]
+    for m, n, k in shapes:
+        tm, tn, blocks = gpu.searched_tile(m, n, k, 2)
+        assert (tm, tn, blocks) == _searched_tile_every_candidate(gpu, m, n, k, 2), (m, n, k)
+        assert gpu.l2_blocked_bytes(m, n, k, 2, tm, tn) == \
+            _l2_blocked_bytes_every_block(gpu, m, n, k, 2, tm, tn), (m, n, k)

@@ -1,7 +1,6 @@
 """Whole-step pricing: consistency, partitioning, bounds, determinism, crossovers, exactness of
 the fast path."""
 
-import dataclasses
 import json
 from pathlib import Path
 
@@ -166,7 +165,8 @@ def test_steps_are_bit_identical_to_pricing_operator_by_operator():
     for case in cases:
         c = load_system(case["system"], "physical").price_step(
             case["model"], [tuple(r) for r in case["requests"]], **case["kwargs"])
-        got = {f.name: getattr(c, f.name) for f in dataclasses.fields(c)}
+        got = c._asdict()
+        del got["energy"]                 # checked as energy_by_component_pj
         got |= {"energy_by_component_pj": dict(c.energy_by_component_pj),
                 "mapping": [list(m) for m in c.mapping]}
         assert got == case["cost"], (case["system"], case["model"], case["kwargs"])
@@ -209,6 +209,7 @@ def test_round_robin_of_repeated_jobs_by_hand():
 
 
 def test_round_robin_equals_placing_every_job():
+    """Against placing every job on its channel, with and without refresh tails."""
     import random
     rng = random.Random(2)
     for _ in range(500):
@@ -222,3 +223,57 @@ def test_round_robin_equals_placing_every_job():
         busiest = max(load + odd_extra * (count % 2) for load, count in zip(loads, counts) if count)
         got = SADDLE.pim.round_robin(cycles, channels, 0, repeat=repeat, odd_extra=odd_extra)
         assert got.busy_cycles == busiest
+        # With refresh tails: every channel refreshed up to its last job's last ACT, the
+        # slowest sets the time (round_robin asks only the channels that may be the slowest).
+        tails = {(r, paired): rng.randint(0, c) for r, c in enumerate(cycles) for paired in (0, 1)}
+        last = {i % channels: i // repeat for i in range(len(cycles) * repeat)}
+        slowest = max(SADDLE.pim.with_refresh(load + odd_extra * (count % 2),
+                                              tails[last[c], 1 - count % 2])
+                      for c, (load, count) in enumerate(zip(loads, counts)) if count)
+        got = SADDLE.pim.round_robin(cycles, channels, 0, repeat=repeat, odd_extra=odd_extra,
+                                     tail=lambda r, paired: tails[r, int(paired)])
+        assert got.cycles == slowest
+
+
+def test_a_context_unit_is_all_an_instance_sees():
+    """PIM attention is memoized per context unit (``PimStack.context_unit``): AttAcc's
+    schedule lays keys out over 2 pseudo-channels x 2 stack IDs x 4 bank groups = 16 token
+    units, so an instance's cycles, reads, tail and pair overlap are those of its unit's longest
+    context; the command model sees every context."""
+    pim = SADDLE.pim
+    assert pim.context_unit == 16
+    assert load_system("saddle", "physical").pim.context_unit == 1
+    for L in range(1, 300):
+        top = -(-L // 16) * 16
+        for rows in (1, 8):
+            assert pim.attention_cycles(L, 64, rows, 2, False) == pim.attention_cycles(top, 64, rows, 2, False)
+            for paired in (False, True):
+                assert pim.attacc_tail(L, 128, rows, 2, 4, paired) == pim.attacc_tail(top, 128, rows, 2, 4, paired)
+        assert pim.attacc_overlap(L) == pim.attacc_overlap(top)
+    assert pim.attention_cycles(33, 64, 1, 2, False) != pim.attention_cycles(32, 64, 1, 2, False)
+
+
+@pytest.mark.parametrize("calibration", ["attacc", "physical"])
+def test_step_pricer_equals_price_step_through_its_memos(calibration):
+    """The engine's pricer (no request check, memos per kind of step) against ``price_step``
+    with every cache emptied before each step: steps that hit its memos (contexts within one
+    PIM context unit, requests reordered to the same unfused-GPU sums) and steps that miss, on
+    PIM and GPU attention, FC on GPU and PIM, one device and all."""
+    from sim.cost.system import clear_caches
+    cases = []
+    for name in ("saddle", "dgx-a100"):
+        system = load_system(name, calibration)
+        places = ("gpu", "pim") if system.pim else ("gpu",)
+        for fc in places:
+            for attention in places:
+                cases.append((system, "opt-1.3b", {"fc": fc, "attention": attention}, 1))
+        cases.append((system, "llama-3.1-70b", {"fc": "gpu", "attention": places[-1]}, 8))
+    steps = [((100, 1), (300, 1)), ((101, 1), (305, 1)), ((305, 1), (101, 1)), ((112, 1), (320, 1)),
+             ((113, 1), (321, 1)), ((40, 3), (700, 9), (5, 1)), ((41, 3), (701, 9), (6, 1))]
+    for system, model, mapping, devices in cases:
+        pricer = system.step_pricer(model, mapping=mapping, devices=devices)
+        for reqs in steps:
+            got = pricer(reqs)
+            clear_caches()
+            ref = system.price_step(model, reqs, mapping=mapping, devices=devices)
+            assert got == ref, (system.name, mapping, reqs)

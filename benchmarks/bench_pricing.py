@@ -1,0 +1,74 @@
+"""How long the engine's pricing of whole fig12 runs takes, and a digest of what it priced.
+
+    .venv/bin/python benchmarks/bench_pricing.py [SYSTEM:PAIR:BATCH[:INDEX] ...]
+
+Each run (default: the seven below; INDEX picks among runs of that system, pair prefix and
+batch, 1 = the -best variant of gpu-sd / pim-sd) is simulated once while every call to
+``CostAdapter.price`` is recorded; the calls are then replayed in order on a fresh adapter with
+every cost cache emptied, and the CPU seconds of the replay printed: the run's pricing alone,
+first call to last, cold caches included. The digest is a hash of every priced field (energy
+to the last bit) of every call: equal digests from two versions of the code mean they price
+the run identically.
+"""
+from __future__ import annotations
+
+import gc
+import hashlib
+import sys
+import time
+
+from sim.cost.system import clear_caches
+from sim.engine.costs import CostAdapter
+from sim.experiments.grid import load_experiment, resolve_path
+from sim.systems.run import simulate
+
+RUNS = ("pim-sd:opt-66b:128", "gpu-sd:opt-66b:128", "saddle:opt-66b:64", "pim-ad:opt-66b:64",
+        "gpu-ad:opt-66b:64", "saddle:llama:32", "pim-sd:opt-175b:64:1")
+
+
+def recorded_calls(run) -> list[tuple]:
+    """``(adapter arguments, price arguments)`` of every ``CostAdapter.price`` call of ``run``."""
+    calls = []
+    price = CostAdapter.price
+
+    def recording(adapter, *args):
+        calls.append(((adapter.system.name, adapter.tlm.name,
+                       adapter.dlm.name if adapter.dlm else None), args))
+        return price(adapter, *args)
+    CostAdapter.price = recording
+    try:
+        simulate(run)
+    finally:
+        CostAdapter.price = price
+    return calls
+
+
+def main(argv: list[str]) -> int:
+    _, runs = load_experiment(resolve_path("fig12"))
+    total = 0.0
+    for spec in argv or RUNS:
+        system, pair, batch, *index = spec.split(":")
+        chosen = [p for p in runs if p.system == system and p.pair.startswith(pair)
+                  and p.batch == int(batch)]
+        calls = recorded_calls(chosen[int(index[0]) if index else 0])
+        clear_caches()
+        adapters = {key: CostAdapter(*key) for key in {key for key, _ in calls}}
+        gc.disable()        # as simulate() prices: without the cycle collector
+        start = time.process_time()
+        priced = [adapters[key].price(*args) for key, args in calls]
+        seconds = time.process_time() - start
+        gc.enable()
+        total += seconds
+        misses = sum(a.calls for a in adapters.values())
+        fields = [(p.work.time_ps, p.work.gpu_ps, p.work.pim_ps, p.work.devices,
+                   p.energy_pj.hex(), p.attention_ps, p.fc_ps, p.comm_ps, p.flops, p.pim_flops)
+                  for p in priced]
+        digest = hashlib.sha256(repr(fields).encode()).hexdigest()[:16]
+        print(f"{spec:22s} {len(calls):7d} calls {misses:7d} priced {seconds:6.2f} CPU s "
+              f"{1e6 * seconds / misses:6.1f} us/priced  digest {digest}", flush=True)
+    print(f"total {total:.2f} CPU s")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))
