@@ -342,9 +342,7 @@ class RequestTrace:
     def draft_prob_list(self, t: int, n: int) -> tuple[list[float], int]:
         """``draft_probs(t, n)``'s probabilities as Python floats and its accepted count: what
         a simulator asks at every round's start, without building arrays."""
-        m = self._window(t, n)
-        k = min(self._run_list()[t], m)
-        return self._values_along_path(t, m, k, "p"), k
+        return self._values_along_path(t, n, "p")
 
     def draft_entropy(self, t: int, n: int) -> np.ndarray:
         """The DLM's entropy (nats) at each token of ``draft_probs(t, n)``: the on-path
@@ -354,9 +352,7 @@ class RequestTrace:
         for key in ("entropy", "offpath_entropy"):
             if key not in self.extra:
                 raise MissingField(self.id, key)
-        m = self._window(t, n)
-        k = min(self._run_list()[t], m)
-        return np.array(self._values_along_path(t, m, k, "entropy"), dtype=np.float64)
+        return np.array(self._values_along_path(t, n, "entropy")[0], dtype=np.float64)
 
     def _run_list(self) -> list[int]:
         run = self._lists.get("run")
@@ -378,9 +374,12 @@ class RequestTrace:
                                          self._index()[1].tolist())
         return found
 
-    def _values_along_path(self, t: int, m: int, k: int, name: str) -> list[float]:
-        """A per-token value of the DLM (its probability, its entropy) at the ``m`` tokens it
-        drafts from ``t``, ``k`` of them accepted: ``draft_probs``' path rule."""
+    def _values_along_path(self, t: int, n: int, name: str) -> tuple[list[float], int]:
+        """A per-token value of the DLM (its probability, its entropy) at the tokens it drafts
+        when asked for ``n`` from ``t`` (``draft_probs``' window and path rule), and how many
+        of them are accepted."""
+        m = self._window(t, n)
+        k = min(self._run_list()[t], m)
         onpath_values, offpath_values, rank = self._value_lists(name)
         onpath = min(k + 1, m)
         values = onpath_values[t:t + onpath]
@@ -393,7 +392,7 @@ class RequestTrace:
             if take < rest:
                 values += ([off[-1]] * (rest - take) if off
                            else onpath_values[miss + 1 + take:t + m])
-        return values
+        return values, k
 
     # -- JSON records ------------------------------------------------------------------------
 

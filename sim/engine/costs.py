@@ -11,6 +11,7 @@ are exact, never bucketed.
 """
 from __future__ import annotations
 
+from functools import lru_cache
 from typing import Callable, NamedTuple
 
 from sim.cost.system import StepCost, load_system
@@ -31,9 +32,12 @@ class Priced(NamedTuple):
     pim_flops: int
 
 
+@lru_cache(maxsize=None)
 def _priced_on(devices: int) -> Callable[[StepCost], Priced]:
     """The engine's form of a step over ``devices`` devices (``System.step_pricer``'s ``wrap``:
-    built once per step the pricer memoizes whole)."""
+    built once per step the pricer memoizes whole). One function per device count: the
+    system's pricers are kept per wrap, so every adapter of a process shares them and their
+    memos."""
     def priced(cost: StepCost) -> Priced:
         return Priced(
             work=Work(time_ps=cost.time_ps, gpu_ps=cost.gpu_busy_ps, pim_ps=cost.pim_busy_ps,

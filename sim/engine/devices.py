@@ -96,13 +96,7 @@ class DeviceSet:
         job = _Running(lane, work, on_done, now, float(work.time_ps), since=now)
         self.background[device] = job
         self._account(work)
-        rate = self._background_rate(work)
-        if rate == 1.0:
-            # Alone (the common case): _schedule_background's delay is exactly time_ps.
-            job.event = self.queue.after(work.time_ps, partial(self._finish_background, device),
-                                         DONE_PRIORITY)
-        else:
-            self._schedule_background(device, job, rate)
+        self._schedule_background(device, job, self._background_rate(work))
 
     def run_alone(self, device: int, lane: str, work: Work, start: int) -> int:
         """A background step on ``device`` from ``start``, simulated without an event by a
