@@ -5,8 +5,10 @@ that a wrong or missing value is reported as ``FILE: key.path: expected ..., fou
 """
 from __future__ import annotations
 
+import copy
 import difflib
 import math
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -27,8 +29,7 @@ def load_yaml(path: str | Path) -> dict:
     if not path.is_file():
         raise ConfigError(f"{path}: no such config file")
     try:
-        with path.open() as f:
-            data = yaml.safe_load(f)
+        data = copy.deepcopy(_parse(path.read_bytes()))
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" line {mark.line + 1}" if mark is not None else ""
@@ -41,6 +42,15 @@ def load_yaml(path: str | Path) -> dict:
             from sim.overrides import patch
             data = patch(data, patches)
     return data
+
+
+@lru_cache(maxsize=256)
+def _parse(text: bytes):
+    """The YAML document in ``text``, parsed once per content: a grid resolves every run's
+    configs (hundreds of loads of a few dozen files), and PyYAML's parser is pure Python.
+    Keyed by the bytes, not the file's time stamp (coarser than a rewrite in a test); the
+    caller gets a deep copy, which it may change."""
+    return yaml.safe_load(text)
 
 
 def suggest(word: object, choices) -> str:

@@ -82,3 +82,19 @@ def test_run_keys_of_runs_without_overrides_are_unchanged():
     for other in (dataclasses.replace(p, overrides=((NVLINK, 2000),)),
                   dataclasses.replace(p, dlm_fc_threshold=4), dataclasses.replace(p, aging_passes=2)):
         assert run_key(other) != run_key(p)
+
+
+def test_load_yaml_parses_each_content_once_and_hands_out_copies(tmp_path):
+    """load_yaml caches the parse by the file's bytes: a caller that changes its dict does not
+    change the next load, and a file rewritten with other bytes of the same size (within the
+    file system's time stamp resolution) is read anew."""
+    path = tmp_path / "c.yaml"
+    path.write_text("a: {b: [1, 2]}\n")
+    first = load_yaml(path)
+    first["a"]["b"].append(3)
+    assert load_yaml(path) == {"a": {"b": [1, 2]}}
+    path.write_text("a: {b: [7, 2]}\n")
+    assert load_yaml(path) == {"a": {"b": [7, 2]}}
+    path.write_bytes(b"a: \xff\n")
+    with pytest.raises(ConfigError, match="c.yaml.*invalid YAML"):
+        load_yaml(path)
