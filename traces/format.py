@@ -377,11 +377,16 @@ class RequestTrace:
     def _values_along_path(self, t: int, n: int, name: str) -> tuple[list[float], int]:
         """A per-token value of the DLM (its probability, its entropy) at the tokens it drafts
         when asked for ``n`` from ``t`` (``draft_probs``' window and path rule), and how many
-        of them are accepted."""
-        m = self._window(t, n)
-        k = min(self._run_list()[t], m)
-        onpath_values, offpath_values, rank = self._value_lists(name)
-        onpath = min(k + 1, m)
+        of them are accepted. Asked at every round's start of a simulation: ``_window`` and the
+        accepted count ``leading_accepted`` computes are inlined."""
+        run = self._lists.get("run") or self._run_list()
+        size = len(run)
+        if not 0 <= t < size or n < 1:
+            self._window(t, n)                      # raises
+        m = n if n < size - t else size - t
+        k = run[t] if run[t] < m else m
+        onpath_values, offpath_values, rank = self._lists.get(name) or self._value_lists(name)
+        onpath = k + 1 if k < m else m
         values = onpath_values[t:t + onpath]
         rest = m - onpath
         if rest:
