@@ -84,10 +84,12 @@ class LockstepRun(BaseRun):
         members = [self.members(mb) for mb in range(n)]   # fixed until the pass
         planned = self.controller is None
         if planned:
-            steps = [self._planned_steps(group) for group in members]
             fc, attention = self.setup.mapping["dlm_fc"], self.setup.mapping["dlm_attention"]
-            priced_steps = [[self.costs.price("dlm", requests, fc, attention, 1) for requests in group_steps]
-                            for group_steps in steps]
+            priced_steps, counts = [], []
+            for group in members:
+                contexts, caps = self._planned_round(group)
+                priced_steps.append(self.costs.price_round("dlm", contexts, caps, fc, attention, 1))
+                counts.append([sum(cap > s for cap in caps) for s in range(len(priced_steps[-1]))])
             taken = [0] * n
         end = now
         order = 0
@@ -95,13 +97,13 @@ class LockstepRun(BaseRun):
             start, _, _, mb = heappop(heap)
             if planned:
                 s = taken[mb]
-                if s == len(steps[mb]):
+                if s == len(priced_steps[mb]):
                     end = max(end, start)
                     continue
                 taken[mb] = s + 1
                 priced = priced_steps[mb][s]
                 self.book(priced)
-                drafting = len(steps[mb][s])
+                drafting = counts[mb][s]
                 self.tokens.drafted += drafting
             else:
                 lives = [l for l in members[mb] if l.extra["drafting"]]
@@ -121,12 +123,12 @@ class LockstepRun(BaseRun):
         self.queue.at(end, self.verify)
 
     @staticmethod
-    def _planned_steps(group: list[Live]) -> list[tuple[tuple[int, int], ...]]:
-        """The requests ((context, 1), ...) of each prediction step of a planned round of
-        the micro-batch ``group`` (slot order): step s holds the requests with cap > s."""
-        drafting = [(live.context(0), live.extra["cap"]) for live in group if live.extra["drafting"]]
-        rounds = max((cap for _, cap in drafting), default=0)
-        return [tuple((c + s, 1) for c, cap in drafting if cap > s) for s in range(rounds)]
+    def _planned_round(group: list[Live]) -> tuple[list[int], list[int]]:
+        """The contexts at step 0 and the caps of the requests of the micro-batch ``group``
+        (slot order) that draft in this planned round: request r drafts in steps 0 .. cap_r - 1,
+        over context ``context(s)`` at step s."""
+        drafting = [live for live in group if live.extra["drafting"]]
+        return [live.context(0) for live in drafting], [live.extra["cap"] for live in drafting]
 
     def after_draft(self, drafting: list[Live]) -> None:
         """One Controller-decided step: each request's token goes to the Controller."""
