@@ -378,21 +378,32 @@ class PimStack:
         """``attention_many`` of contexts given in ``context_unit``s (``units[i]`` of them),
         memoized per instance shape, each priced at the unit's longest context. Plain Python: a
         step has few requests, for which a dict lookup each beats any numpy call."""
+        instance = self.unit_instance(head_dim, bpe, power_constrained)
+        cycles = []
+        reads = 0
+        for shape in zip(units, queries):
+            hit = instance(*shape)
+            cycles.append(hit[0])
+            reads += hit[1]
+        return cycles, reads
+
+    def unit_instance(self, head_dim: int, bpe: int, power_constrained: bool):
+        """``instance(units, queries)``: (cycles, PE column reads) of one instance over
+        ``units`` x ``context_unit`` keys (priced at the unit's longest context) with
+        ``queries`` query rows, memoized per shape."""
         key = (head_dim, bpe, power_constrained)
         memo = self._memo.get(key)
         if memo is None:
             memo = self._memo[key] = {}
         unit = self.context_unit
-        cycles = []
-        reads = 0
-        for shape in zip(units, queries):
-            hit = memo.get(shape)
+
+        def instance(units: int, queries: int) -> tuple[int, int]:
+            hit = memo.get((units, queries))
             if hit is None:
-                hit = memo[shape] = self.attention_cycles(int(shape[0]) * unit, head_dim,
-                                                          int(shape[1]), bpe, power_constrained)
-            cycles.append(hit[0])
-            reads += hit[1]
-        return cycles, reads
+                hit = memo[(units, queries)] = self.attention_cycles(
+                    int(units) * unit, head_dim, int(queries), bpe, power_constrained)
+            return hit
+        return instance
 
     def attention_channels(self, instances: list[tuple[int, int, int]], bpe: int,
                            power_constrained: bool, channels: int | None = None) -> "ChannelLoad":

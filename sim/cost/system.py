@@ -365,15 +365,46 @@ class System:
                     return fresh(key, sums)
                 return with_ops(found[0], *ops(found[1], sums))
 
+            instance, group = pim.unit_instance(shard.head_dim, shard.bpe, power), shard.group
+
             def draft_round(contexts: Sequence[int], caps: Sequence[int]) -> list:
+                """Each request's instance is looked up when the round starts (or its drafting
+                requests change) and again only when its context enters a new context unit: at
+                context c + s in step s, when c + s - 1 is a multiple of the unit. A step where
+                none does is the previous step's attention; otherwise the instances' channel
+                placement is priced from the carried cycles and reads."""
                 steps = []
+                members = found = None
                 for s, cs, base, n in round_steps(contexts, caps):
-                    key = (tuple([-(-(c + s) // unit) for c in cs]), (1,) * n)
                     sum_l = base + n * s
                     sums = (n, sum_l, n, sum_l)
-                    found = memo.get(key)
-                    steps.append(fresh(key, sums) if found is None
-                                 else with_ops(found[0], *ops(found[1], sums)))
+                    if cs is not members:
+                        members, queries, rows = cs, (1,) * n, [group] * n
+                        units = [-(-(c + s) // unit) for c in cs]
+                        shapes = [instance(u, group) for u in units]
+                        cycles = [cyc for cyc, _ in shapes]
+                        reads = sum(r for _, r in shapes)
+                        entering: dict[int, list[int]] = {}   # step mod unit -> requests
+                        for i, c in enumerate(cs):
+                            entering.setdefault((1 - c) % unit, []).append(i)
+                        found = None
+                    else:
+                        for i in entering.get(s % unit, ()):
+                            units[i] += 1
+                            reads -= shapes[i][1]
+                            cycles[i], r = shapes[i] = instance(units[i], group)
+                            reads += r
+                            found = None
+                    if found is None:
+                        key = (tuple(units), queries)
+                        found = memo.get(key)
+                        if found is None:
+                            d = dense(n)
+                            attention = self._pim_placed(shard, units, rows, cycles, reads, d, power)
+                            found = remember(key, (whole(head(d, attention), d, sums), d))
+                            steps.append(found[0])
+                            continue
+                    steps.append(with_ops(found[0], *ops(found[1], sums)))
                 return steps
         elif self.gpu.unfused_attention:
             blocks_of = self.gpu.unfused_blocks
@@ -499,9 +530,17 @@ class System:
         """Attention on PIM of requests with contexts of ``units`` x ``PimStack.context_unit``
         keys (all it depends on) and ``queries`` query tokens: their instances (request x KV
         head) placed round-robin on the device's channels."""
-        pim, g, kvh = self.pim, shard.group, shard.kv_heads
-        rows = [q * g for q in queries]
-        cycles, reads = pim.attention_units(units, shard.head_dim, rows, shard.bpe, power)
+        rows = [q * shard.group for q in queries]
+        cycles, reads = self.pim.attention_units(units, shard.head_dim, rows, shard.bpe, power)
+        return self._pim_placed(shard, units, rows, cycles, reads, dense, power)
+
+    def _pim_placed(self, shard: ModelSpec, units: Sequence[int], rows: Sequence[int],
+                    cycles: list[int], reads: int, dense: "_Dense", power: bool
+                    ) -> tuple[int, int, tuple[float, ...]]:
+        """``_attention_pim`` given each request's instance cycles (one KV head) and their
+        PE column reads in all (``PimStack.attention_units``): ``units`` (contexts in context
+        units) and ``rows`` (query rows) still set the refresh tails and the pair extra."""
+        pim, kvh = self.pim, shard.kv_heads
         reads *= kvh
         # Instances request-major: request r's KV heads are jobs r * kvh ... r * kvh + kvh - 1.
         # pair_extra depends on the longest context's unit only.

@@ -39,13 +39,12 @@ def _priced_on(devices: int) -> StepForm:
     built once per step the pricer memoizes, then given each step's operation counts). One
     form per device count: the system's pricers are kept per form, so every adapter of a
     process shares them and their memos."""
+    # Priced's and Work's fields in order, positionally: built for every new step.
     def priced(cost: StepCost) -> Priced:
-        return Priced(
-            work=Work(time_ps=cost.time_ps, gpu_ps=cost.gpu_busy_ps, pim_ps=cost.pim_busy_ps,
-                      devices=devices),
-            energy_pj=cost.energy_pj - cost.energy[-1],     # static is last
-            attention_ps=cost.attention_ps, fc_ps=cost.fc_ps, comm_ps=cost.comm_ps,
-            flops=cost.flops, pim_flops=cost.pim_flops)
+        return _new_priced(Priced, (
+            Work(cost.time_ps, cost.gpu_busy_ps, cost.pim_busy_ps, devices),
+            cost.energy_pj - cost.energy[-1],     # static is last
+            cost.attention_ps, cost.fc_ps, cost.comm_ps, cost.flops, cost.pim_flops))
 
     def with_ops(step: Priced, flops: int, pim_flops: int) -> Priced:
         # The same Work (immutable) for every step of one memo entry.
@@ -53,7 +52,7 @@ def _priced_on(devices: int) -> StepForm:
     return StepForm(priced, with_ops)
 
 
-_new_priced = tuple.__new__     # Priced's fields in order, without its __new__'s keyword handling
+_new_priced = tuple.__new__     # a named tuple from its fields in order, without keyword handling
 
 
 class CostAdapter:
