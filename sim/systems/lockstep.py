@@ -11,6 +11,7 @@ quantized to UQ1.16.
 """
 from __future__ import annotations
 
+from bisect import bisect_right
 from heapq import heappop, heappush
 
 from sim.manager.controller import Controller
@@ -35,9 +36,14 @@ class LockstepRun(BaseRun):
         self.round()
 
     def enter(self, lives: list[Live]) -> None:
-        if self.controller is not None:
-            for live in lives:
+        for live in lives:
+            if self.controller is not None:
                 self.controller.admit(live.slot, live.mb)
+            elif self.setup.stop is not None:
+                # A planned round at output position t accepts leading_accepted(t, cap) =
+                # min(accepted_from[t], cap) tokens (cap >= 1): one list per request, not a
+                # trace lookup per request per round.
+                live.extra["accepted_from"] = live.trace.leading_accepted_all(live.out_len).tolist()
 
     def round(self) -> None:
         rule = self.setup.stop
@@ -56,7 +62,7 @@ class LockstepRun(BaseRun):
             if self.controller is not None and cap:
                 live.extra["probs"], live.extra["accepted"] = live.trace.draft_prob_list(live.t, cap)
             else:
-                live.extra["accepted"] = live.trace.leading_accepted(live.t, cap) if cap else 0
+                live.extra["accepted"] = min(live.extra["accepted_from"][live.t], cap) if cap else 0
             live.extra["drafting"] = cap > 0
             if self.controller is not None:
                 self.controller.slots[live.slot].new_round()
@@ -89,7 +95,8 @@ class LockstepRun(BaseRun):
             for group in members:
                 contexts, caps = self._planned_round(group)
                 priced_steps.append(self.costs.price_round("dlm", contexts, caps, fc, attention, 1))
-                counts.append([sum(cap > s for cap in caps) for s in range(len(priced_steps[-1]))])
+                ordered = sorted(caps)      # step s drafts for the requests with cap > s
+                counts.append([len(caps) - bisect_right(ordered, s) for s in range(len(priced_steps[-1]))])
             taken = [0] * n
         end = now
         order = 0
