@@ -47,13 +47,15 @@ class LockstepRun(BaseRun):
 
     def round(self) -> None:
         rule = self.setup.stop
+        if rule is None:
+            # Autoregressive: nothing to draft, the pass verifies one query per request now.
+            for live in self.live.values():
+                live.extra["drafted"] = live.extra["accepted"] = 0
+            self.queue.at(self.queue.now, self.verify)
+            return
         max_len = self.setup.manager_config.max_draft_len if self.controller else None
         for live in self.live.values():
             live.extra["drafted"] = 0
-            if rule is None:
-                live.extra["accepted"] = 0
-                live.extra["drafting"] = False
-                continue
             plan = rule.planned(live.trace, live.t, live.remaining)
             cap = plan if plan is not None else min(max_len, live.remaining)
             live.extra["cap"] = cap
@@ -98,6 +100,7 @@ class LockstepRun(BaseRun):
                 ordered = sorted(caps)      # step s drafts for the requests with cap > s
                 counts.append([len(caps) - bisect_right(ordered, s) for s in range(len(priced_steps[-1]))])
             taken = [0] * n
+        lanes = [f"DLM/mb{mb}" for mb in range(n)]
         end = now
         order = 0
         while heap:
@@ -120,13 +123,13 @@ class LockstepRun(BaseRun):
                 priced = self.price_dlm([(l.context(l.extra["drafted"]), 1) for l in lives])
                 self.after_draft(lives)
                 drafting = len(lives)
-            done = self.devices.run_alone(mb, f"DLM/mb{mb}", priced.work, start)
+            done = self.devices.run_alone(mb, lanes[mb], priced.work, start)
             heappush(heap, (done + self.monitoring(mb, drafting, at=done), done, order, mb))
             order += 1
         if planned:
             for group in members:
                 for live in group:
-                    live.extra["drafted"] = live.extra["cap"] if live.extra["drafting"] else 0
+                    live.extra["drafted"] = live.extra["cap"]     # 0 for a request not drafting
         self.queue.at(end, self.verify)
 
     @staticmethod
