@@ -19,6 +19,8 @@ from sim.manager.formats import quantize_prob
 from sim.manager.transactions import DiscardReason
 from sim.systems.base import BaseRun, Live
 
+_REJECTED_PREFIX = DiscardReason.REJECTED_PREFIX.value
+
 
 class LockstepRun(BaseRun):
     def __init__(self, setup) -> None:
@@ -166,7 +168,7 @@ class LockstepRun(BaseRun):
             if accepted < drafted - 1:
                 # Counted as the Manager counts them: the first mismatch is rejected, the
                 # verified tokens after it are discarded.
-                self.tokens.discard(DiscardReason.REJECTED_PREFIX.value, drafted - accepted - 1)
+                self.tokens.discard(_REJECTED_PREFIX, drafted - accepted - 1)
             if self.commit(live, drafted, accepted):
                 if self.controller is not None:
                     self.controller.retire(live.slot)
