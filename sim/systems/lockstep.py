@@ -103,6 +103,7 @@ class LockstepRun(BaseRun):
                 counts.append([len(caps) - bisect_right(ordered, s) for s in range(len(priced_steps[-1]))])
             taken = [0] * n
         lanes = [f"DLM/mb{mb}" for mb in range(n)]
+        monitored = self.spec.manager_hardware and self.setup.timing is not None
         end = now
         order = 0
         while heap:
@@ -126,7 +127,8 @@ class LockstepRun(BaseRun):
                 self.after_draft(lives)
                 drafting = len(lives)
             done = self.devices.run_alone(mb, lanes[mb], priced.work, start)
-            heappush(heap, (done + self.monitoring(mb, drafting, at=done), done, order, mb))
+            monitor = self.monitoring(mb, drafting, at=done) if monitored else 0
+            heappush(heap, (done + monitor, done, order, mb))
             order += 1
         if planned:
             for group in members:
