@@ -291,7 +291,9 @@ class System:
         coarsest key that determines it exactly: everything but attention's own work per token
         count (``_dense``); with unfused GPU attention the whole step per (request count,
         sum L, sum q, sum L q, thread blocks); with PIM attention all but the FLOP counts per
-        (the requests' contexts in ``PimStack.context_unit``s, their query tokens)."""
+        (the requests' contexts in ``PimStack.context_unit``s, their query tokens). Two entry
+        points over these memos: one step (``step_pricer``) and a planned draft round's steps
+        (``round_pricer``)."""
         (_, fc_place), (_, att_place) = mapping
         shard = spec.shard(devices)
         layers = shard.layers

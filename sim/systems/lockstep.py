@@ -85,7 +85,8 @@ class LockstepRun(BaseRun):
 
         A planned round (no Controller) knows every step before it starts: request r drafts
         in steps 0 .. cap_r - 1, step s over context ``context(s)``. Its steps are priced up
-        front and booked in that order."""
+        front, one call per micro-batch (``CostAdapter.price_round``), and booked in that
+        order."""
         now = self.queue.now
         n = self.n_devices
         # (start, end of the previous step, start order of the previous step, micro-batch);
