@@ -340,16 +340,18 @@ class System:
         def whole(step_head: tuple, d: _Dense, sums: tuple[int, int, int, int]) -> object:
             return of(StepCost(*step_head, *ops(d, sums), devices, mapping))
 
-        def round_steps(contexts: Sequence[int], caps: Sequence[int]):
-            """(step, drafting contexts at step 0, their sum, their count) of every step of a
-            planned round: the drafting requests change only where some cap ends."""
-            ends = set(caps)
-            cs, base, n = [], 0, 0
-            for s in range(max(caps, default=0)):
-                if s in ends or s == 0:
-                    cs = [c for c, cap in zip(contexts, caps) if cap > s]
-                    base, n = sum(cs), len(cs)
-                yield s, cs, base, n
+        def round_spans(contexts: Sequence[int], caps: Sequence[int]
+                        ) -> list[tuple[range, list[int], int]]:
+            """A planned round's steps as spans over which the drafting requests do not change
+            (they change only where some cap ends): (steps, their contexts at step 0, sum of
+            those contexts). A loop per span, not a generator step per step."""
+            ends = sorted(set(caps))
+            spans = []
+            for start, stop in zip([0] + ends, ends):
+                if stop > start:
+                    cs = [c for c, cap in zip(contexts, caps) if cap > start]
+                    spans.append((range(start, stop), cs, sum(cs)))
+            return spans
 
         if on_pim:
             pim, unit = self.pim, self.pim.context_unit
@@ -376,37 +378,37 @@ class System:
                 none does is the previous step's attention; otherwise the instances' channel
                 placement is priced from the carried cycles and reads."""
                 steps = []
-                members = found = None
-                for s, cs, base, n in round_steps(contexts, caps):
-                    sum_l = base + n * s
-                    sums = (n, sum_l, n, sum_l)
-                    if cs is not members:
-                        members, queries, rows = cs, (1,) * n, [group] * n
-                        units = [-(-(c + s) // unit) for c in cs]
-                        shapes = [instance(u, group) for u in units]
-                        cycles = [cyc for cyc, _ in shapes]
-                        reads = sum(r for _, r in shapes)
-                        entering: dict[int, list[int]] = {}   # step mod unit -> requests
-                        for i, c in enumerate(cs):
-                            entering.setdefault((1 - c) % unit, []).append(i)
-                        found = None
-                    else:
-                        for i in entering.get(s % unit, ()):
-                            units[i] += 1
-                            reads -= shapes[i][1]
-                            cycles[i], r = shapes[i] = instance(units[i], group)
-                            reads += r
-                            found = None
-                    if found is None:
-                        key = (tuple(units), queries)
-                        found = memo.get(key)
+                for span, cs, base in round_spans(contexts, caps):
+                    n, start = len(cs), span.start
+                    queries, rows = (1,) * n, [group] * n
+                    units = [-(-(c + start) // unit) for c in cs]
+                    shapes = [instance(u, group) for u in units]
+                    cycles = [cyc for cyc, _ in shapes]
+                    reads = sum(r for _, r in shapes)
+                    entering: dict[int, list[int]] = {}   # step mod unit -> requests
+                    for i, c in enumerate(cs):
+                        entering.setdefault((1 - c) % unit, []).append(i)
+                    found = None
+                    for s in span:
+                        sum_l = base + n * s
+                        sums = (n, sum_l, n, sum_l)
+                        if s > start:
+                            for i in entering.get(s % unit, ()):
+                                units[i] += 1
+                                reads -= shapes[i][1]
+                                cycles[i], r = shapes[i] = instance(units[i], group)
+                                reads += r
+                                found = None
                         if found is None:
-                            d = dense(n)
-                            attention = self._pim_placed(shard, units, rows, cycles, reads, d, power)
-                            found = remember(key, (whole(head(d, attention), d, sums), d))
-                            steps.append(found[0])
-                            continue
-                    steps.append(with_ops(found[0], *ops(found[1], sums)))
+                            key = (tuple(units), queries)
+                            found = memo.get(key)
+                            if found is None:
+                                d = dense(n)
+                                attention = self._pim_placed(shard, units, rows, cycles, reads, d, power)
+                                found = remember(key, (whole(head(d, attention), d, sums), d))
+                                steps.append(found[0])
+                                continue
+                        steps.append(with_ops(found[0], *ops(found[1], sums)))
                 return steps
         elif self.gpu.unfused_attention:
             blocks_of = self.gpu.unfused_blocks
@@ -434,9 +436,11 @@ class System:
 
             def draft_round(contexts: Sequence[int], caps: Sequence[int]) -> list:
                 steps = []
-                for s, _, base, n in round_steps(contexts, caps):
-                    sum_l = base + n * s
-                    steps.append(whole_step((n, sum_l, n, sum_l, n * one_query), (n, sum_l, n, sum_l)))
+                for span, cs, base in round_spans(contexts, caps):
+                    n = len(cs)
+                    for s in span:
+                        sum_l = base + n * s
+                        steps.append(whole_step((n, sum_l, n, sum_l, n * one_query), (n, sum_l, n, sum_l)))
                 return steps
         else:
             def price(reqs: tuple[tuple[int, int], ...]) -> object:
@@ -446,7 +450,8 @@ class System:
 
             def draft_round(contexts: Sequence[int], caps: Sequence[int]) -> list:
                 # Fused kernels count tiles per request: nothing to carry between steps.
-                return [price(tuple([(c + s, 1) for c in cs])) for s, cs, _, _ in round_steps(contexts, caps)]
+                return [price(tuple([(c + s, 1) for c in cs]))
+                        for span, cs, _ in round_spans(contexts, caps) for s in span]
         return _KindPricer(price, draft_round)
 
     @lru_cache(maxsize=16384)

@@ -158,9 +158,9 @@ class LockstepRun(BaseRun):
 
     # -- verification --------------------------------------------------------------------
     def verify(self) -> None:
-        batch = [l for _, l in sorted(self.live.items())]
-        priced = self.price_tlm([(l.context(l.extra["drafted"]), l.extra["drafted"] + 1)
-                                 for l in batch])
+        live = self.live
+        batch = [live[slot] for slot in sorted(live)]     # slot order (ints sort faster than items)
+        priced = self.price_tlm([(l.context(d := l.extra["drafted"]), d + 1) for l in batch])
         self.devices.start_foreground("TLM", priced.work, lambda: self.after_verify(batch))
 
     def after_verify(self, batch: list[Live]) -> None:
