@@ -25,7 +25,7 @@ from typing import Callable, Mapping, NamedTuple, Sequence
 
 from sim.config import CALIBRATIONS, config_path, get, load_yaml
 from sim.cost.energy import COMPONENTS, EnergyModel, load_energy
-from sim.cost.gpu import GPU, Kernel, load_gpu
+from sim.cost.gpu import GPU, load_gpu
 from sim.cost.links import Link, load_link
 from sim.cost.pim import PimStack, check_power, clear_memos, load_pim
 from sim.errors import ConfigError, SaddleError
@@ -526,7 +526,7 @@ class System:
             flops, nbytes = _bilinear(fc, sums), _bilinear(bc, sums)
             ps += gpu.kernel_ps(flops, nbytes, blocks)
             regs = 3 * flops // 2 if phase != "softmax" else 0
-            for k, v in self.energy.gpu(flops, nbytes, Kernel(0, nbytes, nbytes, nbytes, regs)).items():
+            for k, v in self.energy.gpu_traffic(flops, nbytes, nbytes, nbytes, regs).items():
                 energy[k] += v
         layers = shard.layers
         return ps * layers, 0, (energy["gpu_dram"] * layers, energy["gpu_onchip"] * layers,
