@@ -157,63 +157,103 @@ class Manager:
                 Locked(vid),
                 Mapping(Op.TLM_ATTENTION, device, num, den, -1)]
 
+    def result(self, request: int, accepted: int, corrected_token: int) -> int:
+        """``apply(VerifyResult(request, accepted, corrected_token))`` with the answer unboxed:
+        how many of the request's waiting tokens it discarded (``shared_after_reject``); the
+        caller, which knows the k tokens it verified, has the rest of the events' content
+        (Verified: rejected iff accepted < k; ``rejected_prefix``: the k - accepted - 1 after
+        the rejected one). The same checks and state change: the simulator sends one per
+        request of every pass and, when not recording, needs no event objects."""
+        return len(self._verify(request, accepted, corrected_token)[1])
+
     def _result(self, txn: VerifyResult) -> list:
-        _field(REQUEST_ID, txn.request, "VerifyResult.request")
-        _field(TOKEN_ID, txn.corrected_token, "VerifyResult.corrected_token")
-        request = txn.request
+        request, a = txn.request, txn.accepted
+        entries, waiting = self._verify(request, a, txn.corrected_token)
+        rejected = a < len(entries)
+        events: list = [Verified(request, entries[0].position, a, rejected)]
+        if rejected:
+            events += _discarded(request, entries[a + 1:], DiscardReason.REJECTED_PREFIX)
+            events += _discarded(request, waiting, DiscardReason.SHARED_AFTER_REJECT)
+        return events
+
+    def _verify(self, request: int, a: int, corrected_token: int) -> tuple[list[PoolEntry], list[PoolEntry]]:
+        """VerifyResult's checks and state change: (the request's tokens that were in flight,
+        its waiting tokens discarded after a rejection)."""
+        if not (type(request) is int and 0 <= request <= REQUEST_ID.max_raw
+                and type(corrected_token) is int and 0 <= corrected_token <= TOKEN_ID.max_raw):
+            _field(REQUEST_ID, request, "VerifyResult.request")
+            _field(TOKEN_ID, corrected_token, "VerifyResult.corrected_token")
         if request not in self._in_pass:
             raise ProtocolError(f"VerifyResult: request {request} has no token in the current verification")
         if request in self._resulted:
             raise ProtocolError(f"VerifyResult: request {request} already has its result for this verification")
-        entries = self.shared_pool.in_flight(request)
-        if isinstance(txn.accepted, bool) or not isinstance(txn.accepted, int) or \
-                not 0 <= txn.accepted <= len(entries):
-            raise ProtocolError(f"VerifyResult.accepted: request {request} had {len(entries)} token(s) "
-                                f"in flight, found accepted={txn.accepted!r}")
-        self.shared_pool.release(request)
+        k = self.shared_pool.in_flight_count(request)
+        if isinstance(a, bool) or not isinstance(a, int) or not 0 <= a <= k:
+            raise ProtocolError(f"VerifyResult.accepted: request {request} had {k} token(s) "
+                                f"in flight, found accepted={a!r}")
+        entries = self.shared_pool.release(request)
         self._resulted.add(request)
         slot = self.controller.slots[request]
-        slot.next_token = txn.corrected_token
+        slot.next_token = corrected_token
         slot.pending -= len(entries)
-        a = txn.accepted
-        rejected = a < len(entries)
+        close = self.ledger.close
         for e in entries[:a]:
-            self.ledger.close(e.serial, ACCEPTED)
-        events: list = [Verified(request, entries[0].position, a, rejected)]
-        if rejected:
-            self.ledger.close(entries[a].serial, REJECTED)
-            events += self._discard(request, entries[a + 1:], DiscardReason.REJECTED_PREFIX)
-            waiting = self.shared_pool.invalidate(request)
-            slot.pending -= len(waiting)
-            events += self._discard(request, waiting, DiscardReason.SHARED_AFTER_REJECT)
-            slot.state = RequestState.REJECTED
-            self._rejected[request] = slot.microbatch
-        return events
+            close(e.serial, ACCEPTED)
+        if a == len(entries):
+            return entries, []
+        close(entries[a].serial, REJECTED)
+        self._close(entries[a + 1:], DiscardReason.REJECTED_PREFIX)
+        waiting = self.shared_pool.invalidate(request)
+        slot.pending -= len(waiting)
+        self._close(waiting, DiscardReason.SHARED_AFTER_REJECT)
+        slot.state = RequestState.REJECTED
+        self._rejected[request] = slot.microbatch
+        return entries, waiting
+
+    def unlock(self) -> tuple[list[int], list[int]]:
+        """``apply(Unlock())`` with the answer unboxed: (the eager tokens discarded per rejected
+        request, ascending request: the Discarded events' sizes; the requests resumed,
+        ascending). The same checks and state change (one Unlock per pass)."""
+        discarded, _, resumed = self._unlock_state()
+        return [len(entries) for entries in discarded.values()], [r for r, _, _ in resumed]
 
     def _unlock(self, txn: Unlock) -> list:
+        verification = self.verification
+        discarded, moved, resumed = self._unlock_state()
+        events: list = [Unlocked(verification)]
+        for request, entries in discarded.items():
+            events += _discarded(request, entries, DiscardReason.EAGER_AFTER_REJECT)
+        events += _moved_events(moved)
+        events += [Resumed(*r) for r in resumed]
+        return events
+
+    def _unlock_state(self) -> tuple[dict[int, list[PoolEntry]], dict[int, list[PoolEntry]],
+                                     list[tuple[int, int, bool]]]:
+        """Unlock's checks and state change: (eager tokens discarded, eager tokens moved, per
+        request; (request, start token, after_reject) of every resumed request)."""
         shared = self.shared_pool
         if not shared.locked:
             raise ProtocolError("Unlock: the Shared Pool is not locked")
-        missing = sorted(self._in_pass - self._resulted)
-        if missing:
+        if len(self._resulted) != len(self._in_pass):
+            missing = sorted(self._in_pass - self._resulted)
             raise ProtocolError(f"Unlock: no VerifyResult yet for request(s) {missing}")
         shared.unlock()
-        events: list = [Unlocked(self.verification)]
         moved, discarded = self.eager_pools.on_unlock(self._rejected, shared)
+        slots = self.controller.slots
         for request, entries in discarded.items():
-            self.controller.slots[request].pending -= len(entries)
-            events += self._discard(request, entries, DiscardReason.EAGER_AFTER_REJECT)
-        events += _moved_events(moved)
+            slots[request].pending -= len(entries)
+            self._close(entries, DiscardReason.EAGER_AFTER_REJECT)
+        resumed = []
         for request in sorted(self._in_pass):
-            slot = self.controller.slots[request]
+            slot = slots[request]
             after_reject = slot.state is RequestState.REJECTED
             if after_reject or (slot.state is RequestState.STOPPED and slot.pending == 0):
                 assert slot.pending == 0, f"request {request} restarts with {slot.pending} pending tokens"
                 slot.new_round()
-                events.append(Resumed(request, slot.next_token, after_reject))
+                resumed.append((request, slot.next_token, after_reject))
         self.verification = (self.verification + 1) & VERIFY_ID.max_raw
         self._in_pass, self._resulted, self._rejected = set(), set(), {}
-        return events
+        return discarded, moved, resumed
 
     def _query(self, txn: SchedulerQuery) -> list:
         self._microbatch(txn.microbatch, "SchedulerQuery")
@@ -258,16 +298,24 @@ class Manager:
         return events
 
     def _discard(self, request: int, entries: list[PoolEntry], reason: DiscardReason) -> list:
-        if not entries:
-            return []
+        self._close(entries, reason)
+        return _discarded(request, entries, reason)
+
+    def _close(self, entries: list[PoolEntry], reason: DiscardReason) -> None:
         for e in entries:
             self.ledger.close(e.serial, reason.value)
-        return [Discarded(request, tuple(e.position for e in entries), reason)]
 
 
 def _field(fmt, value, what: str) -> None:
     if not fmt.contains(value):
         raise ProtocolError(f"{what}: expected an integer in [{fmt.min_raw}, {fmt.max_raw}], found {value!r}")
+
+
+def _discarded(request: int, entries: list[PoolEntry], reason: DiscardReason) -> list:
+    """The Discarded event of ``entries`` (none if empty), their ledger fate already closed."""
+    if not entries:
+        return []
+    return [Discarded(request, tuple(e.position for e in entries), reason)]
 
 
 def _moved_events(moved: dict[int, list[PoolEntry]]) -> list:

@@ -45,14 +45,19 @@ from __future__ import annotations
 
 from sim.manager.formats import TOKEN_ID, quantize_prob
 from sim.manager.manager import Manager
-from sim.manager.transactions import (Admit, Device, Discarded, DraftToken, EndRound, Issued, Mapping,
-                                      Op, Pool, Refused, Resumed, Retire, SchedulerQuery, Unlock,
-                                      Verified, VerifyIssue, VerifyResult)
+from sim.manager.transactions import (Admit, Device, Discarded, DiscardReason, DraftToken, EndRound,
+                                      Issued, Mapping, Op, Pool, Refused, Resumed, Retire,
+                                      SchedulerQuery, Unlock, VerifyIssue, VerifyResult)
 from sim.systems.base import BaseRun, Live
 
 
 # Enum.value is a Python-level property: the mapping's name is looked up after every prediction step.
 _DEVICE_NAME = {device: device.value for device in Device}
+
+
+REJECTED_PREFIX = DiscardReason.REJECTED_PREFIX.value
+SHARED_AFTER_REJECT = DiscardReason.SHARED_AFTER_REJECT.value
+EAGER_AFTER_REJECT = DiscardReason.EAGER_AFTER_REJECT.value
 
 
 def _token_id(position: int) -> int:
@@ -110,6 +115,25 @@ class PooledRun(BaseRun):
         the boxed transaction and event, so that a recording run logs them."""
         (out,) = self.apply(DraftToken(request, mb, position, token, prob))
         return out.pool, None if type(out) is Refused else out.stop
+
+    def result_recorded(self, request: int, accepted: int, corrected_token: int) -> int:
+        """``Manager.result`` (VerifyResult unboxed) through the boxed transaction: the waiting
+        tokens it discarded. Its Discarded events are booked by ``after_pass``, as unboxed."""
+        out = self.record_apply(VerifyResult(request, accepted, corrected_token))
+        return sum(len(e.positions) for e in out
+                   if type(e) is Discarded and e.reason is DiscardReason.SHARED_AFTER_REJECT)
+
+    def unlock_recorded(self) -> tuple[list[int], list[int]]:
+        """``Manager.unlock`` through the boxed transaction: (eager tokens discarded per
+        rejected request, resumed requests), booked by ``after_pass`` as unboxed."""
+        out = self.record_apply(Unlock())
+        return ([len(e.positions) for e in out if type(e) is Discarded],
+                [e.request for e in out if type(e) is Resumed])
+
+    def record_apply(self, txn) -> list:
+        out = self.manager.apply(txn)
+        self.events.append((txn, out))
+        return out
 
     def apply(self, txn) -> list:
         out = self.manager.apply(txn)
@@ -264,18 +288,30 @@ class PooledRun(BaseRun):
 
     def after_pass(self, groups: dict[int, list[int]]) -> None:
         accepted_now: dict[int, int] = {}
+        tokens = self.tokens
+        result, unlock = ((self.result_recorded, self.unlock_recorded) if self.record
+                          else (self.manager.result, self.manager.unlock))
         for slot in sorted(groups):
             live = self.live[slot]
             positions = groups[slot]
             first, k = positions[0], len(positions)
             rnd = live.extra["round"]
             a = max(0, min(k, rnd.run - (first - 1)))
-            for event in self.apply(VerifyResult(slot, a, _token_id(rnd.base + first - 1 + a))):
-                if isinstance(event, Verified):
-                    self.tokens.accepted += event.accepted
-                    self.tokens.rejected += int(event.rejected)
+            waiting = result(slot, a, _token_id(rnd.base + first - 1 + a))
+            tokens.accepted += a
+            if a < k:
+                # The Verified event's rejection, then its two Discarded events (in that order:
+                # the reasons' order in the record follows the first discard of each).
+                tokens.rejected += 1
+                if k - a - 1:
+                    tokens.discard(REJECTED_PREFIX, k - a - 1)
+                if waiting:
+                    tokens.discard(SHARED_AFTER_REJECT, waiting)
             accepted_now[slot] = a
-        resumed = {e.request for e in self.apply(Unlock()) if isinstance(e, Resumed)}
+        discarded, resumed_list = unlock()
+        for n in discarded:
+            tokens.discard(EAGER_AFTER_REJECT, n)
+        resumed = set(resumed_list)
         self.in_pass = False
         self.tlm_busy = False
         entering = []
