@@ -74,6 +74,9 @@ class DeviceSet:
         self.background: dict[int, _Running] = {}
         self.gpu_busy_ps = 0      # device-ps summed over devices
         self.pim_busy_ps = 0
+        # The completion action of each device's background step: one per prediction step, so
+        # built once per device, not once per step.
+        self._finish = [partial(self._finish_background, device) for device in range(n_devices)]
 
     # -- starting jobs -------------------------------------------------------------------
     def start_foreground(self, lane: str, work: Work, on_done: Callable[[], None]) -> None:
@@ -141,8 +144,7 @@ class DeviceSet:
             job.event = None
         if rate > 0:
             delay = math.ceil(job.remaining / rate - 1e-9) if job.remaining > 1e-9 else 0
-            job.event = self.queue.after(delay, partial(self._finish_background, device),
-                                         DONE_PRIORITY)
+            job.event = self.queue.after(delay, self._finish[device], DONE_PRIORITY)
 
     def _rerate(self) -> None:
         for device in sorted(self.background):

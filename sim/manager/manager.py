@@ -255,17 +255,22 @@ class Manager:
         self._in_pass, self._resulted, self._rejected = set(), set(), {}
         return discarded, moved, resumed
 
-    def _query(self, txn: SchedulerQuery) -> list:
-        self._microbatch(txn.microbatch, "SchedulerQuery")
-        num, den = dlm_fc_estimate(self.controller.drafting(txn.microbatch))
-        key = (num, den, txn.microbatch)
+    def query(self, microbatch: int) -> Mapping:
+        """``apply(SchedulerQuery(microbatch))``'s one event, unboxed from its list (one query
+        follows every prediction step)."""
+        self._microbatch(microbatch, "SchedulerQuery")
+        num, den = dlm_fc_estimate(self.controller.drafting(microbatch))
+        key = (num, den, microbatch)
         mapping = self._dlm_fc_mappings.get(key)
         if mapping is None:
             # The Scheduler is a pure function of the estimate and an event is an immutable
-            # value: each distinct answer is built once (a query follows every prediction step).
+            # value: each distinct answer is built once.
             mapping = self._dlm_fc_mappings[key] = Mapping(Op.DLM_FC, self.scheduler.dlm_fc(num, den), num, den,
-                                                           txn.microbatch)
-        return [mapping]
+                                                           microbatch)
+        return mapping
+
+    def _query(self, txn: SchedulerQuery) -> list:
+        return [self.query(txn.microbatch)]
 
     def _end_round(self, txn: EndRound) -> list:
         _field(REQUEST_ID, txn.request, "EndRound.request")

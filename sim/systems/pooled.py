@@ -7,8 +7,10 @@ says which pool took it and whether the round goes on, or ``Refused`` under back
 ``VerifyIssue`` whenever a verification could start (the answer lists the tokens, in greedy
 order, and where TLM attention runs), ``VerifyResult`` per request and ``Unlock`` when the pass
 ends (eager tokens moved or discarded, new rounds resumed), ``Retire`` when an output is done.
-DraftToken, the most frequent, goes through ``Manager.draft`` (the same transaction without
-the transaction and event objects) unless the run records its transactions (``record``).
+The four sent per draft token, per prediction step and per request of a pass (DraftToken,
+SchedulerQuery, VerifyResult, Unlock) go through ``Manager.draft`` / ``query`` / ``result`` /
+``unlock`` (the same transactions without the transaction and event objects) unless the run
+records its transactions (``record``).
 
 Trace positions. A round starts at output position ``base`` (the committed prefix when it
 starts); its j-th draft token (Manager position j) is the DLM's token at output position
@@ -43,6 +45,8 @@ worth of tokens, or if no request can draft any more (``drained``).
 """
 from __future__ import annotations
 
+from functools import partial
+
 from sim.manager.formats import TOKEN_ID, quantize_prob
 from sim.manager.manager import Manager
 from sim.manager.transactions import (Admit, Device, Discarded, DiscardReason, DraftToken, EndRound,
@@ -68,9 +72,10 @@ class _Round:
     """One speculation round of a request as the engine drafts it (``live.extra["round"]``).
 
     Attributes, not dict keys: mb_step and after_draft read them for every draft token. A new
-    round is a new object, so a prediction step that outlived its round (rejected or retired
-    while it ran) is recognised by identity."""
-    __slots__ = ("live", "base", "start", "pos", "cap", "p", "run", "stopped", "blocked")
+    round is a new object, and the one it replaces, or the last one of a retired request, is
+    marked ``stale``: a prediction step that outlived its round (rejected or retired while it
+    ran) reads one flag per token to see it."""
+    __slots__ = ("live", "base", "start", "pos", "cap", "p", "run", "stopped", "blocked", "stale")
 
     def __init__(self, live: Live, cap: int, p: list[float], run: int) -> None:
         self.live = live
@@ -82,6 +87,7 @@ class _Round:
         self.run = run                      # how many of them lie in the trace's accepted run
         self.stopped = cap == 0
         self.blocked = False                # refused by a full pool until the next Unlock
+        self.stale = False                  # replaced by a new round, or its request retired
 
 
 class PooledRun(BaseRun):
@@ -102,9 +108,9 @@ class PooledRun(BaseRun):
         # micro-batch wait for their verification, so scanning them all cost more than the step.
         self.ready: list[dict[int, _Round]] = [{} for _ in range(self.n_devices)]
         self.blocked: list[_Round] = []   # rounds refused since the last Unlock (to unblock)
-        # Transactions are immutable values: the one sent after every prediction step is built once.
-        self.queries = [SchedulerQuery(mb) for mb in range(self.n_devices)]
+        # What every prediction step names, built once: its lane, the event after its monitoring.
         self.dlm_labels = [f"DLM/mb{mb}" for mb in range(self.n_devices)]
+        self.after_monitors = [partial(self.after_monitor, mb) for mb in range(self.n_devices)]
         self.events: list = []       # every Manager output, when recording (tests, replay)
         self.record = False
 
@@ -115,6 +121,11 @@ class PooledRun(BaseRun):
         the boxed transaction and event, so that a recording run logs them."""
         (out,) = self.apply(DraftToken(request, mb, position, token, prob))
         return out.pool, None if type(out) is Refused else out.stop
+
+    def query_recorded(self, mb: int) -> Mapping:
+        """``Manager.query`` (SchedulerQuery, answer unboxed) through the boxed transaction."""
+        (mapping,) = self.apply(SchedulerQuery(mb))
+        return mapping
 
     def result_recorded(self, request: int, accepted: int, corrected_token: int) -> int:
         """``Manager.result`` (VerifyResult unboxed) through the boxed transaction: the waiting
@@ -154,6 +165,9 @@ class PooledRun(BaseRun):
         cap = min(self.setup.manager_config.max_draft_len, live.remaining)
         plan = self.setup.stop.planned(live.trace, live.t, live.remaining)
         probs, accepted = live.trace.draft_prob_list(live.t, cap)
+        old = live.extra.get("round")
+        if old is not None:
+            old.stale = True
         live.extra["round"] = _Round(live, cap if plan is None else min(plan, cap), probs, accepted)
         self.update_ready(live)
 
@@ -191,16 +205,16 @@ class PooledRun(BaseRun):
             self.gpu_steps.add(mb)
         self.mb_wait[mb] = True
         self.devices.start_background(mb, self.dlm_labels[mb], priced.work,
-                                      lambda: self.after_draft(mb, rounds))
+                                      partial(self.after_draft, mb, rounds))
 
     def after_draft(self, mb: int, rounds: list[_Round]) -> None:
         self.gpu_steps.discard(mb)
         drafting = 0
-        live_now, tokens = self.live, self.tokens
+        tokens = self.tokens
         draft = self.draft_recorded if self.record else self.manager.draft
         for rnd in rounds:
             live = rnd.live
-            if live_now.get(live.slot) is not live or live.extra["round"] is not rnd:
+            if rnd.stale:
                 # Rejected or finished while the step ran: its token was drafted on a context
                 # that no longer holds. The DLM's work is spent; the token never reaches a pool.
                 tokens.drafted += 1
@@ -226,10 +240,10 @@ class PooledRun(BaseRun):
                 for event in self.apply(EndRound(live.slot)):
                     if isinstance(event, Resumed):
                         self.resume_now(live)
-        (mapping,) = self.apply(self.queries[mb])
+        mapping = self.query_recorded(mb) if self.record else self.manager.query(mb)
         self.dlm_fc[mb] = _DEVICE_NAME[mapping.device]
         delay = self.monitoring(mb, drafting)
-        self.queue.after(delay, lambda: self.after_monitor(mb))
+        self.queue.after(delay, self.after_monitors[mb])
 
     def after_monitor(self, mb: int) -> None:
         self.mb_wait[mb] = False
@@ -325,9 +339,8 @@ class PooledRun(BaseRun):
         blocked, self.blocked = self.blocked, []
         for rnd in blocked:
             rnd.blocked = False
-            live = rnd.live
-            if self.live.get(live.slot) is live and live.extra["round"] is rnd:
-                self.update_ready(live)
+            if not rnd.stale:
+                self.update_ready(rnd.live)
         self.enter(self.admit(entering))
         if not self.live:
             return
@@ -357,6 +370,7 @@ class PooledRun(BaseRun):
         if live.t >= live.out_len:
             self.apply(Retire(live.slot))
             self.release(live)
+            live.extra["round"].stale = True
             self.ready[live.mb].pop(live.slot, None)
             return True
         if resumed:
