@@ -16,7 +16,7 @@ from sim.manager.scheduler import Scheduler, dlm_fc_estimate, tlm_attention_esti
 from sim.manager.shared_pool import PoolEntry, SharedPool
 from sim.manager.softmax import SoftmaxParams, softmax_greedy
 from sim.manager.transactions import (
-    Admit, Admitted, Discarded, DiscardReason, DraftLogits, DraftToken, Drafted, EndRound, Issued,
+    Admit, Admitted, Device, Discarded, DiscardReason, DraftLogits, DraftToken, Drafted, EndRound, Issued,
     Locked, Mapping, Moved, NotIssued, NotIssuedReason, Op, Pool, ProtocolError, Refused, Resumed,
     Retire, Retired, RoundEnded, SchedulerQuery, SelectedToken, Unlock, Unlocked, Verified,
     VerifyIssue, VerifyResult)
@@ -133,29 +133,48 @@ class Manager:
         if type(prob) is not int or not 0 <= prob <= PROB_ONE:
             raise ProtocolError(f"DraftToken.prob: expected raw UQ1.16 in [0, {PROB_ONE}], found {prob!r}")
 
+    def issue(self, tlm_idle: bool, capacity: int) -> tuple[dict[int, list[int]], Device] | None:
+        """``apply(VerifyIssue(tlm_idle, capacity))`` with the answer unboxed: None for
+        NotIssued, else (the Issued tokens' positions per request, ``positions_by_request``;
+        the Mapping's TLM attention device). The same checks and state change; one per pass
+        (and per refused attempt) without a SelectedToken per token."""
+        selection = self._select(tlm_idle, capacity)
+        if type(selection) is NotIssued:
+            return None
+        chosen, device, _, _ = selection
+        return positions_by_request(chosen), device
+
     def _issue(self, txn: VerifyIssue) -> list:
-        if not isinstance(txn.tlm_idle, bool):
-            raise ProtocolError(f"VerifyIssue.tlm_idle: expected a boolean, found {txn.tlm_idle!r}")
-        if isinstance(txn.capacity, bool) or not isinstance(txn.capacity, int) or \
-                not 1 <= txn.capacity <= POOL_COUNT.max_raw:
-            raise ProtocolError(f"VerifyIssue.capacity: expected an integer in [1, {POOL_COUNT.max_raw}], "
-                                f"found {txn.capacity!r}")
-        shared = self.shared_pool
-        if shared.locked:
-            return [NotIssued(NotIssuedReason.LOCKED, shared.waiting_count)]
-        available = shared.count
-        if available == 0:
-            return [NotIssued(NotIssuedReason.EMPTY, 0)]
-        if available < txn.capacity and not txn.tlm_idle:
-            return [NotIssued(NotIssuedReason.BELOW_CAPACITY, available)]
-        chosen = shared.select(txn.capacity)
-        self._in_pass = {e.request for e in chosen}
-        num, den = tlm_attention_estimate(e.request for e in chosen)
-        device = self.scheduler.tlm_attention(num, den)
+        selection = self._select(txn.tlm_idle, txn.capacity)
+        if type(selection) is NotIssued:
+            return [selection]
+        chosen, device, num, den = selection
         vid = self.verification
         return [Issued(vid, tuple(SelectedToken(e.request, e.position, e.token, e.h) for e in chosen)),
                 Locked(vid),
                 Mapping(Op.TLM_ATTENTION, device, num, den, -1)]
+
+    def _select(self, tlm_idle: bool, capacity: int) -> NotIssued | tuple[list[PoolEntry], Device, int, int]:
+        """VerifyIssue's checks and state change: the NotIssued event, or (the selected
+        entries in greedy order, TLM attention's device and the estimate it came from)."""
+        if not isinstance(tlm_idle, bool):
+            raise ProtocolError(f"VerifyIssue.tlm_idle: expected a boolean, found {tlm_idle!r}")
+        if isinstance(capacity, bool) or not isinstance(capacity, int) or \
+                not 1 <= capacity <= POOL_COUNT.max_raw:
+            raise ProtocolError(f"VerifyIssue.capacity: expected an integer in [1, {POOL_COUNT.max_raw}], "
+                                f"found {capacity!r}")
+        shared = self.shared_pool
+        if shared.locked:
+            return NotIssued(NotIssuedReason.LOCKED, shared.waiting_count)
+        available = shared.count
+        if available == 0:
+            return NotIssued(NotIssuedReason.EMPTY, 0)
+        if available < capacity and not tlm_idle:
+            return NotIssued(NotIssuedReason.BELOW_CAPACITY, available)
+        chosen = shared.select(capacity)
+        self._in_pass = {e.request for e in chosen}
+        num, den = tlm_attention_estimate(e.request for e in chosen)
+        return chosen, self.scheduler.tlm_attention(num, den), num, den
 
     def result(self, request: int, accepted: int, corrected_token: int) -> int:
         """``apply(VerifyResult(request, accepted, corrected_token))`` with the answer unboxed:
@@ -309,6 +328,15 @@ class Manager:
     def _close(self, entries: list[PoolEntry], reason: DiscardReason) -> None:
         for e in entries:
             self.ledger.close(e.serial, reason.value)
+
+
+def positions_by_request(tokens) -> dict[int, list[int]]:
+    """The positions of selected tokens (PoolEntry or SelectedToken, greedy order) per request,
+    ascending (the prefix property), requests in the order of their first token."""
+    groups: dict[int, list[int]] = {}
+    for tok in tokens:
+        groups.setdefault(tok.request, []).append(tok.position)
+    return groups
 
 
 def _field(fmt, value, what: str) -> None:

@@ -48,7 +48,7 @@ from __future__ import annotations
 from functools import partial
 
 from sim.manager.formats import TOKEN_ID, quantize_prob
-from sim.manager.manager import Manager
+from sim.manager.manager import Manager, positions_by_request
 from sim.manager.transactions import (Admit, Device, Discarded, DiscardReason, DraftToken, EndRound,
                                       Issued, Mapping, Op, Pool, Refused, Resumed, Retire,
                                       SchedulerQuery, Unlock, VerifyIssue, VerifyResult)
@@ -121,6 +121,14 @@ class PooledRun(BaseRun):
         the boxed transaction and event, so that a recording run logs them."""
         (out,) = self.apply(DraftToken(request, mb, position, token, prob))
         return out.pool, None if type(out) is Refused else out.stop
+
+    def issue_recorded(self, tlm_idle: bool, capacity: int) -> tuple[dict[int, list[int]], Device] | None:
+        """``Manager.issue`` (VerifyIssue, answer unboxed) through the boxed transaction."""
+        out = self.apply(VerifyIssue(tlm_idle, capacity))
+        if type(out[0]) is not Issued:
+            return None
+        (mapping,) = [e for e in out if type(e) is Mapping and e.op is Op.TLM_ATTENTION]
+        return positions_by_request(out[0].tokens), mapping.device
 
     def query_recorded(self, mb: int) -> Mapping:
         """``Manager.query`` (SchedulerQuery, answer unboxed) through the boxed transaction."""
@@ -272,18 +280,15 @@ class PooledRun(BaseRun):
     def try_issue(self) -> bool:
         if self.in_pass:
             return False
-        out = self.apply(VerifyIssue(self.below_capacity_ok(), self.capacity))
-        if not isinstance(out[0], Issued):
+        issue = self.issue_recorded if self.record else self.manager.issue
+        answer = issue(self.below_capacity_ok(), self.capacity)
+        if answer is None:
             return False
-        issued = out[0]
-        (mapping,) = [e for e in out if isinstance(e, Mapping) and e.op is Op.TLM_ATTENTION]
-        groups: dict[int, list[int]] = {}
-        for tok in issued.tokens:
-            groups.setdefault(tok.request, []).append(tok.position)
+        groups, attention = answer
         self.in_pass = True
         self.tlm_busy = True
-        delay = self.decision(len(issued.tokens))
-        self.queue.after(delay, lambda: self.start_pass(groups, mapping.device.value))
+        delay = self.decision(sum(map(len, groups.values())))
+        self.queue.after(delay, partial(self.start_pass, groups, attention.value))
         return True
 
     def start_pass(self, groups: dict[int, list[int]], attention: str) -> None:
@@ -298,7 +303,7 @@ class PooledRun(BaseRun):
             # the committed prefix (live.t = base + first - 1 here) plus k.
             requests.append((live.context(k), k + (positions[0] == 1)))
         priced = self.price_tlm(requests, attention=attention)
-        self.devices.start_foreground("TLM", priced.work, lambda: self.after_pass(groups))
+        self.devices.start_foreground("TLM", priced.work, partial(self.after_pass, groups))
 
     def after_pass(self, groups: dict[int, list[int]]) -> None:
         accepted_now: dict[int, int] = {}
