@@ -96,10 +96,10 @@ class DeviceSet:
         if device in self.background:
             raise RuntimeError(f"device {device} background busy with {self.background[device].lane}")
         now = self.queue.now
-        job = _Running(lane, work, on_done, now, float(work.time_ps), since=now)
+        job = _Running(lane, work, on_done, now, float(work.time_ps), self._background_rate(work), now)
         self.background[device] = job
         self._account(work)
-        self._schedule_background(device, job, self._background_rate(work))
+        self._schedule(device, job)     # nothing run yet, no event to cancel: scheduled directly
 
     def run_alone(self, device: int, lane: str, work: Work, start: int) -> int:
         """A background step on ``device`` from ``start``, simulated without an event by a
@@ -136,12 +136,18 @@ class DeviceSet:
         return rate
 
     def _schedule_background(self, device: int, job: _Running, rate: float) -> None:
+        """The running job's rate changes now: book its progress at the old rate, reschedule."""
         now = self.queue.now
         job.remaining = max(0.0, job.remaining - (now - job.since) * job.rate)
         job.since, job.rate = now, rate
         if job.event is not None:
             self.queue.cancel(job.event)
             job.event = None
+        self._schedule(device, job)
+
+    def _schedule(self, device: int, job: _Running) -> None:
+        """The completion event of ``job`` for its remaining work at its rate (none at rate 0)."""
+        rate = job.rate
         if rate > 0:
             delay = math.ceil(job.remaining / rate - 1e-9) if job.remaining > 1e-9 else 0
             job.event = self.queue.after(delay, self._finish[device], DONE_PRIORITY)
