@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from sim.manager.config import ManagerConfig
 from sim.manager.conservation import ACCEPTED, REJECTED, Conservation, Ledger
-from sim.manager.controller import Controller, RequestState
+from sim.manager import controller
+from sim.manager.controller import Controller
 from sim.manager.eager_pool import EagerPools
 from sim.manager.formats import LOGIT, POOL_COUNT, POSITION, PROB_ONE, REQUEST_ID, TOKEN_ID, VERIFY_ID
 from sim.manager.scheduler import Scheduler, dlm_fc_estimate, tlm_attention_estimate
@@ -20,6 +21,10 @@ from sim.manager.transactions import (
     Locked, Mapping, Moved, NotIssued, NotIssuedReason, Op, Pool, ProtocolError, Refused, Resumed,
     Retire, Retired, RoundEnded, SchedulerQuery, SelectedToken, Unlock, Unlocked, Verified,
     VerifyIssue, VerifyResult)
+
+
+# Read for every draft token: a module constant, not a lookup through the enum's metaclass.
+SHARED, EAGER = Pool.SHARED, Pool.EAGER
 
 
 class Manager:
@@ -95,19 +100,19 @@ class Manager:
                 and 0 <= token <= TOKEN_ID.max_raw and 0 <= prob <= PROB_ONE):
             self._check_draft_fields(request, microbatch, position, token, prob)
         slot = self.controller.slots.get(request)
-        if slot is None or slot.microbatch != microbatch or slot.state is not RequestState.DRAFTING \
+        if slot is None or slot.microbatch != microbatch or slot.state is not controller.DRAFTING \
                 or position != slot.t + 1:
             slot = self.controller.expect_draft(request, microbatch, position)   # says which check failed
         shared, eager = self.shared_pool, self.eager_pools
         if not shared.locked and not eager.holds(request, microbatch):
-            pool, room = Pool.SHARED, shared.free > 0
+            pool, room = SHARED, shared.free > 0
         else:
-            pool, room = Pool.EAGER, eager.free(microbatch) > 0
+            pool, room = EAGER, eager.free(microbatch) > 0
         if not room:
             return pool, None
         stop = self.controller.advance(slot, prob)
         entry = PoolEntry(request, microbatch, position, token, slot.h, self.ledger.open())
-        (shared if pool is Pool.SHARED else eager).insert(entry)
+        (shared if pool is SHARED else eager).insert(entry)
         return pool, stop
 
     def _draft(self, txn: DraftToken) -> list:
@@ -218,17 +223,15 @@ class Manager:
         slot = self.controller.slots[request]
         slot.next_token = corrected_token
         slot.pending -= len(entries)
-        close = self.ledger.close
-        for e in entries[:a]:
-            close(e.serial, ACCEPTED)
+        self.ledger.close_all([e.serial for e in entries[:a]], ACCEPTED)
         if a == len(entries):
             return entries, []
-        close(entries[a].serial, REJECTED)
+        self.ledger.close(entries[a].serial, REJECTED)
         self._close(entries[a + 1:], DiscardReason.REJECTED_PREFIX)
         waiting = self.shared_pool.invalidate(request)
         slot.pending -= len(waiting)
         self._close(waiting, DiscardReason.SHARED_AFTER_REJECT)
-        slot.state = RequestState.REJECTED
+        slot.state = controller.REJECTED
         self._rejected[request] = slot.microbatch
         return entries, waiting
 
@@ -268,8 +271,8 @@ class Manager:
         resumed = []
         for request in sorted(self._in_pass):
             slot = slots[request]
-            after_reject = slot.state is RequestState.REJECTED
-            if after_reject or (slot.state is RequestState.STOPPED and slot.pending == 0):
+            after_reject = slot.state is controller.REJECTED
+            if after_reject or (slot.state is controller.STOPPED and slot.pending == 0):
                 assert slot.pending == 0, f"request {request} restarts with {slot.pending} pending tokens"
                 slot.new_round()
                 resumed.append((request, slot.next_token, after_reject))
@@ -297,11 +300,11 @@ class Manager:
     def _end_round(self, txn: EndRound) -> list:
         _field(REQUEST_ID, txn.request, "EndRound.request")
         slot = self.controller.slot(txn.request, "EndRound")
-        if slot.state is not RequestState.DRAFTING:
+        if slot.state is not controller.DRAFTING:
             raise ProtocolError(f"EndRound: request {txn.request} is {slot.state.value}, not drafting")
         if slot.t == 0:
             raise ProtocolError(f"EndRound: request {txn.request} has no draft token in this round")
-        slot.state = RequestState.STOPPED
+        slot.state = controller.STOPPED
         events: list = [RoundEnded(txn.request, slot.t, slot.h)]
         if slot.pending == 0:
             # Every token of the round is already verified and accepted: the next round starts
@@ -329,8 +332,7 @@ class Manager:
         return _discarded(request, entries, reason)
 
     def _close(self, entries: list[PoolEntry], reason: DiscardReason) -> None:
-        for e in entries:
-            self.ledger.close(e.serial, reason.value)
+        self.ledger.close_all([e.serial for e in entries], reason.value)
 
 
 def positions_by_request(tokens) -> dict[int, list[int]]:
