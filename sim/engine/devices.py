@@ -19,6 +19,7 @@ import math
 from itertools import chain
 from dataclasses import dataclass
 from functools import partial
+from operator import itemgetter
 from typing import Callable
 
 import numpy as np
@@ -184,7 +185,11 @@ class IntervalLog:
     def spans(self, prefix: str) -> np.ndarray:
         """(start, end) of all intervals of lanes named ``prefix`` or ``prefix/...``, as an
         (n, 2) int64 array (a large run has millions: built without a tuple each)."""
-        flat = chain.from_iterable((s, e) for lane, spans in self.intervals.items()
-                                   if lane == prefix or lane.startswith(prefix + "/")
-                                   for s, e, _ in spans)
+        # chain, map and itemgetter iterate in C: no Python frame per interval.
+        flat = chain.from_iterable(chain.from_iterable(map(_START_END, spans))
+                                   for lane, spans in self.intervals.items()
+                                   if lane == prefix or lane.startswith(prefix + "/"))
         return np.fromiter(flat, dtype=np.int64).reshape(-1, 2)
+
+
+_START_END = itemgetter(0, 1)

@@ -27,7 +27,7 @@ group. The RTL keeps the count in each CAM entry (hw/manager/shared_pool.py).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from operator import attrgetter
+from operator import attrgetter, is_
 
 
 @dataclass(slots=True)
@@ -124,8 +124,7 @@ class SharedPool:
         for request, taken in per_request.items():
             entries = self._waiting[request]
             k = len(taken)
-            assert all(a is b for a, b in zip(taken, entries[:k])), \
-                f"prefix property broken for request {request}"
+            assert all(map(is_, taken, entries)), f"prefix property broken for request {request}"
             self._in_flight[request] = taken
             if k == len(entries):
                 del self._waiting[request]

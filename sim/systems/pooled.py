@@ -99,6 +99,7 @@ class PooledRun(BaseRun):
         self.issue_rule = issue_rule if self.overlap else "drained"
         self.gpu_steps: set[int] = set()   # micro-batches whose DLM step in flight uses a GPU
         self.dlm_fc = {mb: setup.mapping["dlm_fc"] for mb in range(self.n_devices)}
+        self.dlm_attention_gpu = setup.mapping["dlm_attention"] == "gpu"
         self.in_pass = False
         self.tlm_busy = False
         self.refused = 0
@@ -208,8 +209,9 @@ class PooledRun(BaseRun):
         rounds = [ready[slot] for slot in sorted(ready)]
         if not rounds:
             return
-        priced = self.price_dlm([(rnd.start + rnd.pos, 1) for rnd in rounds], fc=self.dlm_fc[mb])
-        if "gpu" in (self.dlm_fc[mb], self.setup.mapping["dlm_attention"]):
+        fc = self.dlm_fc[mb]
+        priced = self.price_dlm([(rnd.start + rnd.pos, 1) for rnd in rounds], fc=fc)
+        if fc == "gpu" or self.dlm_attention_gpu:
             self.gpu_steps.add(mb)
         self.mb_wait[mb] = True
         self.devices.start_background(mb, self.dlm_labels[mb], priced.work,
