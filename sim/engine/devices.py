@@ -16,10 +16,10 @@ deterministic. Giving the TLM priority is our choice: it is on every request's c
 from __future__ import annotations
 
 import math
-from itertools import chain
+from array import array
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from functools import partial
-from operator import itemgetter
 from typing import Callable
 
 import numpy as np
@@ -173,23 +173,56 @@ class DeviceSet:
 
 class IntervalLog:
     """Closed intervals per lane (``TLM``, ``DLM/mb3``, ``monitor/mb3``, ``decide``), each
-    with the Work that ran in it (None for Manager activity), for metrics and the timeline."""
+    with the Work that ran in it (None for Manager activity), for metrics and the timeline.
+
+    A large run logs millions (two per prediction step), and the metrics read their starts and
+    ends as arrays: each lane keeps its starts and ends in int64 ``array``s (read by numpy
+    without a Python object per interval) beside its Works; ``intervals`` shows them as
+    (start, end, work) tuples."""
 
     def __init__(self) -> None:
-        self.intervals: dict[str, list[tuple[int, int, Work | None]]] = {}
+        self._lanes: dict[str, tuple[array, array, list[Work | None]]] = {}
 
     def add(self, lane: str, start: int, end: int, work: Work | None = None) -> None:
         if end > start:
-            self.intervals.setdefault(lane, []).append((start, end, work))
+            found = self._lanes.get(lane)
+            if found is None:
+                found = self._lanes[lane] = (array("q"), array("q"), [])
+            starts, ends, works = found
+            starts.append(start)
+            ends.append(end)
+            works.append(work)
+
+    @property
+    def intervals(self) -> Mapping[str, list[tuple[int, int, Work | None]]]:
+        """Lane -> its (start, end, work) intervals in the order logged (each lane's list built
+        when read)."""
+        return _Lanes(self._lanes)
 
     def spans(self, prefix: str) -> np.ndarray:
-        """(start, end) of all intervals of lanes named ``prefix`` or ``prefix/...``, as an
-        (n, 2) int64 array (a large run has millions: built without a tuple each)."""
-        # chain, map and itemgetter iterate in C: no Python frame per interval.
-        flat = chain.from_iterable(chain.from_iterable(map(_START_END, spans))
-                                   for lane, spans in self.intervals.items()
-                                   if lane == prefix or lane.startswith(prefix + "/"))
-        return np.fromiter(flat, dtype=np.int64).reshape(-1, 2)
+        """(start, end) of all intervals of lanes named ``prefix`` or ``prefix/...``, in lane
+        then log order, as an (n, 2) int64 array."""
+        lanes = [(starts, ends) for lane, (starts, ends, _) in self._lanes.items()
+                 if lane == prefix or lane.startswith(prefix + "/")]
+        # np.array copies each buffer (a view would keep the array from growing).
+        return np.column_stack((np.concatenate([np.array(s, dtype=np.int64) for s, _ in lanes] or [_NONE]),
+                                np.concatenate([np.array(e, dtype=np.int64) for _, e in lanes] or [_NONE])))
 
 
-_START_END = itemgetter(0, 1)
+_NONE = np.empty(0, dtype=np.int64)
+
+
+class _Lanes(Mapping):
+    """``IntervalLog.intervals``: a read-only view that builds a lane's tuples when asked."""
+
+    def __init__(self, lanes: dict[str, tuple[array, array, list[Work | None]]]) -> None:
+        self._lanes = lanes
+
+    def __getitem__(self, lane: str) -> list[tuple[int, int, Work | None]]:
+        return list(zip(*self._lanes[lane]))
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._lanes)
+
+    def __len__(self) -> int:
+        return len(self._lanes)
