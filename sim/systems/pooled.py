@@ -7,10 +7,11 @@ says which pool took it and whether the round goes on, or ``Refused`` under back
 ``VerifyIssue`` whenever a verification could start (the answer lists the tokens, in greedy
 order, and where TLM attention runs), ``VerifyResult`` per request and ``Unlock`` when the pass
 ends (eager tokens moved or discarded, new rounds resumed), ``Retire`` when an output is done.
-The four sent per draft token, per prediction step and per request of a pass (DraftToken,
-SchedulerQuery, VerifyResult, Unlock) go through ``Manager.draft`` / ``query`` / ``result`` /
-``unlock`` (the same transactions without the transaction and event objects) unless the run
-records its transactions (``record``).
+The five sent per draft token, per prediction step and per pass (DraftToken, SchedulerQuery,
+VerifyIssue, VerifyResult, Unlock) go through ``Manager.draft`` / ``query`` / ``issue`` /
+``result`` / ``unlock`` (the same transactions without the transaction and event objects)
+unless the run records its transactions (``record``): then the ``*_recorded`` methods send the
+boxed transaction, log it with its events and answer as the unboxed call does.
 
 Trace positions. A round starts at output position ``base`` (the committed prefix when it
 starts); its j-th draft token (Manager position j) is the DLM's token at output position
@@ -120,12 +121,12 @@ class PooledRun(BaseRun):
                        ) -> tuple[Pool, bool | None]:
         """``Manager.draft`` (the DraftToken transaction, unboxed: one per draft token) through
         the boxed transaction and event, so that a recording run logs them."""
-        (out,) = self.apply(DraftToken(request, mb, position, token, prob))
+        (out,) = self.record_apply(DraftToken(request, mb, position, token, prob))
         return out.pool, None if type(out) is Refused else out.stop
 
     def issue_recorded(self, tlm_idle: bool, capacity: int) -> tuple[dict[int, list[int]], Device] | None:
         """``Manager.issue`` (VerifyIssue, answer unboxed) through the boxed transaction."""
-        out = self.apply(VerifyIssue(tlm_idle, capacity))
+        out = self.record_apply(VerifyIssue(tlm_idle, capacity))
         if type(out[0]) is not Issued:
             return None
         (mapping,) = [e for e in out if type(e) is Mapping and e.op is Op.TLM_ATTENTION]
@@ -133,7 +134,7 @@ class PooledRun(BaseRun):
 
     def query_recorded(self, mb: int) -> Mapping:
         """``Manager.query`` (SchedulerQuery, answer unboxed) through the boxed transaction."""
-        (mapping,) = self.apply(SchedulerQuery(mb))
+        (mapping,) = self.record_apply(SchedulerQuery(mb))
         return mapping
 
     def result_recorded(self, request: int, accepted: int, corrected_token: int) -> int:
@@ -151,6 +152,7 @@ class PooledRun(BaseRun):
                 [e.request for e in out if type(e) is Resumed])
 
     def record_apply(self, txn) -> list:
+        """The boxed transaction, logged; its Discarded events are the caller's to book."""
         out = self.manager.apply(txn)
         self.events.append((txn, out))
         return out
