@@ -4,6 +4,11 @@
 the list of output events it causes, in a documented order (README.md). It is deterministic:
 the same sequence of transactions gives the same events. Illegal transactions raise
 ProtocolError and leave the state unchanged; full pools are legal and answered with Refused.
+
+The five transactions a simulation sends most (DraftToken, VerifyIssue, VerifyResult, Unlock,
+SchedulerQuery) also have unboxed methods (``draft``, ``issue``, ``result``, ``unlock``,
+``query``): fields as arguments, the answer without transaction or event objects, the same
+checks and state change; ``apply`` builds each one's events from the same code.
 """
 from __future__ import annotations
 
