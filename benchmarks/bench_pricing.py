@@ -4,11 +4,13 @@
 
 Each run (default: the seven below; INDEX picks among runs of that system, pair prefix and
 batch, 1 = the -best variant of gpu-sd / pim-sd) is simulated once while every call to
-``CostAdapter.price`` is recorded; the calls are then replayed in order on a fresh adapter with
-every cost cache emptied, and the CPU seconds of the replay printed: the run's pricing alone,
-first call to last, cold caches included. The digest is a hash of every priced field (energy
-to the last bit) of every call: equal digests from two versions of the code mean they price
-the run identically.
+``CostAdapter.price`` and ``CostAdapter.price_round`` (a planned draft round's steps) is
+recorded; the calls are then replayed in order on a fresh adapter with every cost cache
+emptied, and the CPU seconds of the replay printed: the run's pricing alone, first call to
+last, cold caches included. The digest is a hash of every priced field (energy to the last
+bit) of every step priced, in order: equal digests from two versions of the code mean they
+price the run identically (a round's steps come in the order the run asked them one by one
+before ``price_round``).
 """
 from __future__ import annotations
 
@@ -27,19 +29,24 @@ RUNS = ("pim-sd:opt-66b:128", "gpu-sd:opt-66b:128", "saddle:opt-66b:64", "pim-ad
 
 
 def recorded_calls(run) -> list[tuple]:
-    """``(adapter arguments, price arguments)`` of every ``CostAdapter.price`` call of ``run``."""
+    """``(adapter arguments, method, its arguments)`` of every ``CostAdapter.price`` and
+    ``CostAdapter.price_round`` call of ``run``, in order."""
     calls = []
-    price = CostAdapter.price
+    methods = {name: getattr(CostAdapter, name) for name in ("price", "price_round")}
 
-    def recording(adapter, *args):
-        calls.append(((adapter.system.name, adapter.tlm.name,
-                       adapter.dlm.name if adapter.dlm else None), args))
-        return price(adapter, *args)
-    CostAdapter.price = recording
+    def recording(name):
+        def record(adapter, *args):
+            calls.append(((adapter.system.name, adapter.tlm.name,
+                           adapter.dlm.name if adapter.dlm else None), name, args))
+            return methods[name](adapter, *args)
+        return record
+    for name in methods:
+        setattr(CostAdapter, name, recording(name))
     try:
         simulate(run)
     finally:
-        CostAdapter.price = price
+        for name, method in methods.items():
+            setattr(CostAdapter, name, method)
     return calls
 
 
@@ -52,10 +59,15 @@ def main(argv: list[str]) -> int:
                   and p.batch == int(batch)]
         calls = recorded_calls(chosen[int(index[0]) if index else 0])
         clear_caches()
-        adapters = {key: CostAdapter(*key) for key in {key for key, _ in calls}}
+        adapters = {key: CostAdapter(*key) for key in {key for key, _, _ in calls}}
         gc.disable()        # as simulate() prices: without the cycle collector
         start = time.process_time()
-        priced = [adapters[key].price(*args) for key, args in calls]
+        priced = []
+        for key, name, args in calls:
+            if name == "price":
+                priced.append(adapters[key].price(*args))
+            else:
+                priced += adapters[key].price_round(*args)
         seconds = time.process_time() - start
         gc.enable()
         total += seconds
@@ -64,7 +76,7 @@ def main(argv: list[str]) -> int:
                    p.energy_pj.hex(), p.attention_ps, p.fc_ps, p.comm_ps, p.flops, p.pim_flops)
                   for p in priced]
         digest = hashlib.sha256(repr(fields).encode()).hexdigest()[:16]
-        print(f"{spec:22s} {len(calls):7d} calls {misses:7d} priced {seconds:6.2f} CPU s "
+        print(f"{spec:22s} {len(priced):7d} steps {misses:7d} priced {seconds:6.2f} CPU s "
               f"{1e6 * seconds / misses:6.1f} us/priced  digest {digest}", flush=True)
     print(f"total {total:.2f} CPU s")
     return 0

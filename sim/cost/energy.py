@@ -27,9 +27,17 @@ class EnergyModel:
         """A GPU kernel: FLOPs/2 MACs and its DRAM bytes; on chip, every DRAM byte passes L2
         and L1 once, or (``tiled_onchip``) the kernel's own L2 and L1 traffic and register
         accesses (``sim.cost.gpu.Kernel``, when the caller has one)."""
-        if kernel is not None and self.tiled_onchip:
-            onchip = (kernel.l2 * self.l2_pj_per_byte + kernel.l1 * self.l1_pj_per_byte
-                      + kernel.registers * self.register_pj)
+        if kernel is None:
+            return self.gpu_traffic(flops, nbytes)
+        return self.gpu_traffic(flops, nbytes, kernel.l2, kernel.l1, kernel.registers)
+
+    def gpu_traffic(self, flops: int, nbytes: int, l2: int | None = None, l1: int = 0,
+                    registers: int = 0) -> dict[str, float]:
+        """``gpu`` of a kernel given by its L2 and L1 bytes and register accesses (``l2`` None:
+        no kernel), for a caller that has those counts but no ``Kernel`` (one per unfused
+        attention phase of every new step)."""
+        if l2 is not None and self.tiled_onchip:
+            onchip = l2 * self.l2_pj_per_byte + l1 * self.l1_pj_per_byte + registers * self.register_pj
         else:
             onchip = nbytes * (self.l2_pj_per_byte + self.l1_pj_per_byte)
         return {"gpu_dram": nbytes * self.gpu_dram_pj_per_byte, "gpu_onchip": onchip,

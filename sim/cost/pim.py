@@ -24,7 +24,6 @@ import weakref
 from collections import Counter
 from dataclasses import dataclass, field
 from functools import lru_cache
-from itertools import accumulate
 from typing import NamedTuple
 
 import numpy as np
@@ -44,6 +43,7 @@ def clear_memos() -> None:
     for stack in list(_LIVE_STACKS):
         stack._memo.clear()
     _channel_groups.cache_clear()
+    _placement.cache_clear()
 
 
 @lru_cache(maxsize=4096)
@@ -73,6 +73,18 @@ def _channel_groups(n_cycles: int, channels: int, repeat: int
     if sum(len(s) for s, _, _ in kept) > n_cycles + channels:
         return None
     return tuple((s, odd) for s, odd, _ in kept)
+
+
+@lru_cache(maxsize=256)
+def _placement(n_cycles: int, channels: int, repeat: int) -> tuple[np.ndarray, np.ndarray]:
+    """``PimStack.round_robin``'s placement as ``(copies, odd)``: ``copies[c, r]`` copies of
+    job r run on channel c (used channels only), ``odd[c]`` is 1 when channel c runs an odd
+    number of jobs. A channel's load is then one row of a matrix product: a TLM pass places
+    hundreds of jobs, and one numpy product costs less than a Python pass over them."""
+    jobs = np.arange(n_cycles * repeat)
+    copies = np.zeros((min(len(jobs), channels), n_cycles), dtype=np.int64)
+    np.add.at(copies, (jobs % channels, jobs // repeat), 1)
+    return copies, copies.sum(axis=1) % 2
 
 
 @dataclass(frozen=True)
@@ -377,22 +389,47 @@ class PimStack:
                         power_constrained: bool) -> tuple[list[int], int]:
         """``attention_many`` of contexts given in ``context_unit``s (``units[i]`` of them),
         memoized per instance shape, each priced at the unit's longest context. Plain Python: a
-        step has few requests, for which a dict lookup each beats any numpy call."""
-        key = (head_dim, bpe, power_constrained)
-        memo = self._memo.get(key)
-        if memo is None:
-            memo = self._memo[key] = {}
-        unit = self.context_unit
+        step has few requests, for which a dict lookup each beats any numpy call (inline: a
+        TLM pass looks up hundreds)."""
+        memo = self._instance_memo(head_dim, bpe, power_constrained)
         cycles = []
         reads = 0
         for shape in zip(units, queries):
             hit = memo.get(shape)
             if hit is None:
-                hit = memo[shape] = self.attention_cycles(int(shape[0]) * unit, head_dim,
-                                                          int(shape[1]), bpe, power_constrained)
+                hit = self._new_instance(memo, shape, head_dim, bpe, power_constrained)
             cycles.append(hit[0])
             reads += hit[1]
         return cycles, reads
+
+    def unit_instance(self, head_dim: int, bpe: int, power_constrained: bool):
+        """``instance(units, queries)``: (cycles, PE column reads) of one instance over
+        ``units`` x ``context_unit`` keys with ``queries`` query rows, from
+        ``attention_units``' memo."""
+        memo = self._instance_memo(head_dim, bpe, power_constrained)
+
+        def instance(units: int, queries: int) -> tuple[int, int]:
+            hit = memo.get((units, queries))
+            if hit is None:
+                hit = self._new_instance(memo, (units, queries), head_dim, bpe, power_constrained)
+            return hit
+        return instance
+
+    def _instance_memo(self, head_dim: int, bpe: int, power_constrained: bool) -> dict:
+        key = (head_dim, bpe, power_constrained)
+        memo = self._memo.get(key)
+        if memo is None:
+            memo = self._memo[key] = {}
+        return memo
+
+    def _new_instance(self, memo: dict, shape: tuple[int, int], head_dim: int, bpe: int,
+                      power_constrained: bool) -> tuple[int, int]:
+        """An instance of ``shape`` = (context units, query rows), priced at the unit's
+        longest context, into ``memo``."""
+        units, queries = shape
+        hit = memo[shape] = self.attention_cycles(int(units) * self.context_unit, head_dim,
+                                                  int(queries), bpe, power_constrained)
+        return hit
 
     def attention_channels(self, instances: list[tuple[int, int, int]], bpe: int,
                            power_constrained: bool, channels: int | None = None) -> "ChannelLoad":
@@ -468,26 +505,8 @@ class PimStack:
     def _channel_loads(cycles, channels: int, repeat: int, odd_extra: int) -> list[int]:
         """Each used channel's summed job cycles under ``round_robin``'s placement, plus
         ``odd_extra`` if it runs an odd number of jobs."""
-        # The copies of job r fill whole rounds of the channels (``laps``, the same on every
-        # channel) and then the ``rest`` channels from (r x repeat) mod channels on: added as
-        # +cycles at the first and -cycles past the last channel of that range (it may wrap),
-        # the running sum over the channels is each channel's load.
-        laps, rest = divmod(repeat, channels)
-        edge = [0] * (channels + 1)
-        for r, c in enumerate(cycles):
-            first = r * repeat % channels
-            last = first + rest
-            edge[first] += c
-            if last <= channels:
-                edge[last] -= c
-            else:
-                edge[channels] -= c
-                edge[0] += c
-                edge[last - channels] -= c
-        base = laps * sum(cycles)
-        n = len(cycles) * repeat
-        return [int(base + v) + odd_extra * (((n - 1 - c) // channels + 1) % 2)
-                for c, v in zip(range(min(n, channels)), accumulate(edge[:channels]))]
+        copies, odd = _placement(len(cycles), channels, repeat)
+        return (copies @ np.asarray(cycles, dtype=np.int64) + odd_extra * odd).tolist()
 
     def pair_extra(self, contexts) -> int:
         """What a channel's unpaired last instance gives back (0 but for AttAcc's schedule)."""

@@ -25,7 +25,7 @@ from typing import Callable, Mapping, NamedTuple, Sequence
 
 from sim.config import CALIBRATIONS, config_path, get, load_yaml
 from sim.cost.energy import COMPONENTS, EnergyModel, load_energy
-from sim.cost.gpu import GPU, Kernel, load_gpu
+from sim.cost.gpu import GPU, load_gpu
 from sim.cost.links import Link, load_link
 from sim.cost.pim import PimStack, check_power, clear_memos, load_pim
 from sim.errors import ConfigError, SaddleError
@@ -80,13 +80,32 @@ class StepCost(NamedTuple):
                 "devices": self.devices, "mapping": dict(self.mapping)}
 
 
-def _unwrapped(step: StepCost) -> StepCost:
-    return step
+class StepForm(NamedTuple):
+    """How a step pricer hands out a step (``System.step_pricer``'s ``form``). ``of(cost)``:
+    the caller's form of a ``StepCost``, built once per step (or step attention) the pricer
+    memoizes; ``with_ops(priced, flops, pim_flops)``: that form for a step that differs from
+    ``priced`` only in its operation counts. PIM attention is memoized per context unit, so
+    steps that share a memo entry have the same times and energies but their own attention
+    FLOPs: they get the memoized form with their counts, not a new ``StepCost`` each."""
+
+    of: Callable[[StepCost], object]
+    with_ops: Callable[[object, int, int], object]
 
 
-# (system, model share's spec, mapping, devices, power, wrap) -> that kind's step pricer and
-# its memos
-_KIND_PRICERS: dict[tuple, Callable] = {}
+STEP_COST = StepForm(lambda cost: cost,
+                     lambda cost, flops, pim_flops: cost._replace(flops=flops, pim_flops=pim_flops))
+
+
+class _KindPricer(NamedTuple):
+    """One kind of step's two entry points, over the same memos."""
+
+    step: Callable[[tuple[tuple[int, int], ...]], object]
+    draft_round: Callable[[Sequence[int], Sequence[int]], list]
+
+
+# (system, model share's spec, mapping, devices, power, form) -> that kind's pricer and its
+# memos
+_KIND_PRICERS: dict[tuple, _KindPricer] = {}
 _MEMO_LIMIT = 1 << 16      # entries of one kind's step memo before it is emptied
 
 @dataclass(frozen=True)
@@ -159,18 +178,31 @@ class System:
 
     def step_pricer(self, model: ModelSpec | str, *, mapping: Mapping[str, str] | None = None,
                     devices: int | None = None, power_constrained: bool = False,
-                    wrap: Callable[[StepCost], object] | None = None
+                    form: StepForm = STEP_COST
                     ) -> Callable[[tuple[tuple[int, int], ...]], object]:
         """``price_step`` for one kind of step (model, mapping, devices), checked once, without
         the whole-step cache: for a caller that prices many steps of one kind and keeps its own
         cache (the engine's adapter). ``pricer(requests)`` takes a tuple of ``(context_len,
         query_tokens)`` int pairs with 1 <= query_tokens <= context_len, as ``check_requests``
         returns them, and does not check it (the engine builds its requests so, and a check
-        would cost a third of a step's price); it returns the step's ``StepCost``, or
-        ``wrap(StepCost)``: the caller's own form of it, built once per step the pricer
-        memoizes whole."""
+        would cost a third of a step's price); it returns the step's ``StepCost``, or the
+        caller's own ``form`` of it (``StepForm``)."""
         spec, args = self._step_kind(model, mapping, devices, power_constrained)
-        return self._kind_pricer(spec, *args, wrap or _unwrapped)
+        return self._kind_pricer(spec, *args, form).step
+
+    def round_pricer(self, model: ModelSpec | str, *, mapping: Mapping[str, str] | None = None,
+                     devices: int | None = None, power_constrained: bool = False,
+                     form: StepForm = STEP_COST
+                     ) -> Callable[[Sequence[int], Sequence[int]], list]:
+        """The prediction steps of a planned draft round, for the kind of step ``step_pricer``
+        prices (and over its memos): ``pricer(contexts, caps)`` is the list of step s = 0 ..
+        max(caps) - 1, step s being ``step_pricer(...)(requests)`` of the requests i with
+        ``caps[i] > s``, in order, each ``(contexts[i] + s, 1)``: request i drafts one token
+        per step from context ``contexts[i]`` (int >= 1) for ``caps[i]`` steps. A round's
+        steps differ only by one more context each and fewer requests at the end, so their
+        keys and sums are carried from step to step rather than rebuilt from requests."""
+        spec, args = self._step_kind(model, mapping, devices, power_constrained)
+        return self._kind_pricer(spec, *args, form).draft_round
 
     def _step_kind(self, model: ModelSpec | str, mapping: Mapping[str, str] | None,
                    devices: int | None, power_constrained: bool
@@ -240,18 +272,18 @@ class System:
     @lru_cache(maxsize=4096)
     def _price_cached(self, spec: ModelSpec, reqs: tuple[tuple[int, int], ...],
                       mapping: tuple[tuple[str, str], ...], devices: int, power: bool) -> StepCost:
-        return self._kind_pricer(spec, mapping, devices, power, _unwrapped)(check_requests(reqs))
+        return self._kind_pricer(spec, mapping, devices, power, STEP_COST).step(check_requests(reqs))
 
     def _kind_pricer(self, spec: ModelSpec, mapping: tuple[tuple[str, str], ...], devices: int,
-                     power: bool, wrap: Callable) -> Callable[[tuple[tuple[int, int], ...]], object]:
-        key = (self, spec, mapping, devices, power, wrap)
+                     power: bool, form: StepForm) -> _KindPricer:
+        key = (self, spec, mapping, devices, power, form)
         pricer = _KIND_PRICERS.get(key)
         if pricer is None:
-            pricer = _KIND_PRICERS[key] = self._make_pricer(spec, mapping, devices, power, wrap)
+            pricer = _KIND_PRICERS[key] = self._make_pricer(spec, mapping, devices, power, form)
         return pricer
 
     def _make_pricer(self, spec: ModelSpec, mapping: tuple[tuple[str, str], ...], devices: int,
-                     power: bool, wrap: Callable) -> Callable[[tuple[tuple[int, int], ...]], object]:
+                     power: bool, form: StepForm) -> _KindPricer:
         """The pricer of one kind of step, for checked requests. A closure over the kind's
         constants and memos: a run prices ~10^5 steps of a few kinds, most of them new (a
         micro-batch's contexts grow by one per step), so a new step must cost little more than
@@ -259,7 +291,9 @@ class System:
         coarsest key that determines it exactly: everything but attention's own work per token
         count (``_dense``); with unfused GPU attention the whole step per (request count,
         sum L, sum q, sum L q, thread blocks); with PIM attention all but the FLOP counts per
-        (the requests' contexts in ``PimStack.context_unit``s, their query tokens)."""
+        (the requests' contexts in ``PimStack.context_unit``s, their query tokens). Two entry
+        points over these memos: one step (``step_pricer``) and a planned draft round's steps
+        (``round_pricer``)."""
         (_, fc_place), (_, att_place) = mapping
         shard = spec.shard(devices)
         layers = shard.layers
@@ -295,49 +329,130 @@ class System:
                     d.gpu_ps + (0 if on_pim else att_ps), d.pim_ps + (att_ps if on_pim else 0),
                     energy, sum(energy))
 
-        def priced(step_head: tuple, d: _Dense, sums: tuple[int, int, int, int]) -> StepCost:
+        of, with_ops = form
+
+        def ops(d: _Dense, sums: tuple[int, int, int, int]) -> tuple[int, int]:
+            """The step's (FLOPs, FLOPs on PIM), all devices."""
             att_flops = _bilinear(d.attention_flops, sums) * layers
-            return StepCost(*step_head, (d.flops + att_flops) * devices,
-                            (d.pim_flops + (att_flops if on_pim else 0)) * devices, devices,
-                            mapping)
+            return ((d.flops + att_flops) * devices,
+                    (d.pim_flops + (att_flops if on_pim else 0)) * devices)
+
+        def whole(step_head: tuple, d: _Dense, sums: tuple[int, int, int, int]) -> object:
+            return of(StepCost(*step_head, *ops(d, sums), devices, mapping))
+
+        def round_spans(contexts: Sequence[int], caps: Sequence[int]
+                        ) -> list[tuple[range, list[int], int]]:
+            """A planned round's steps as spans over which the drafting requests do not change
+            (they change only where some cap ends): (steps, their contexts at step 0, sum of
+            those contexts). A loop per span, not a generator step per step."""
+            ends = sorted(set(caps))
+            spans = []
+            for start, stop in zip([0] + ends, ends):
+                if stop > start:
+                    cs = [c for c, cap in zip(contexts, caps) if cap > start]
+                    spans.append((range(start, stop), cs, sum(cs)))
+            return spans
 
         if on_pim:
             pim, unit = self.pim, self.pim.context_unit
 
-            def price(reqs: tuple[tuple[int, int], ...]) -> StepCost:
+            def fresh(key: tuple, sums: tuple[int, int, int, int]) -> object:
+                d = dense(sums[2])
+                attention = self._attention_pim(shard, *key, d, power)
+                return remember(key, (whole(head(d, attention), d, sums), d))[0]
+
+            def price(reqs: tuple[tuple[int, int], ...]) -> object:
                 key = (tuple([-(-L // unit) for L, _ in reqs]), tuple([q for _, q in reqs]))
                 sums = _sums(reqs)
                 found = memo.get(key)
                 if found is None:
-                    d = dense(sums[2])
-                    found = remember(key, (head(d, self._attention_pim(shard, *key, d, power)), d))
-                return wrap(priced(found[0], found[1], sums))
+                    return fresh(key, sums)
+                return with_ops(found[0], *ops(found[1], sums))
+
+            instance, group = pim.unit_instance(shard.head_dim, shard.bpe, power), shard.group
+
+            def draft_round(contexts: Sequence[int], caps: Sequence[int]) -> list:
+                """Each request's instance is looked up when the round starts (or its drafting
+                requests change) and again only when its context enters a new context unit: at
+                context c + s in step s, when c + s - 1 is a multiple of the unit. A step where
+                none does is the previous step's attention; otherwise the instances' channel
+                placement is priced from the carried cycles and reads."""
+                steps = []
+                for span, cs, base in round_spans(contexts, caps):
+                    n, start = len(cs), span.start
+                    queries, rows = (1,) * n, [group] * n
+                    units = [-(-(c + start) // unit) for c in cs]
+                    shapes = [instance(u, group) for u in units]
+                    cycles = [cyc for cyc, _ in shapes]
+                    reads = sum(r for _, r in shapes)
+                    entering: dict[int, list[int]] = {}   # step mod unit -> requests
+                    for i, c in enumerate(cs):
+                        entering.setdefault((1 - c) % unit, []).append(i)
+                    found = None
+                    for s in span:
+                        sum_l = base + n * s
+                        sums = (n, sum_l, n, sum_l)
+                        if s > start:
+                            for i in entering.get(s % unit, ()):
+                                units[i] += 1
+                                reads -= shapes[i][1]
+                                cycles[i], r = shapes[i] = instance(units[i], group)
+                                reads += r
+                                found = None
+                        if found is None:
+                            key = (tuple(units), queries)
+                            found = memo.get(key)
+                            if found is None:
+                                d = dense(n)
+                                attention = self._pim_placed(shard, units, rows, cycles, reads, d, power)
+                                found = remember(key, (whole(head(d, attention), d, sums), d))
+                                steps.append(found[0])
+                                continue
+                        steps.append(with_ops(found[0], *ops(found[1], sums)))
+                return steps
         elif self.gpu.unfused_attention:
             blocks_of = self.gpu.unfused_blocks
             kv_heads, group = shard.kv_heads, shard.group
             one_query = blocks_of(kv_heads, group)
 
-            def price(reqs: tuple[tuple[int, int], ...]) -> StepCost:
+            def whole_step(key: tuple, sums: tuple[int, int, int, int]) -> object:
+                """The step of the memo key ``key``: unfused attention sees the requests only
+                through these sums and its thread-block count, so steps that agree on them
+                cost the same, and a run's DLM steps often do."""
+                found = memo.get(key)
+                if found is None:
+                    d = dense(sums[2])
+                    attention = self._attention_gpu_unfused(shard, key[4], d, sums)
+                    found = remember(key, whole(head(d, attention), d, sums))
+                return found
+
+            def price(reqs: tuple[tuple[int, int], ...]) -> object:
                 n, sum_l, tokens, sum_lq = sums = _sums(reqs)
                 # Every q >= 1, so tokens == n means one query each (a draft step): its blocks
                 # without a second pass.
                 blocks = n * one_query if tokens == n else sum(
                     blocks_of(kv_heads, q * group) for _, q in reqs)
-                # Unfused attention sees the requests only through these sums and its thread-block
-                # count: steps that agree on them cost the same, and a run's DLM steps often do.
-                key = (n, sum_l, tokens, sum_lq, blocks)
-                found = memo.get(key)
-                if found is None:
-                    d = dense(tokens)
-                    attention = self._attention_gpu_unfused(shard, blocks, d, sums)
-                    found = remember(key, wrap(priced(head(d, attention), d, sums)))
-                return found
+                return whole_step((n, sum_l, tokens, sum_lq, blocks), sums)
+
+            def draft_round(contexts: Sequence[int], caps: Sequence[int]) -> list:
+                steps = []
+                for span, cs, base in round_spans(contexts, caps):
+                    n = len(cs)
+                    for s in span:
+                        sum_l = base + n * s
+                        steps.append(whole_step((n, sum_l, n, sum_l, n * one_query), (n, sum_l, n, sum_l)))
+                return steps
         else:
-            def price(reqs: tuple[tuple[int, int], ...]) -> StepCost:
+            def price(reqs: tuple[tuple[int, int], ...]) -> object:
                 sums = _sums(reqs)
                 d = dense(sums[2])
-                return wrap(priced(head(d, self._attention_gpu(shard, reqs, d, sums)), d, sums))
-        return price
+                return whole(head(d, self._attention_gpu(shard, reqs, d, sums)), d, sums)
+
+            def draft_round(contexts: Sequence[int], caps: Sequence[int]) -> list:
+                # Fused kernels count tiles per request: nothing to carry between steps.
+                return [price(tuple([(c + s, 1) for c in cs]))
+                        for span, cs, _ in round_spans(contexts, caps) for s in span]
+        return _KindPricer(price, draft_round)
 
     @lru_cache(maxsize=16384)
     def _dense(self, shard: ModelSpec, tokens: int, fc_place: str, devices: int,
@@ -411,7 +526,7 @@ class System:
             flops, nbytes = _bilinear(fc, sums), _bilinear(bc, sums)
             ps += gpu.kernel_ps(flops, nbytes, blocks)
             regs = 3 * flops // 2 if phase != "softmax" else 0
-            for k, v in self.energy.gpu(flops, nbytes, Kernel(0, nbytes, nbytes, nbytes, regs)).items():
+            for k, v in self.energy.gpu_traffic(flops, nbytes, nbytes, nbytes, regs).items():
                 energy[k] += v
         layers = shard.layers
         return ps * layers, 0, (energy["gpu_dram"] * layers, energy["gpu_onchip"] * layers,
@@ -422,9 +537,17 @@ class System:
         """Attention on PIM of requests with contexts of ``units`` x ``PimStack.context_unit``
         keys (all it depends on) and ``queries`` query tokens: their instances (request x KV
         head) placed round-robin on the device's channels."""
-        pim, g, kvh = self.pim, shard.group, shard.kv_heads
-        rows = [q * g for q in queries]
-        cycles, reads = pim.attention_units(units, shard.head_dim, rows, shard.bpe, power)
+        rows = [q * shard.group for q in queries]
+        cycles, reads = self.pim.attention_units(units, shard.head_dim, rows, shard.bpe, power)
+        return self._pim_placed(shard, units, rows, cycles, reads, dense, power)
+
+    def _pim_placed(self, shard: ModelSpec, units: Sequence[int], rows: Sequence[int],
+                    cycles: list[int], reads: int, dense: "_Dense", power: bool
+                    ) -> tuple[int, int, tuple[float, ...]]:
+        """``_attention_pim`` given each request's instance cycles (one KV head) and their
+        PE column reads in all (``PimStack.attention_units``): ``units`` (contexts in context
+        units) and ``rows`` (query rows) still set the refresh tails and the pair extra."""
+        pim, kvh = self.pim, shard.kv_heads
         reads *= kvh
         # Instances request-major: request r's KV heads are jobs r * kvh ... r * kvh + kvh - 1.
         # pair_extra depends on the longest context's unit only.

@@ -7,14 +7,15 @@ adapter prices through ``System.step_pricer`` (``System.price_step`` without its
 its request check: the engine's requests are int pairs by construction) and turns the
 ``StepCost`` into what the engine needs: the ``Work`` (duration and device busy times),
 dynamic energy, operation counts. Identical questions are answered from a cache; keys
-are exact, never bucketed.
+are exact, never bucketed. A planned draft round's steps (``price_round``) are priced
+together through ``System.round_pricer``, without the cache.
 """
 from __future__ import annotations
 
 from functools import lru_cache
 from typing import Callable, NamedTuple
 
-from sim.cost.system import StepCost, load_system
+from sim.cost.system import StepCost, StepForm, load_system
 from sim.engine.devices import Work
 from sim.model import load_model
 
@@ -33,19 +34,25 @@ class Priced(NamedTuple):
 
 
 @lru_cache(maxsize=None)
-def _priced_on(devices: int) -> Callable[[StepCost], Priced]:
-    """The engine's form of a step over ``devices`` devices (``System.step_pricer``'s ``wrap``:
-    built once per step the pricer memoizes whole). One function per device count: the
-    system's pricers are kept per wrap, so every adapter of a process shares them and their
-    memos."""
+def _priced_on(devices: int) -> StepForm:
+    """The engine's form of a step over ``devices`` devices (``System.step_pricer``'s ``form``:
+    built once per step the pricer memoizes, then given each step's operation counts). One
+    form per device count: the system's pricers are kept per form, so every adapter of a
+    process shares them and their memos."""
+    # Priced's and Work's fields in order, positionally: built for every new step.
     def priced(cost: StepCost) -> Priced:
-        return Priced(
-            work=Work(time_ps=cost.time_ps, gpu_ps=cost.gpu_busy_ps, pim_ps=cost.pim_busy_ps,
-                      devices=devices),
-            energy_pj=cost.energy_pj - cost.energy[-1],     # static is last
-            attention_ps=cost.attention_ps, fc_ps=cost.fc_ps, comm_ps=cost.comm_ps,
-            flops=cost.flops, pim_flops=cost.pim_flops)
-    return priced
+        return _new_priced(Priced, (
+            Work(cost.time_ps, cost.gpu_busy_ps, cost.pim_busy_ps, devices),
+            cost.energy_pj - cost.energy[-1],     # static is last
+            cost.attention_ps, cost.fc_ps, cost.comm_ps, cost.flops, cost.pim_flops))
+
+    def with_ops(step: Priced, flops: int, pim_flops: int) -> Priced:
+        # The same Work (immutable) for every step of one memo entry.
+        return _new_priced(Priced, (*step[:5], flops, pim_flops))
+    return StepForm(priced, with_ops)
+
+
+_new_priced = tuple.__new__     # a named tuple from its fields in order, without keyword handling
 
 
 class CostAdapter:
@@ -57,7 +64,8 @@ class CostAdapter:
         self.dlm = load_model(dlm) if dlm else None
         self.n_devices = int(self.system.devices)
         self._cache: dict[tuple, Priced] = {}
-        self._pricers: dict[tuple, Callable] = {}    # (role, fc, attention, devices) -> step pricer
+        # (entry, role, fc, attention, devices) -> System.step_pricer or round_pricer
+        self._pricers: dict[tuple, Callable] = {}
         self.calls = 0
 
     def price(self, role: str, requests: tuple[tuple[int, int], ...], fc: str, attention: str,
@@ -68,15 +76,29 @@ class CostAdapter:
         if hit is not None:
             return hit
         self.calls += 1
-        kind = (role, fc, attention, devices)
-        pricer = self._pricers.get(kind)
-        if pricer is None:
-            model = self.tlm if role == "tlm" else self.dlm
-            pricer = self._pricers[kind] = self.system.step_pricer(
-                model, mapping={"fc": fc, "attention": attention}, devices=devices,
-                wrap=_priced_on(devices))
+        kind = ("step", role, fc, attention, devices)
+        pricer = self._pricers.get(kind) or self._pricer(kind)
         priced = self._cache[key] = pricer(requests)
         return priced
+
+    def price_round(self, role: str, contexts: list[int], caps: list[int], fc: str,
+                    attention: str, devices: int) -> list[Priced]:
+        """The prediction steps of a planned draft round (``System.round_pricer``): step s
+        holds the requests i with ``caps[i] > s``, in order, each at context
+        ``contexts[i] + s`` with one query. Not cached: a round's steps are nearly all new
+        (3 % of a PIM-SD run's draft steps had been asked before)."""
+        kind = ("round", role, fc, attention, devices)
+        steps = (self._pricers.get(kind) or self._pricer(kind))(contexts, caps)
+        self.calls += len(steps)
+        return steps
+
+    def _pricer(self, kind: tuple[str, str, str, str, int]) -> Callable:
+        entry, role, fc, attention, devices = kind
+        make = self.system.step_pricer if entry == "step" else self.system.round_pricer
+        pricer = self._pricers[kind] = make(
+            self.tlm if role == "tlm" else self.dlm, mapping={"fc": fc, "attention": attention},
+            devices=devices, form=_priced_on(devices))
+        return pricer
 
     def static_energy_pj(self, total_ps: int) -> float:
         """Static power of every GPU and stack of the system over the run: charged once, so

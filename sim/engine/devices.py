@@ -16,7 +16,8 @@ deterministic. Giving the TLM priority is our choice: it is on every request's c
 from __future__ import annotations
 
 import math
-from itertools import chain
+from array import array
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from functools import partial
 from typing import Callable
@@ -74,6 +75,9 @@ class DeviceSet:
         self.background: dict[int, _Running] = {}
         self.gpu_busy_ps = 0      # device-ps summed over devices
         self.pim_busy_ps = 0
+        # The completion action of each device's background step: one per prediction step, so
+        # built once per device, not once per step.
+        self._finish = [partial(self._finish_background, device) for device in range(n_devices)]
 
     # -- starting jobs -------------------------------------------------------------------
     def start_foreground(self, lane: str, work: Work, on_done: Callable[[], None]) -> None:
@@ -93,10 +97,10 @@ class DeviceSet:
         if device in self.background:
             raise RuntimeError(f"device {device} background busy with {self.background[device].lane}")
         now = self.queue.now
-        job = _Running(lane, work, on_done, now, float(work.time_ps), since=now)
+        job = _Running(lane, work, on_done, now, float(work.time_ps), self._background_rate(work), now)
         self.background[device] = job
         self._account(work)
-        self._schedule_background(device, job, self._background_rate(work))
+        self._schedule(device, job)     # nothing run yet, no event to cancel: scheduled directly
 
     def run_alone(self, device: int, lane: str, work: Work, start: int) -> int:
         """A background step on ``device`` from ``start``, simulated without an event by a
@@ -133,16 +137,21 @@ class DeviceSet:
         return rate
 
     def _schedule_background(self, device: int, job: _Running, rate: float) -> None:
+        """The running job's rate changes now: book its progress at the old rate, reschedule."""
         now = self.queue.now
         job.remaining = max(0.0, job.remaining - (now - job.since) * job.rate)
         job.since, job.rate = now, rate
         if job.event is not None:
             self.queue.cancel(job.event)
             job.event = None
+        self._schedule(device, job)
+
+    def _schedule(self, device: int, job: _Running) -> None:
+        """The completion event of ``job`` for its remaining work at its rate (none at rate 0)."""
+        rate = job.rate
         if rate > 0:
             delay = math.ceil(job.remaining / rate - 1e-9) if job.remaining > 1e-9 else 0
-            job.event = self.queue.after(delay, partial(self._finish_background, device),
-                                         DONE_PRIORITY)
+            job.event = self.queue.after(delay, self._finish[device], DONE_PRIORITY)
 
     def _rerate(self) -> None:
         for device in sorted(self.background):
@@ -164,19 +173,56 @@ class DeviceSet:
 
 class IntervalLog:
     """Closed intervals per lane (``TLM``, ``DLM/mb3``, ``monitor/mb3``, ``decide``), each
-    with the Work that ran in it (None for Manager activity), for metrics and the timeline."""
+    with the Work that ran in it (None for Manager activity), for metrics and the timeline.
+
+    A large run logs millions (two per prediction step), and the metrics read their starts and
+    ends as arrays: each lane keeps its starts and ends in int64 ``array``s (read by numpy
+    without a Python object per interval) beside its Works; ``intervals`` shows them as
+    (start, end, work) tuples."""
 
     def __init__(self) -> None:
-        self.intervals: dict[str, list[tuple[int, int, Work | None]]] = {}
+        self._lanes: dict[str, tuple[array, array, list[Work | None]]] = {}
 
     def add(self, lane: str, start: int, end: int, work: Work | None = None) -> None:
         if end > start:
-            self.intervals.setdefault(lane, []).append((start, end, work))
+            found = self._lanes.get(lane)
+            if found is None:
+                found = self._lanes[lane] = (array("q"), array("q"), [])
+            starts, ends, works = found
+            starts.append(start)
+            ends.append(end)
+            works.append(work)
+
+    @property
+    def intervals(self) -> Mapping[str, list[tuple[int, int, Work | None]]]:
+        """Lane -> its (start, end, work) intervals in the order logged (each lane's list built
+        when read)."""
+        return _Lanes(self._lanes)
 
     def spans(self, prefix: str) -> np.ndarray:
-        """(start, end) of all intervals of lanes named ``prefix`` or ``prefix/...``, as an
-        (n, 2) int64 array (a large run has millions: built without a tuple each)."""
-        flat = chain.from_iterable((s, e) for lane, spans in self.intervals.items()
-                                   if lane == prefix or lane.startswith(prefix + "/")
-                                   for s, e, _ in spans)
-        return np.fromiter(flat, dtype=np.int64).reshape(-1, 2)
+        """(start, end) of all intervals of lanes named ``prefix`` or ``prefix/...``, in lane
+        then log order, as an (n, 2) int64 array."""
+        lanes = [(starts, ends) for lane, (starts, ends, _) in self._lanes.items()
+                 if lane == prefix or lane.startswith(prefix + "/")]
+        # np.array copies each buffer (a view would keep the array from growing).
+        return np.column_stack((np.concatenate([np.array(s, dtype=np.int64) for s, _ in lanes] or [_NONE]),
+                                np.concatenate([np.array(e, dtype=np.int64) for _, e in lanes] or [_NONE])))
+
+
+_NONE = np.empty(0, dtype=np.int64)
+
+
+class _Lanes(Mapping):
+    """``IntervalLog.intervals``: a read-only view that builds a lane's tuples when asked."""
+
+    def __init__(self, lanes: dict[str, tuple[array, array, list[Work | None]]]) -> None:
+        self._lanes = lanes
+
+    def __getitem__(self, lane: str) -> list[tuple[int, int, Work | None]]:
+        return list(zip(*self._lanes[lane]))
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._lanes)
+
+    def __len__(self) -> int:
+        return len(self._lanes)

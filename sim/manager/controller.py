@@ -43,6 +43,11 @@ class RequestState(str, Enum):
     REJECTED = "rejected"     # a token of the round was rejected; a new round starts at Unlock
 
 
+# The states as module constants: every draft token and state change reads them, and a member
+# lookup on the enum class goes through its metaclass (about 0.1 us on Python 3.11).
+DRAFTING, STOPPED, REJECTED = RequestState.DRAFTING, RequestState.STOPPED, RequestState.REJECTED
+
+
 class RequestSlot:
     """One request's registers. ``drafting`` is the Controller's count of DRAFTING slots per
     micro-batch: every change of ``state`` keeps it, because the Scheduler reads it after every
@@ -56,7 +61,7 @@ class RequestSlot:
         self.pending = 0          # tokens of the round in a pool or in flight
         self.next_token = 0       # TLM token of the latest VerifyResult (start of the next round)
         self._drafting = drafting
-        self._state = RequestState.DRAFTING
+        self._state = DRAFTING
         drafting[microbatch] = drafting.get(microbatch, 0) + 1
 
     @property
@@ -65,8 +70,8 @@ class RequestSlot:
 
     @state.setter
     def state(self, state: RequestState) -> None:
-        was, self._state = self._state is RequestState.DRAFTING, state
-        self._drafting[self.microbatch] += (state is RequestState.DRAFTING) - was
+        was, self._state = self._state is DRAFTING, state
+        self._drafting[self.microbatch] += (state is DRAFTING) - was
 
     def __repr__(self) -> str:
         return (f"RequestSlot(microbatch={self.microbatch}, h={self.h}, t={self.t}, state={self._state}, "
@@ -75,7 +80,7 @@ class RequestSlot:
     def new_round(self) -> None:
         self.h = PROB_ONE
         self.t = 0
-        self.state = RequestState.DRAFTING
+        self.state = DRAFTING
 
 
 class Controller:
@@ -110,7 +115,7 @@ class Controller:
         if slot.microbatch != microbatch:
             raise ProtocolError(f"DraftToken: request {request} belongs to micro-batch {slot.microbatch}, "
                                 f"not {microbatch}")
-        if slot.state is not RequestState.DRAFTING:
+        if slot.state is not DRAFTING:
             raise ProtocolError(f"DraftToken: request {request} is {slot.state.value}, not drafting")
         if position != slot.t + 1:
             raise ProtocolError(f"DraftToken: request {request} expects round position {slot.t + 1}, "
@@ -124,7 +129,7 @@ class Controller:
         slot.pending += 1
         stop = stops(slot.h, slot.t, self.tau, self.max_draft_len)
         if stop:
-            slot.state = RequestState.STOPPED
+            slot.state = STOPPED
         return stop
 
     def drafting(self, microbatch: int) -> int:
@@ -133,4 +138,4 @@ class Controller:
 
     def retire(self, request: int) -> None:
         slot = self.slots.pop(request)
-        slot.state = RequestState.STOPPED     # leaves the count of drafting slots
+        slot.state = STOPPED     # leaves the count of drafting slots

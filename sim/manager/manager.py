@@ -4,22 +4,32 @@
 the list of output events it causes, in a documented order (README.md). It is deterministic:
 the same sequence of transactions gives the same events. Illegal transactions raise
 ProtocolError and leave the state unchanged; full pools are legal and answered with Refused.
+
+The five transactions a simulation sends most (DraftToken, VerifyIssue, VerifyResult, Unlock,
+SchedulerQuery) also have unboxed methods (``draft``, ``issue``, ``result``, ``unlock``,
+``query``): fields as arguments, the answer without transaction or event objects, the same
+checks and state change; ``apply`` builds each one's events from the same code.
 """
 from __future__ import annotations
 
 from sim.manager.config import ManagerConfig
 from sim.manager.conservation import ACCEPTED, REJECTED, Conservation, Ledger
-from sim.manager.controller import Controller, RequestState
+from sim.manager import controller
+from sim.manager.controller import Controller
 from sim.manager.eager_pool import EagerPools
 from sim.manager.formats import LOGIT, POOL_COUNT, POSITION, PROB_ONE, REQUEST_ID, TOKEN_ID, VERIFY_ID
 from sim.manager.scheduler import Scheduler, dlm_fc_estimate, tlm_attention_estimate
 from sim.manager.shared_pool import PoolEntry, SharedPool
 from sim.manager.softmax import SoftmaxParams, softmax_greedy
 from sim.manager.transactions import (
-    Admit, Admitted, Discarded, DiscardReason, DraftLogits, DraftToken, Drafted, EndRound, Issued,
+    Admit, Admitted, Device, Discarded, DiscardReason, DraftLogits, DraftToken, Drafted, EndRound, Issued,
     Locked, Mapping, Moved, NotIssued, NotIssuedReason, Op, Pool, ProtocolError, Refused, Resumed,
     Retire, Retired, RoundEnded, SchedulerQuery, SelectedToken, Unlock, Unlocked, Verified,
     VerifyIssue, VerifyResult)
+
+
+# Read for every draft token: a module constant, not a lookup through the enum's metaclass.
+SHARED, EAGER = Pool.SHARED, Pool.EAGER
 
 
 class Manager:
@@ -94,17 +104,20 @@ class Manager:
                 and 0 <= microbatch < self.config.micro_batches and 0 <= position <= POSITION.max_raw
                 and 0 <= token <= TOKEN_ID.max_raw and 0 <= prob <= PROB_ONE):
             self._check_draft_fields(request, microbatch, position, token, prob)
-        slot = self.controller.expect_draft(request, microbatch, position)
+        slot = self.controller.slots.get(request)
+        if slot is None or slot.microbatch != microbatch or slot.state is not controller.DRAFTING \
+                or position != slot.t + 1:
+            slot = self.controller.expect_draft(request, microbatch, position)   # says which check failed
         shared, eager = self.shared_pool, self.eager_pools
         if not shared.locked and not eager.holds(request, microbatch):
-            pool, room = Pool.SHARED, shared.free > 0
+            pool, room = SHARED, shared.free > 0
         else:
-            pool, room = Pool.EAGER, eager.free(microbatch) > 0
+            pool, room = EAGER, eager.free(microbatch) > 0
         if not room:
             return pool, None
         stop = self.controller.advance(slot, prob)
         entry = PoolEntry(request, microbatch, position, token, slot.h, self.ledger.open())
-        (shared if pool is Pool.SHARED else eager).insert(entry)
+        (shared if pool is SHARED else eager).insert(entry)
         return pool, stop
 
     def _draft(self, txn: DraftToken) -> list:
@@ -133,108 +146,170 @@ class Manager:
         if type(prob) is not int or not 0 <= prob <= PROB_ONE:
             raise ProtocolError(f"DraftToken.prob: expected raw UQ1.16 in [0, {PROB_ONE}], found {prob!r}")
 
+    def issue(self, tlm_idle: bool, capacity: int) -> tuple[dict[int, list[int]], Device] | None:
+        """``apply(VerifyIssue(tlm_idle, capacity))`` with the answer unboxed: None for
+        NotIssued, else (the Issued tokens' positions per request, ``positions_by_request``;
+        the Mapping's TLM attention device). The same checks and state change; one per pass
+        (and per refused attempt) without a SelectedToken per token."""
+        selection = self._select(tlm_idle, capacity)
+        if type(selection) is NotIssued:
+            return None
+        chosen, device, _, _ = selection
+        return positions_by_request(chosen), device
+
     def _issue(self, txn: VerifyIssue) -> list:
-        if not isinstance(txn.tlm_idle, bool):
-            raise ProtocolError(f"VerifyIssue.tlm_idle: expected a boolean, found {txn.tlm_idle!r}")
-        if isinstance(txn.capacity, bool) or not isinstance(txn.capacity, int) or \
-                not 1 <= txn.capacity <= POOL_COUNT.max_raw:
-            raise ProtocolError(f"VerifyIssue.capacity: expected an integer in [1, {POOL_COUNT.max_raw}], "
-                                f"found {txn.capacity!r}")
-        shared = self.shared_pool
-        if shared.locked:
-            return [NotIssued(NotIssuedReason.LOCKED, shared.waiting_count)]
-        available = shared.count
-        if available == 0:
-            return [NotIssued(NotIssuedReason.EMPTY, 0)]
-        if available < txn.capacity and not txn.tlm_idle:
-            return [NotIssued(NotIssuedReason.BELOW_CAPACITY, available)]
-        chosen = shared.select(txn.capacity)
-        self._in_pass = {e.request for e in chosen}
-        num, den = tlm_attention_estimate(e.request for e in chosen)
-        device = self.scheduler.tlm_attention(num, den)
+        selection = self._select(txn.tlm_idle, txn.capacity)
+        if type(selection) is NotIssued:
+            return [selection]
+        chosen, device, num, den = selection
         vid = self.verification
         return [Issued(vid, tuple(SelectedToken(e.request, e.position, e.token, e.h) for e in chosen)),
                 Locked(vid),
                 Mapping(Op.TLM_ATTENTION, device, num, den, -1)]
 
+    def _select(self, tlm_idle: bool, capacity: int) -> NotIssued | tuple[list[PoolEntry], Device, int, int]:
+        """VerifyIssue's checks and state change: the NotIssued event, or (the selected
+        entries in greedy order, TLM attention's device and the estimate it came from)."""
+        if not isinstance(tlm_idle, bool):
+            raise ProtocolError(f"VerifyIssue.tlm_idle: expected a boolean, found {tlm_idle!r}")
+        if isinstance(capacity, bool) or not isinstance(capacity, int) or \
+                not 1 <= capacity <= POOL_COUNT.max_raw:
+            raise ProtocolError(f"VerifyIssue.capacity: expected an integer in [1, {POOL_COUNT.max_raw}], "
+                                f"found {capacity!r}")
+        shared = self.shared_pool
+        if shared.locked:
+            return NotIssued(NotIssuedReason.LOCKED, shared.waiting_count)
+        available = shared.count
+        if available == 0:
+            return NotIssued(NotIssuedReason.EMPTY, 0)
+        if available < capacity and not tlm_idle:
+            return NotIssued(NotIssuedReason.BELOW_CAPACITY, available)
+        chosen = shared.select(capacity)
+        self._in_pass = {e.request for e in chosen}
+        num, den = tlm_attention_estimate(e.request for e in chosen)
+        return chosen, self.scheduler.tlm_attention(num, den), num, den
+
+    def result(self, request: int, accepted: int, corrected_token: int) -> int:
+        """``apply(VerifyResult(request, accepted, corrected_token))`` with the answer unboxed:
+        how many of the request's waiting tokens it discarded (``shared_after_reject``); the
+        caller, which knows the k tokens it verified, has the rest of the events' content
+        (Verified: rejected iff accepted < k; ``rejected_prefix``: the k - accepted - 1 after
+        the rejected one). The same checks and state change: the simulator sends one per
+        request of every pass and, when not recording, needs no event objects."""
+        return len(self._verify(request, accepted, corrected_token)[1])
+
     def _result(self, txn: VerifyResult) -> list:
-        _field(REQUEST_ID, txn.request, "VerifyResult.request")
-        _field(TOKEN_ID, txn.corrected_token, "VerifyResult.corrected_token")
-        request = txn.request
+        request, a = txn.request, txn.accepted
+        entries, waiting = self._verify(request, a, txn.corrected_token)
+        rejected = a < len(entries)
+        events: list = [Verified(request, entries[0].position, a, rejected)]
+        if rejected:
+            events += _discarded(request, entries[a + 1:], DiscardReason.REJECTED_PREFIX)
+            events += _discarded(request, waiting, DiscardReason.SHARED_AFTER_REJECT)
+        return events
+
+    def _verify(self, request: int, a: int, corrected_token: int) -> tuple[list[PoolEntry], list[PoolEntry]]:
+        """VerifyResult's checks and state change: (the request's tokens that were in flight,
+        its waiting tokens discarded after a rejection)."""
+        if not (type(request) is int and 0 <= request <= REQUEST_ID.max_raw
+                and type(corrected_token) is int and 0 <= corrected_token <= TOKEN_ID.max_raw):
+            _field(REQUEST_ID, request, "VerifyResult.request")
+            _field(TOKEN_ID, corrected_token, "VerifyResult.corrected_token")
         if request not in self._in_pass:
             raise ProtocolError(f"VerifyResult: request {request} has no token in the current verification")
         if request in self._resulted:
             raise ProtocolError(f"VerifyResult: request {request} already has its result for this verification")
-        entries = self.shared_pool.in_flight(request)
-        if isinstance(txn.accepted, bool) or not isinstance(txn.accepted, int) or \
-                not 0 <= txn.accepted <= len(entries):
-            raise ProtocolError(f"VerifyResult.accepted: request {request} had {len(entries)} token(s) "
-                                f"in flight, found accepted={txn.accepted!r}")
-        self.shared_pool.release(request)
+        k = self.shared_pool.in_flight_count(request)
+        if isinstance(a, bool) or not isinstance(a, int) or not 0 <= a <= k:
+            raise ProtocolError(f"VerifyResult.accepted: request {request} had {k} token(s) "
+                                f"in flight, found accepted={a!r}")
+        entries = self.shared_pool.release(request)
         self._resulted.add(request)
         slot = self.controller.slots[request]
-        slot.next_token = txn.corrected_token
+        slot.next_token = corrected_token
         slot.pending -= len(entries)
-        a = txn.accepted
-        rejected = a < len(entries)
-        for e in entries[:a]:
-            self.ledger.close(e.serial, ACCEPTED)
-        events: list = [Verified(request, entries[0].position, a, rejected)]
-        if rejected:
-            self.ledger.close(entries[a].serial, REJECTED)
-            events += self._discard(request, entries[a + 1:], DiscardReason.REJECTED_PREFIX)
-            waiting = self.shared_pool.invalidate(request)
-            slot.pending -= len(waiting)
-            events += self._discard(request, waiting, DiscardReason.SHARED_AFTER_REJECT)
-            slot.state = RequestState.REJECTED
-            self._rejected[request] = slot.microbatch
-        return events
+        self.ledger.close_all([e.serial for e in entries[:a]], ACCEPTED)
+        if a == len(entries):
+            return entries, []
+        self.ledger.close(entries[a].serial, REJECTED)
+        self._close(entries[a + 1:], DiscardReason.REJECTED_PREFIX)
+        waiting = self.shared_pool.invalidate(request)
+        slot.pending -= len(waiting)
+        self._close(waiting, DiscardReason.SHARED_AFTER_REJECT)
+        slot.state = controller.REJECTED
+        self._rejected[request] = slot.microbatch
+        return entries, waiting
+
+    def unlock(self) -> tuple[list[int], list[int]]:
+        """``apply(Unlock())`` with the answer unboxed: (the eager tokens discarded per rejected
+        request, ascending request: the Discarded events' sizes; the requests resumed,
+        ascending). The same checks and state change (one Unlock per pass)."""
+        discarded, _, resumed = self._unlock_state()
+        return [len(entries) for entries in discarded.values()], [r for r, _, _ in resumed]
 
     def _unlock(self, txn: Unlock) -> list:
+        verification = self.verification
+        discarded, moved, resumed = self._unlock_state()
+        events: list = [Unlocked(verification)]
+        for request, entries in discarded.items():
+            events += _discarded(request, entries, DiscardReason.EAGER_AFTER_REJECT)
+        events += _moved_events(moved)
+        events += [Resumed(*r) for r in resumed]
+        return events
+
+    def _unlock_state(self) -> tuple[dict[int, list[PoolEntry]], dict[int, list[PoolEntry]],
+                                     list[tuple[int, int, bool]]]:
+        """Unlock's checks and state change: (eager tokens discarded, eager tokens moved, per
+        request; (request, start token, after_reject) of every resumed request)."""
         shared = self.shared_pool
         if not shared.locked:
             raise ProtocolError("Unlock: the Shared Pool is not locked")
-        missing = sorted(self._in_pass - self._resulted)
-        if missing:
+        if len(self._resulted) != len(self._in_pass):
+            missing = sorted(self._in_pass - self._resulted)
             raise ProtocolError(f"Unlock: no VerifyResult yet for request(s) {missing}")
         shared.unlock()
-        events: list = [Unlocked(self.verification)]
         moved, discarded = self.eager_pools.on_unlock(self._rejected, shared)
+        slots = self.controller.slots
         for request, entries in discarded.items():
-            self.controller.slots[request].pending -= len(entries)
-            events += self._discard(request, entries, DiscardReason.EAGER_AFTER_REJECT)
-        events += _moved_events(moved)
+            slots[request].pending -= len(entries)
+            self._close(entries, DiscardReason.EAGER_AFTER_REJECT)
+        resumed = []
         for request in sorted(self._in_pass):
-            slot = self.controller.slots[request]
-            after_reject = slot.state is RequestState.REJECTED
-            if after_reject or (slot.state is RequestState.STOPPED and slot.pending == 0):
+            slot = slots[request]
+            after_reject = slot.state is controller.REJECTED
+            if after_reject or (slot.state is controller.STOPPED and slot.pending == 0):
                 assert slot.pending == 0, f"request {request} restarts with {slot.pending} pending tokens"
                 slot.new_round()
-                events.append(Resumed(request, slot.next_token, after_reject))
+                resumed.append((request, slot.next_token, after_reject))
         self.verification = (self.verification + 1) & VERIFY_ID.max_raw
         self._in_pass, self._resulted, self._rejected = set(), set(), {}
-        return events
+        return discarded, moved, resumed
 
-    def _query(self, txn: SchedulerQuery) -> list:
-        self._microbatch(txn.microbatch, "SchedulerQuery")
-        num, den = dlm_fc_estimate(self.controller.drafting(txn.microbatch))
-        key = (num, den, txn.microbatch)
+    def query(self, microbatch: int) -> Mapping:
+        """``apply(SchedulerQuery(microbatch))``'s one event, unboxed from its list (one query
+        follows every prediction step)."""
+        self._microbatch(microbatch, "SchedulerQuery")
+        num, den = dlm_fc_estimate(self.controller.drafting(microbatch))
+        key = (num, den, microbatch)
         mapping = self._dlm_fc_mappings.get(key)
         if mapping is None:
             # The Scheduler is a pure function of the estimate and an event is an immutable
-            # value: each distinct answer is built once (a query follows every prediction step).
+            # value: each distinct answer is built once.
             mapping = self._dlm_fc_mappings[key] = Mapping(Op.DLM_FC, self.scheduler.dlm_fc(num, den), num, den,
-                                                           txn.microbatch)
-        return [mapping]
+                                                           microbatch)
+        return mapping
+
+    def _query(self, txn: SchedulerQuery) -> list:
+        return [self.query(txn.microbatch)]
 
     def _end_round(self, txn: EndRound) -> list:
         _field(REQUEST_ID, txn.request, "EndRound.request")
         slot = self.controller.slot(txn.request, "EndRound")
-        if slot.state is not RequestState.DRAFTING:
+        if slot.state is not controller.DRAFTING:
             raise ProtocolError(f"EndRound: request {txn.request} is {slot.state.value}, not drafting")
         if slot.t == 0:
             raise ProtocolError(f"EndRound: request {txn.request} has no draft token in this round")
-        slot.state = RequestState.STOPPED
+        slot.state = controller.STOPPED
         events: list = [RoundEnded(txn.request, slot.t, slot.h)]
         if slot.pending == 0:
             # Every token of the round is already verified and accepted: the next round starts
@@ -258,16 +333,32 @@ class Manager:
         return events
 
     def _discard(self, request: int, entries: list[PoolEntry], reason: DiscardReason) -> list:
-        if not entries:
-            return []
-        for e in entries:
-            self.ledger.close(e.serial, reason.value)
-        return [Discarded(request, tuple(e.position for e in entries), reason)]
+        self._close(entries, reason)
+        return _discarded(request, entries, reason)
+
+    def _close(self, entries: list[PoolEntry], reason: DiscardReason) -> None:
+        self.ledger.close_all([e.serial for e in entries], reason.value)
+
+
+def positions_by_request(tokens) -> dict[int, list[int]]:
+    """The positions of selected tokens (PoolEntry or SelectedToken, greedy order) per request,
+    ascending (the prefix property), requests in the order of their first token."""
+    groups: dict[int, list[int]] = {}
+    for tok in tokens:
+        groups.setdefault(tok.request, []).append(tok.position)
+    return groups
 
 
 def _field(fmt, value, what: str) -> None:
     if not fmt.contains(value):
         raise ProtocolError(f"{what}: expected an integer in [{fmt.min_raw}, {fmt.max_raw}], found {value!r}")
+
+
+def _discarded(request: int, entries: list[PoolEntry], reason: DiscardReason) -> list:
+    """The Discarded event of ``entries`` (none if empty), their ledger fate already closed."""
+    if not entries:
+        return []
+    return [Discarded(request, tuple(e.position for e in entries), reason)]
 
 
 def _moved_events(moved: dict[int, list[PoolEntry]]) -> list:

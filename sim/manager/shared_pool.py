@@ -27,6 +27,7 @@ group. The RTL keeps the count in each CAM entry (hw/manager/shared_pool.py).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from operator import attrgetter, is_
 
 
 @dataclass(slots=True)
@@ -46,6 +47,9 @@ def selection_key(entry: PoolEntry) -> tuple[int, int, int]:
 
 def aged_selection_key(entry: PoolEntry, aging_passes: int) -> tuple[bool, int, int, int]:
     return (entry.age < aging_passes, -entry.h, entry.request, entry.position)
+
+
+_H = attrgetter("h")
 
 
 class SharedPool:
@@ -83,6 +87,9 @@ class SharedPool:
     def in_flight(self, request: int) -> list[PoolEntry]:
         return list(self._in_flight.get(request, ()))
 
+    def in_flight_count(self, request: int) -> int:
+        return len(self._in_flight.get(request, ()))
+
     def in_flight_requests(self) -> list[int]:
         return sorted(self._in_flight)
 
@@ -100,9 +107,16 @@ class SharedPool:
     def select(self, n: int) -> list[PoolEntry]:
         """Up to ``n`` waiting entries in selection order; they go in flight and the pool locks."""
         assert not self.locked, "select on a locked Shared Pool"
-        candidates = [e for entries in self._waiting.values() for e in entries]
+        # The order of selection_key (aged_selection_key with aging), built without a Python
+        # key call per entry (one selection per pass over up to the whole pool): the entries
+        # in (request, position) order, then a stable sort on H alone, descending (``reverse``
+        # keeps equal keys in their order), then, with aging, a stable partition on the age.
+        waiting = self._waiting
+        candidates = [e for request in sorted(waiting) for e in waiting[request]]
+        candidates.sort(key=_H, reverse=True)
         aging = self.aging_passes
-        candidates.sort(key=selection_key if aging is None else (lambda e: aged_selection_key(e, aging)))
+        if aging is not None:
+            candidates = [e for e in candidates if e.age >= aging] + [e for e in candidates if e.age < aging]
         chosen = candidates[:n]
         per_request: dict[int, list[PoolEntry]] = {}
         for e in chosen:
@@ -110,8 +124,7 @@ class SharedPool:
         for request, taken in per_request.items():
             entries = self._waiting[request]
             k = len(taken)
-            assert all(a is b for a, b in zip(taken, entries[:k])), \
-                f"prefix property broken for request {request}"
+            assert all(map(is_, taken, entries)), f"prefix property broken for request {request}"
             self._in_flight[request] = taken
             if k == len(entries):
                 del self._waiting[request]

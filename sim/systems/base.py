@@ -100,16 +100,18 @@ class BaseRun:
         """Book a verification of ``drafted`` draft tokens of which the first ``accepted``
         matched (the tokens after the first mismatch are booked as discarded by the caller); the TLM adds its own token (correction or bonus) if the output is not complete.
         Returns True when the request finished (it is then removed from the batch)."""
-        self.tokens.accepted += accepted
-        self.tokens.rejected += int(accepted < drafted)
-        live.t += accepted
-        if live.t < live.out_len:
-            live.t += 1
-            self.tokens.tlm_tokens += 1
-            self.tokens.generated += accepted + 1
+        tokens = self.tokens      # once per request per pass: locals, not attribute chains
+        tokens.accepted += accepted
+        tokens.rejected += accepted < drafted
+        t = live.t + accepted
+        if t < live.out_len:
+            t += 1
+            tokens.tlm_tokens += 1
+            tokens.generated += accepted + 1
         else:
-            self.tokens.generated += accepted
-        if live.t >= live.out_len:
+            tokens.generated += accepted
+        live.t = t
+        if t >= live.out_len:
             self.release(live)
             return True
         return False

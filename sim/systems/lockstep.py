@@ -11,12 +11,15 @@ quantized to UQ1.16.
 """
 from __future__ import annotations
 
+from bisect import bisect_right
 from heapq import heappop, heappush
 
 from sim.manager.controller import Controller
 from sim.manager.formats import quantize_prob
 from sim.manager.transactions import DiscardReason
 from sim.systems.base import BaseRun, Live
+
+_REJECTED_PREFIX = DiscardReason.REJECTED_PREFIX.value
 
 
 class LockstepRun(BaseRun):
@@ -35,19 +38,26 @@ class LockstepRun(BaseRun):
         self.round()
 
     def enter(self, lives: list[Live]) -> None:
-        if self.controller is not None:
-            for live in lives:
+        for live in lives:
+            if self.controller is not None:
                 self.controller.admit(live.slot, live.mb)
+            elif self.setup.stop is not None:
+                # A planned round at output position t accepts leading_accepted(t, cap) =
+                # min(accepted_from[t], cap) tokens (cap >= 1): one list per request, not a
+                # trace lookup per request per round.
+                live.extra["accepted_from"] = live.trace.leading_accepted_all(live.out_len).tolist()
 
     def round(self) -> None:
         rule = self.setup.stop
+        if rule is None:
+            # Autoregressive: nothing to draft, the pass verifies one query per request now.
+            for live in self.live.values():
+                live.extra["drafted"] = live.extra["accepted"] = 0
+            self.queue.at(self.queue.now, self.verify)
+            return
         max_len = self.setup.manager_config.max_draft_len if self.controller else None
         for live in self.live.values():
             live.extra["drafted"] = 0
-            if rule is None:
-                live.extra["accepted"] = 0
-                live.extra["drafting"] = False
-                continue
             plan = rule.planned(live.trace, live.t, live.remaining)
             cap = plan if plan is not None else min(max_len, live.remaining)
             live.extra["cap"] = cap
@@ -56,7 +66,7 @@ class LockstepRun(BaseRun):
             if self.controller is not None and cap:
                 live.extra["probs"], live.extra["accepted"] = live.trace.draft_prob_list(live.t, cap)
             else:
-                live.extra["accepted"] = live.trace.leading_accepted(live.t, cap) if cap else 0
+                live.extra["accepted"] = min(live.extra["accepted_from"][live.t], cap) if cap else 0
             live.extra["drafting"] = cap > 0
             if self.controller is not None:
                 self.controller.slots[live.slot].new_round()
@@ -75,7 +85,8 @@ class LockstepRun(BaseRun):
 
         A planned round (no Controller) knows every step before it starts: request r drafts
         in steps 0 .. cap_r - 1, step s over context ``context(s)``. Its steps are priced up
-        front and booked in that order."""
+        front, one call per micro-batch (``CostAdapter.price_round``), and booked in that
+        order."""
         now = self.queue.now
         n = self.n_devices
         # (start, end of the previous step, start order of the previous step, micro-batch);
@@ -84,24 +95,29 @@ class LockstepRun(BaseRun):
         members = [self.members(mb) for mb in range(n)]   # fixed until the pass
         planned = self.controller is None
         if planned:
-            steps = [self._planned_steps(group) for group in members]
             fc, attention = self.setup.mapping["dlm_fc"], self.setup.mapping["dlm_attention"]
-            priced_steps = [[self.costs.price("dlm", requests, fc, attention, 1) for requests in group_steps]
-                            for group_steps in steps]
+            priced_steps, counts = [], []
+            for group in members:
+                contexts, caps = self._planned_round(group)
+                priced_steps.append(self.costs.price_round("dlm", contexts, caps, fc, attention, 1))
+                ordered = sorted(caps)      # step s drafts for the requests with cap > s
+                counts.append([len(caps) - bisect_right(ordered, s) for s in range(len(priced_steps[-1]))])
             taken = [0] * n
+        lanes = [f"DLM/mb{mb}" for mb in range(n)]
+        monitored = self.spec.manager_hardware and self.setup.timing is not None
         end = now
         order = 0
         while heap:
             start, _, _, mb = heappop(heap)
             if planned:
                 s = taken[mb]
-                if s == len(steps[mb]):
+                if s == len(priced_steps[mb]):
                     end = max(end, start)
                     continue
                 taken[mb] = s + 1
                 priced = priced_steps[mb][s]
                 self.book(priced)
-                drafting = len(steps[mb][s])
+                drafting = counts[mb][s]
                 self.tokens.drafted += drafting
             else:
                 lives = [l for l in members[mb] if l.extra["drafting"]]
@@ -111,22 +127,23 @@ class LockstepRun(BaseRun):
                 priced = self.price_dlm([(l.context(l.extra["drafted"]), 1) for l in lives])
                 self.after_draft(lives)
                 drafting = len(lives)
-            done = self.devices.run_alone(mb, f"DLM/mb{mb}", priced.work, start)
-            heappush(heap, (done + self.monitoring(mb, drafting, at=done), done, order, mb))
+            done = self.devices.run_alone(mb, lanes[mb], priced.work, start)
+            monitor = self.monitoring(mb, drafting, at=done) if monitored else 0
+            heappush(heap, (done + monitor, done, order, mb))
             order += 1
         if planned:
             for group in members:
                 for live in group:
-                    live.extra["drafted"] = live.extra["cap"] if live.extra["drafting"] else 0
+                    live.extra["drafted"] = live.extra["cap"]     # 0 for a request not drafting
         self.queue.at(end, self.verify)
 
     @staticmethod
-    def _planned_steps(group: list[Live]) -> list[tuple[tuple[int, int], ...]]:
-        """The requests ((context, 1), ...) of each prediction step of a planned round of
-        the micro-batch ``group`` (slot order): step s holds the requests with cap > s."""
-        drafting = [(live.context(0), live.extra["cap"]) for live in group if live.extra["drafting"]]
-        rounds = max((cap for _, cap in drafting), default=0)
-        return [tuple((c + s, 1) for c, cap in drafting if cap > s) for s in range(rounds)]
+    def _planned_round(group: list[Live]) -> tuple[list[int], list[int]]:
+        """The contexts at step 0 and the caps of the requests of the micro-batch ``group``
+        (slot order) that draft in this planned round: request r drafts in steps 0 .. cap_r - 1,
+        over context ``context(s)`` at step s."""
+        drafting = [live for live in group if live.extra["drafting"]]
+        return [live.context(0) for live in drafting], [live.extra["cap"] for live in drafting]
 
     def after_draft(self, drafting: list[Live]) -> None:
         """One Controller-decided step: each request's token goes to the Controller."""
@@ -141,9 +158,9 @@ class LockstepRun(BaseRun):
 
     # -- verification --------------------------------------------------------------------
     def verify(self) -> None:
-        batch = [l for _, l in sorted(self.live.items())]
-        priced = self.price_tlm([(l.context(l.extra["drafted"]), l.extra["drafted"] + 1)
-                                 for l in batch])
+        live = self.live
+        batch = [live[slot] for slot in sorted(live)]     # slot order (ints sort faster than items)
+        priced = self.price_tlm([(l.context(d := l.extra["drafted"]), d + 1) for l in batch])
         self.devices.start_foreground("TLM", priced.work, lambda: self.after_verify(batch))
 
     def after_verify(self, batch: list[Live]) -> None:
@@ -154,7 +171,7 @@ class LockstepRun(BaseRun):
             if accepted < drafted - 1:
                 # Counted as the Manager counts them: the first mismatch is rejected, the
                 # verified tokens after it are discarded.
-                self.tokens.discard(DiscardReason.REJECTED_PREFIX.value, drafted - accepted - 1)
+                self.tokens.discard(_REJECTED_PREFIX, drafted - accepted - 1)
             if self.commit(live, drafted, accepted):
                 if self.controller is not None:
                     self.controller.retire(live.slot)

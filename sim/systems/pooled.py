@@ -7,8 +7,11 @@ says which pool took it and whether the round goes on, or ``Refused`` under back
 ``VerifyIssue`` whenever a verification could start (the answer lists the tokens, in greedy
 order, and where TLM attention runs), ``VerifyResult`` per request and ``Unlock`` when the pass
 ends (eager tokens moved or discarded, new rounds resumed), ``Retire`` when an output is done.
-DraftToken, the most frequent, goes through ``Manager.draft`` (the same transaction without
-the transaction and event objects) unless the run records its transactions (``record``).
+The five sent per draft token, per prediction step and per pass (DraftToken, SchedulerQuery,
+VerifyIssue, VerifyResult, Unlock) go through ``Manager.draft`` / ``query`` / ``issue`` /
+``result`` / ``unlock`` (the same transactions without the transaction and event objects)
+unless the run records its transactions (``record``): then the ``*_recorded`` methods send the
+boxed transaction, log it with its events and answer as the unboxed call does.
 
 Trace positions. A round starts at output position ``base`` (the committed prefix when it
 starts); its j-th draft token (Manager position j) is the DLM's token at output position
@@ -43,16 +46,23 @@ worth of tokens, or if no request can draft any more (``drained``).
 """
 from __future__ import annotations
 
+from functools import partial
+
 from sim.manager.formats import TOKEN_ID, quantize_prob
-from sim.manager.manager import Manager
-from sim.manager.transactions import (Admit, Device, Discarded, DraftToken, EndRound, Issued, Mapping,
-                                      Op, Pool, Refused, Resumed, Retire, SchedulerQuery, Unlock,
-                                      Verified, VerifyIssue, VerifyResult)
+from sim.manager.manager import Manager, positions_by_request
+from sim.manager.transactions import (Admit, Device, Discarded, DiscardReason, DraftToken, EndRound,
+                                      Issued, Mapping, Op, Pool, Refused, Resumed, Retire,
+                                      SchedulerQuery, Unlock, VerifyIssue, VerifyResult)
 from sim.systems.base import BaseRun, Live
 
 
 # Enum.value is a Python-level property: the mapping's name is looked up after every prediction step.
 _DEVICE_NAME = {device: device.value for device in Device}
+
+
+REJECTED_PREFIX = DiscardReason.REJECTED_PREFIX.value
+SHARED_AFTER_REJECT = DiscardReason.SHARED_AFTER_REJECT.value
+EAGER_AFTER_REJECT = DiscardReason.EAGER_AFTER_REJECT.value
 
 
 def _token_id(position: int) -> int:
@@ -63,9 +73,10 @@ class _Round:
     """One speculation round of a request as the engine drafts it (``live.extra["round"]``).
 
     Attributes, not dict keys: mb_step and after_draft read them for every draft token. A new
-    round is a new object, so a prediction step that outlived its round (rejected or retired
-    while it ran) is recognised by identity."""
-    __slots__ = ("live", "base", "start", "pos", "cap", "p", "run", "stopped", "blocked")
+    round is a new object, and the one it replaces, or the last one of a retired request, is
+    marked ``stale``: a prediction step that outlived its round (rejected or retired while it
+    ran) reads one flag per token to see it."""
+    __slots__ = ("live", "base", "start", "pos", "cap", "p", "run", "stopped", "blocked", "stale")
 
     def __init__(self, live: Live, cap: int, p: list[float], run: int) -> None:
         self.live = live
@@ -77,6 +88,7 @@ class _Round:
         self.run = run                      # how many of them lie in the trace's accepted run
         self.stopped = cap == 0
         self.blocked = False                # refused by a full pool until the next Unlock
+        self.stale = False                  # replaced by a new round, or its request retired
 
 
 class PooledRun(BaseRun):
@@ -88,6 +100,7 @@ class PooledRun(BaseRun):
         self.issue_rule = issue_rule if self.overlap else "drained"
         self.gpu_steps: set[int] = set()   # micro-batches whose DLM step in flight uses a GPU
         self.dlm_fc = {mb: setup.mapping["dlm_fc"] for mb in range(self.n_devices)}
+        self.dlm_attention_gpu = setup.mapping["dlm_attention"] == "gpu"
         self.in_pass = False
         self.tlm_busy = False
         self.refused = 0
@@ -97,9 +110,9 @@ class PooledRun(BaseRun):
         # micro-batch wait for their verification, so scanning them all cost more than the step.
         self.ready: list[dict[int, _Round]] = [{} for _ in range(self.n_devices)]
         self.blocked: list[_Round] = []   # rounds refused since the last Unlock (to unblock)
-        # Transactions are immutable values: the one sent after every prediction step is built once.
-        self.queries = [SchedulerQuery(mb) for mb in range(self.n_devices)]
+        # What every prediction step names, built once: its lane, the event after its monitoring.
         self.dlm_labels = [f"DLM/mb{mb}" for mb in range(self.n_devices)]
+        self.after_monitors = [partial(self.after_monitor, mb) for mb in range(self.n_devices)]
         self.events: list = []       # every Manager output, when recording (tests, replay)
         self.record = False
 
@@ -108,8 +121,41 @@ class PooledRun(BaseRun):
                        ) -> tuple[Pool, bool | None]:
         """``Manager.draft`` (the DraftToken transaction, unboxed: one per draft token) through
         the boxed transaction and event, so that a recording run logs them."""
-        (out,) = self.apply(DraftToken(request, mb, position, token, prob))
+        (out,) = self.record_apply(DraftToken(request, mb, position, token, prob))
         return out.pool, None if type(out) is Refused else out.stop
+
+    def issue_recorded(self, tlm_idle: bool, capacity: int) -> tuple[dict[int, list[int]], Device] | None:
+        """``Manager.issue`` (VerifyIssue, answer unboxed) through the boxed transaction."""
+        out = self.record_apply(VerifyIssue(tlm_idle, capacity))
+        if type(out[0]) is not Issued:
+            return None
+        (mapping,) = [e for e in out if type(e) is Mapping and e.op is Op.TLM_ATTENTION]
+        return positions_by_request(out[0].tokens), mapping.device
+
+    def query_recorded(self, mb: int) -> Mapping:
+        """``Manager.query`` (SchedulerQuery, answer unboxed) through the boxed transaction."""
+        (mapping,) = self.record_apply(SchedulerQuery(mb))
+        return mapping
+
+    def result_recorded(self, request: int, accepted: int, corrected_token: int) -> int:
+        """``Manager.result`` (VerifyResult unboxed) through the boxed transaction: the waiting
+        tokens it discarded. Its Discarded events are booked by ``after_pass``, as unboxed."""
+        out = self.record_apply(VerifyResult(request, accepted, corrected_token))
+        return sum(len(e.positions) for e in out
+                   if type(e) is Discarded and e.reason is DiscardReason.SHARED_AFTER_REJECT)
+
+    def unlock_recorded(self) -> tuple[list[int], list[int]]:
+        """``Manager.unlock`` through the boxed transaction: (eager tokens discarded per
+        rejected request, resumed requests), booked by ``after_pass`` as unboxed."""
+        out = self.record_apply(Unlock())
+        return ([len(e.positions) for e in out if type(e) is Discarded],
+                [e.request for e in out if type(e) is Resumed])
+
+    def record_apply(self, txn) -> list:
+        """The boxed transaction, logged; its Discarded events are the caller's to book."""
+        out = self.manager.apply(txn)
+        self.events.append((txn, out))
+        return out
 
     def apply(self, txn) -> list:
         out = self.manager.apply(txn)
@@ -130,6 +176,9 @@ class PooledRun(BaseRun):
         cap = min(self.setup.manager_config.max_draft_len, live.remaining)
         plan = self.setup.stop.planned(live.trace, live.t, live.remaining)
         probs, accepted = live.trace.draft_prob_list(live.t, cap)
+        old = live.extra.get("round")
+        if old is not None:
+            old.stale = True
         live.extra["round"] = _Round(live, cap if plan is None else min(plan, cap), probs, accepted)
         self.update_ready(live)
 
@@ -162,21 +211,22 @@ class PooledRun(BaseRun):
         rounds = [ready[slot] for slot in sorted(ready)]
         if not rounds:
             return
-        priced = self.price_dlm([(rnd.start + rnd.pos, 1) for rnd in rounds], fc=self.dlm_fc[mb])
-        if "gpu" in (self.dlm_fc[mb], self.setup.mapping["dlm_attention"]):
+        fc = self.dlm_fc[mb]
+        priced = self.price_dlm([(rnd.start + rnd.pos, 1) for rnd in rounds], fc=fc)
+        if fc == "gpu" or self.dlm_attention_gpu:
             self.gpu_steps.add(mb)
         self.mb_wait[mb] = True
         self.devices.start_background(mb, self.dlm_labels[mb], priced.work,
-                                      lambda: self.after_draft(mb, rounds))
+                                      partial(self.after_draft, mb, rounds))
 
     def after_draft(self, mb: int, rounds: list[_Round]) -> None:
         self.gpu_steps.discard(mb)
         drafting = 0
-        live_now, tokens = self.live, self.tokens
+        tokens = self.tokens
         draft = self.draft_recorded if self.record else self.manager.draft
         for rnd in rounds:
             live = rnd.live
-            if live_now.get(live.slot) is not live or live.extra["round"] is not rnd:
+            if rnd.stale:
                 # Rejected or finished while the step ran: its token was drafted on a context
                 # that no longer holds. The DLM's work is spent; the token never reaches a pool.
                 tokens.drafted += 1
@@ -202,10 +252,10 @@ class PooledRun(BaseRun):
                 for event in self.apply(EndRound(live.slot)):
                     if isinstance(event, Resumed):
                         self.resume_now(live)
-        (mapping,) = self.apply(self.queries[mb])
+        mapping = self.query_recorded(mb) if self.record else self.manager.query(mb)
         self.dlm_fc[mb] = _DEVICE_NAME[mapping.device]
         delay = self.monitoring(mb, drafting)
-        self.queue.after(delay, lambda: self.after_monitor(mb))
+        self.queue.after(delay, self.after_monitors[mb])
 
     def after_monitor(self, mb: int) -> None:
         self.mb_wait[mb] = False
@@ -234,18 +284,15 @@ class PooledRun(BaseRun):
     def try_issue(self) -> bool:
         if self.in_pass:
             return False
-        out = self.apply(VerifyIssue(self.below_capacity_ok(), self.capacity))
-        if not isinstance(out[0], Issued):
+        issue = self.issue_recorded if self.record else self.manager.issue
+        answer = issue(self.below_capacity_ok(), self.capacity)
+        if answer is None:
             return False
-        issued = out[0]
-        (mapping,) = [e for e in out if isinstance(e, Mapping) and e.op is Op.TLM_ATTENTION]
-        groups: dict[int, list[int]] = {}
-        for tok in issued.tokens:
-            groups.setdefault(tok.request, []).append(tok.position)
+        groups, attention = answer
         self.in_pass = True
         self.tlm_busy = True
-        delay = self.decision(len(issued.tokens))
-        self.queue.after(delay, lambda: self.start_pass(groups, mapping.device.value))
+        delay = self.decision(sum(map(len, groups.values())))
+        self.queue.after(delay, partial(self.start_pass, groups, attention.value))
         return True
 
     def start_pass(self, groups: dict[int, list[int]], attention: str) -> None:
@@ -260,22 +307,34 @@ class PooledRun(BaseRun):
             # the committed prefix (live.t = base + first - 1 here) plus k.
             requests.append((live.context(k), k + (positions[0] == 1)))
         priced = self.price_tlm(requests, attention=attention)
-        self.devices.start_foreground("TLM", priced.work, lambda: self.after_pass(groups))
+        self.devices.start_foreground("TLM", priced.work, partial(self.after_pass, groups))
 
     def after_pass(self, groups: dict[int, list[int]]) -> None:
         accepted_now: dict[int, int] = {}
+        tokens = self.tokens
+        result, unlock = ((self.result_recorded, self.unlock_recorded) if self.record
+                          else (self.manager.result, self.manager.unlock))
         for slot in sorted(groups):
             live = self.live[slot]
             positions = groups[slot]
             first, k = positions[0], len(positions)
             rnd = live.extra["round"]
             a = max(0, min(k, rnd.run - (first - 1)))
-            for event in self.apply(VerifyResult(slot, a, _token_id(rnd.base + first - 1 + a))):
-                if isinstance(event, Verified):
-                    self.tokens.accepted += event.accepted
-                    self.tokens.rejected += int(event.rejected)
+            waiting = result(slot, a, _token_id(rnd.base + first - 1 + a))
+            tokens.accepted += a
+            if a < k:
+                # The Verified event's rejection, then its two Discarded events (in that order:
+                # the reasons' order in the record follows the first discard of each).
+                tokens.rejected += 1
+                if k - a - 1:
+                    tokens.discard(REJECTED_PREFIX, k - a - 1)
+                if waiting:
+                    tokens.discard(SHARED_AFTER_REJECT, waiting)
             accepted_now[slot] = a
-        resumed = {e.request for e in self.apply(Unlock()) if isinstance(e, Resumed)}
+        discarded, resumed_list = unlock()
+        for n in discarded:
+            tokens.discard(EAGER_AFTER_REJECT, n)
+        resumed = set(resumed_list)
         self.in_pass = False
         self.tlm_busy = False
         entering = []
@@ -289,9 +348,8 @@ class PooledRun(BaseRun):
         blocked, self.blocked = self.blocked, []
         for rnd in blocked:
             rnd.blocked = False
-            live = rnd.live
-            if self.live.get(live.slot) is live and live.extra["round"] is rnd:
-                self.update_ready(live)
+            if not rnd.stale:
+                self.update_ready(rnd.live)
         self.enter(self.admit(entering))
         if not self.live:
             return
@@ -321,6 +379,7 @@ class PooledRun(BaseRun):
         if live.t >= live.out_len:
             self.apply(Retire(live.slot))
             self.release(live)
+            live.extra["round"].stale = True
             self.ready[live.mb].pop(live.slot, None)
             return True
         if resumed:
