@@ -61,7 +61,7 @@ class Ledger:
         before = len(open_)
         open_.difference_update(serials)
         if len(open_) != before - len(serials):
-            raise ConservationError(f"a token of #{serials} closed twice or never drafted (fate {fate})")
+            raise ConservationError(f"a token of {serials} closed twice or never drafted (fate {fate})")
         self._fates[fate] += len(serials)
 
     def totals(self) -> Conservation:

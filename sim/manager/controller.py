@@ -111,6 +111,11 @@ class Controller:
 
     def expect_draft(self, request: int, microbatch: int, position: int) -> RequestSlot:
         """The slot of a legal next draft token, else ProtocolError saying what was expected."""
+        slot = self.slots.get(request)
+        # Asked for every draft token: one combined test, each check on its own on failure.
+        if slot is not None and slot.microbatch == microbatch and slot._state is DRAFTING \
+                and position == slot.t + 1:
+            return slot
         slot = self.slot(request, "DraftToken")
         if slot.microbatch != microbatch:
             raise ProtocolError(f"DraftToken: request {request} belongs to micro-batch {slot.microbatch}, "

@@ -104,10 +104,7 @@ class Manager:
                 and 0 <= microbatch < self.config.micro_batches and 0 <= position <= POSITION.max_raw
                 and 0 <= token <= TOKEN_ID.max_raw and 0 <= prob <= PROB_ONE):
             self._check_draft_fields(request, microbatch, position, token, prob)
-        slot = self.controller.slots.get(request)
-        if slot is None or slot.microbatch != microbatch or slot.state is not controller.DRAFTING \
-                or position != slot.t + 1:
-            slot = self.controller.expect_draft(request, microbatch, position)   # says which check failed
+        slot = self.controller.expect_draft(request, microbatch, position)
         shared, eager = self.shared_pool, self.eager_pools
         if not shared.locked and not eager.holds(request, microbatch):
             pool, room = SHARED, shared.free > 0

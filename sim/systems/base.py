@@ -13,11 +13,18 @@ from dataclasses import dataclass, field
 from sim.engine.costs import CostAdapter, Priced
 from sim.engine.devices import DeviceSet, IntervalLog
 from sim.engine.events import EventQueue
+from sim.manager.transactions import DiscardReason
 from sim.metrics import PS_PER_S, RunMetrics, TokenCounts, latency_breakdown
 from sim.systems.registry import StopRule
 from sim.systems.spec import ManagerTiming, SystemSpec
 from sim.workload import BatchFormer, Workload
 from traces.format import RequestTrace
+
+
+# Discard reasons as TokenCounts books them, read for every verified request.
+REJECTED_PREFIX = DiscardReason.REJECTED_PREFIX.value
+SHARED_AFTER_REJECT = DiscardReason.SHARED_AFTER_REJECT.value
+EAGER_AFTER_REJECT = DiscardReason.EAGER_AFTER_REJECT.value
 
 
 @dataclass
@@ -82,6 +89,10 @@ class BaseRun:
         self.by_mb: list[dict[int, Live]] = [{} for _ in range(self.n_devices)]
         self._free_slots = list(range(setup.batch))
         self._monitor_ps: dict[int, int] = {}
+        # Named at every prediction step: each micro-batch's DLM and monitoring lanes, built once.
+        self.dlm_lanes = [f"DLM/mb{mb}" for mb in range(self.n_devices)]
+        self.monitor_lanes = [f"monitor/mb{mb}" for mb in range(self.n_devices)]
+        self.monitored = bool(self.spec.manager_hardware and setup.timing is not None)
 
     # -- requests ------------------------------------------------------------------------
     def admit(self, traces: list[RequestTrace]) -> list[Live]:
@@ -167,14 +178,14 @@ class BaseRun:
     def monitoring(self, mb: int, n_requests: int, at: int | None = None) -> int:
         """Controller latency after a prediction step that ends ``at`` (default: now); 0
         without Manager hardware."""
-        if not self.spec.manager_hardware or self.setup.timing is None or n_requests == 0:
+        if not self.monitored or n_requests == 0:
             return 0
         ps = self._monitor_ps.get(n_requests)
         if ps is None:   # a pure function of the count, asked after every prediction step
             ps = self._monitor_ps[n_requests] = self.setup.timing.monitoring_ps(
                 n_requests, self.costs.dlm.vocab)
         at = self.queue.now if at is None else at
-        self.log.add(f"monitor/mb{mb}", at, at + ps)
+        self.log.add(self.monitor_lanes[mb], at, at + ps)
         return ps
 
     def decision(self, n_selected: int) -> int:

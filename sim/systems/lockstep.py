@@ -16,11 +16,7 @@ from heapq import heappop, heappush
 
 from sim.manager.controller import Controller
 from sim.manager.formats import quantize_prob
-from sim.manager.transactions import DiscardReason
-from sim.systems.base import BaseRun, Live
-
-_REJECTED_PREFIX = DiscardReason.REJECTED_PREFIX.value
-
+from sim.systems.base import REJECTED_PREFIX, BaseRun, Live
 
 class LockstepRun(BaseRun):
     def __init__(self, setup) -> None:
@@ -103,8 +99,6 @@ class LockstepRun(BaseRun):
                 ordered = sorted(caps)      # step s drafts for the requests with cap > s
                 counts.append([len(caps) - bisect_right(ordered, s) for s in range(len(priced_steps[-1]))])
             taken = [0] * n
-        lanes = [f"DLM/mb{mb}" for mb in range(n)]
-        monitored = self.spec.manager_hardware and self.setup.timing is not None
         end = now
         order = 0
         while heap:
@@ -127,9 +121,8 @@ class LockstepRun(BaseRun):
                 priced = self.price_dlm([(l.context(l.extra["drafted"]), 1) for l in lives])
                 self.after_draft(lives)
                 drafting = len(lives)
-            done = self.devices.run_alone(mb, lanes[mb], priced.work, start)
-            monitor = self.monitoring(mb, drafting, at=done) if monitored else 0
-            heappush(heap, (done + monitor, done, order, mb))
+            done = self.devices.run_alone(mb, self.dlm_lanes[mb], priced.work, start)
+            heappush(heap, (done + self.monitoring(mb, drafting, at=done), done, order, mb))
             order += 1
         if planned:
             for group in members:
@@ -171,7 +164,7 @@ class LockstepRun(BaseRun):
             if accepted < drafted - 1:
                 # Counted as the Manager counts them: the first mismatch is rejected, the
                 # verified tokens after it are discarded.
-                self.tokens.discard(_REJECTED_PREFIX, drafted - accepted - 1)
+                self.tokens.discard(REJECTED_PREFIX, drafted - accepted - 1)
             if self.commit(live, drafted, accepted):
                 if self.controller is not None:
                     self.controller.retire(live.slot)

@@ -53,16 +53,12 @@ from sim.manager.manager import Manager, positions_by_request
 from sim.manager.transactions import (Admit, Device, Discarded, DiscardReason, DraftToken, EndRound,
                                       Issued, Mapping, Op, Pool, Refused, Resumed, Retire,
                                       SchedulerQuery, Unlock, VerifyIssue, VerifyResult)
-from sim.systems.base import BaseRun, Live
+from sim.systems.base import (EAGER_AFTER_REJECT, REJECTED_PREFIX, SHARED_AFTER_REJECT, BaseRun,
+                              Live)
 
 
 # Enum.value is a Python-level property: the mapping's name is looked up after every prediction step.
 _DEVICE_NAME = {device: device.value for device in Device}
-
-
-REJECTED_PREFIX = DiscardReason.REJECTED_PREFIX.value
-SHARED_AFTER_REJECT = DiscardReason.SHARED_AFTER_REJECT.value
-EAGER_AFTER_REJECT = DiscardReason.EAGER_AFTER_REJECT.value
 
 
 def _token_id(position: int) -> int:
@@ -110,8 +106,7 @@ class PooledRun(BaseRun):
         # micro-batch wait for their verification, so scanning them all cost more than the step.
         self.ready: list[dict[int, _Round]] = [{} for _ in range(self.n_devices)]
         self.blocked: list[_Round] = []   # rounds refused since the last Unlock (to unblock)
-        # What every prediction step names, built once: its lane, the event after its monitoring.
-        self.dlm_labels = [f"DLM/mb{mb}" for mb in range(self.n_devices)]
+        # The event after each micro-batch's monitoring, built once (one per prediction step).
         self.after_monitors = [partial(self.after_monitor, mb) for mb in range(self.n_devices)]
         self.events: list = []       # every Manager output, when recording (tests, replay)
         self.record = False
@@ -216,7 +211,7 @@ class PooledRun(BaseRun):
         if fc == "gpu" or self.dlm_attention_gpu:
             self.gpu_steps.add(mb)
         self.mb_wait[mb] = True
-        self.devices.start_background(mb, self.dlm_labels[mb], priced.work,
+        self.devices.start_background(mb, self.dlm_lanes[mb], priced.work,
                                       partial(self.after_draft, mb, rounds))
 
     def after_draft(self, mb: int, rounds: list[_Round]) -> None:
