@@ -3,7 +3,7 @@
 The sweep: PIM-AD on the OPT-66B pair, 8 requests of the shipped trace, batch 2 / 4 x four
 NVLink step latencies x two PIM MAC spacings = 16 points of a fraction of a second each, so
 what is measured is mostly the backends' own cost. Each backend runs it into an empty folder
-(nothing reused) with ``--jobs`` workers: the local backend's worker processes (spawned for the
+(nothing reused) with ``--jobs`` workers: the local backend's worker processes (started for the
 sweep: their start is counted), then a local Ray cluster of as many CPUs, started before the
 clock starts (its start-up is printed apart; its workers may be up already) and stopped after.
 The overhead of Ray over local per point is measured apart, on tasks that do nothing

@@ -115,8 +115,8 @@ def execute(name: str, runs: list[RunParams], out: Path, *, progress: bool = Tru
             timeline: Path | None = None, timeline_run: int = 0, jobs: int = 1,
             backend: str = "local", address: str | None = None) -> list[dict]:
     """Simulate every run of the grid not already in ``out/runs/`` and return the records in
-    grid order. ``jobs`` > 1 spreads the runs over that many worker processes (spawned, one
-    run at a time each; ``backend``/``address``: elsewhere, sim/experiments/backends.py); the
+    grid order. ``jobs`` > 1 spreads the runs over that many worker processes (one run at a
+    time each; ``backend``/``address``: elsewhere, sim/experiments/backends.py); the
     records, the run files and everything written from them are the same bytes as with
     ``jobs`` = 1. A failing run does not stop the others: when all are done,
     a ``SaddleError`` names every failed run (the finished ones are saved, so a rerun resumes;
@@ -179,6 +179,8 @@ def dispatch(name: str, pending: list["_Task"], total: int, done, runner: Backen
     bar = None
     if progress:
         from tqdm import tqdm
+        # No monitor thread: the local backend forks its workers only from a single thread.
+        tqdm.monitor_interval = 0
         # Redrawn at every run's end (a run takes far longer than a redraw), failures included.
         bar = tqdm(total=total, initial=total - len(pending), desc=name, unit="run", leave=False,
                    mininterval=0)

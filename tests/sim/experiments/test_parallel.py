@@ -1,14 +1,18 @@
 """A grid on worker processes (`saddle run --jobs N`): the same bytes as a serial run, resume,
 errors that name the run without losing the others, the progress count."""
 import json
+import sys
+import threading
 
 import numpy as np
 import pytest
 
 from sim.cli import main
 from sim.errors import SaddleError
+from sim.experiments.backends import make, start_method
 from sim.experiments.runner import MAX_DEFAULT_JOBS, default_jobs, execute
 from sim.systems.run import RunParams
+from sim.workload import load_workload
 from tests.sim.systems.conftest import make_trace, request
 
 EXPERIMENT = """
@@ -119,3 +123,28 @@ def test_jobs_option_and_default(capsys):
     assert "--jobs/-j: expected a positive integer" in capsys.readouterr().err
     with pytest.raises(SaddleError, match="jobs must be a positive integer"):
         execute("x", [], None, jobs=0)
+
+
+def _traces_read(_task) -> int:
+    from sim.workload import _read
+    return _read.cache_info().currsize
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="workers are forked on Linux only")
+def test_forked_workers_start_with_the_parents_traces(trace):
+    load_workload(trace, split="all", n_requests=None, seed=0, validation_fraction=0.2,
+                  max_seq_len=None, source="test")
+    assert start_method() == "fork"
+    values = [v for _, v, _ in make("local", 2).map(_traces_read, [0, 1, 2])]
+    assert values == [1, 1, 1]      # read by this process, never again by a worker
+
+
+def test_workers_are_spawned_while_another_thread_runs():
+    stop = threading.Event()
+    thread = threading.Thread(target=stop.wait)
+    thread.start()
+    try:
+        assert start_method() == "spawn"
+    finally:
+        stop.set()
+        thread.join()
