@@ -127,6 +127,17 @@ class BaseRun:
             return True
         return False
 
+    def add_tokens(self, counts: TokenCounts) -> None:
+        """Book a request's token counts at once (every field but ``generated``, which the
+        caller books as each pass commits: the measurement window reads it)."""
+        tokens = self.tokens
+        tokens.drafted += counts.drafted
+        tokens.accepted += counts.accepted
+        tokens.rejected += counts.rejected
+        tokens.tlm_tokens += counts.tlm_tokens
+        for reason, n in counts.discard_reasons.items():
+            tokens.discard(reason, n)
+
     def refill(self) -> list[RequestTrace]:
         """A request finished: the requests entering the batch now. The first time none is
         left to enter, the full-batch measurement window closes (see sim/metrics.py)."""

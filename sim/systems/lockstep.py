@@ -8,15 +8,70 @@ Autoregressive decoding is the round with no draft tokens (one query per request
 The stopping rule plans each round's length (fixed d, oracle) or, for SADDLE-d, the Manager's
 Controller (``sim.manager.controller``) decides token by token on the trace's probabilities
 quantized to UQ1.16.
+
+Without the Controller a request's rounds depend on its trace alone (the rule plans each from
+the committed prefix, and the trace says how many tokens the pass accepts), so they are
+computed once, when it enters the batch (``planned_rounds``), and each pass only reads them.
 """
 from __future__ import annotations
 
 from bisect import bisect_right
 from heapq import heappop, heappush
+from typing import NamedTuple
 
 from sim.manager.controller import Controller
 from sim.manager.formats import quantize_prob
+from sim.metrics import TokenCounts
 from sim.systems.base import REJECTED_PREFIX, BaseRun, Live
+
+# A planned round of one request, as a plain tuple (one per request per pass):
+# (draft tokens, context of its first draft step, its verification request (context, queries),
+#  the committed prefix after the pass, the tokens the pass commits).
+CAP, CONTEXT, QUERY, T_AFTER, COMMITTED = range(5)
+
+
+class PlannedRounds(NamedTuple):
+    """``planned_rounds``: a request's rounds, the last first (a pass pops the next), and the
+    token counts they add up to (booked when the request finishes)."""
+
+    rounds: list[tuple[int, int, tuple[int, int], int, int]]
+    tokens: TokenCounts
+
+
+def planned_rounds(rule, trace, prompt: int, out_len: int) -> PlannedRounds:
+    """Every round of a request decoded from an empty output to ``out_len`` tokens under the
+    planned stopping ``rule`` (None: autoregressive, no draft tokens): round by round what
+    ``LockstepRun`` drafted and ``BaseRun.commit`` committed. A round at output position t
+    drafts cap = ``rule.planned(trace, t, out_len - t)`` tokens, accepts
+    min(``leading_accepted(t, cap)``, cap) of them (the first mismatch is rejected, the tokens
+    after it discarded) and adds the TLM's own token unless the output is complete."""
+    accepted_from = trace.leading_accepted_all(out_len).tolist() if rule is not None else None
+    rounds = []
+    tokens = TokenCounts()
+    drafted = accepted = rejected = discarded = tlm = 0
+    t = 0
+    while t < out_len:
+        cap = rule.planned(trace, t, out_len - t) if rule is not None else 0
+        k = min(accepted_from[t], cap) if cap else 0
+        drafted += cap
+        accepted += k
+        rejected += k < cap
+        if k < cap - 1:
+            discarded += cap - k - 1
+        after = t + k
+        if after < out_len:
+            after += 1
+            tlm += 1
+        context = prompt + t
+        rounds.append((cap, context, (context + cap, cap + 1), after, after - t))
+        t = after
+    rounds.reverse()
+    tokens.drafted, tokens.accepted, tokens.rejected, tokens.tlm_tokens = drafted, accepted, rejected, tlm
+    tokens.generated = out_len
+    if discarded:
+        tokens.discard(REJECTED_PREFIX, discarded)
+    return PlannedRounds(rounds, tokens)
+
 
 class LockstepRun(BaseRun):
     def __init__(self, setup) -> None:
@@ -27,6 +82,10 @@ class LockstepRun(BaseRun):
             cfg = setup.manager_config
             self.controller = Controller(cfg.max_requests, cfg.max_draft_len, rule.controller_tau,
                                          cfg.acceptance_table)
+        # Without the Controller: slot -> the request's rounds still to come (PlannedRounds),
+        # and slot -> its round in progress.
+        self.plans: dict[int, PlannedRounds] = {}
+        self.current: dict[int, tuple] = {}
 
     # -- rounds --------------------------------------------------------------------------
     def start(self) -> None:
@@ -37,106 +96,129 @@ class LockstepRun(BaseRun):
         for live in lives:
             if self.controller is not None:
                 self.controller.admit(live.slot, live.mb)
-            elif self.setup.stop is not None:
-                # A planned round at output position t accepts leading_accepted(t, cap) =
-                # min(accepted_from[t], cap) tokens (cap >= 1): one list per request, not a
-                # trace lookup per request per round.
-                live.extra["accepted_from"] = live.trace.leading_accepted_all(live.out_len).tolist()
+            else:
+                plan = self.plans[live.slot] = planned_rounds(self.setup.stop, live.trace,
+                                                              live.prompt, live.out_len)
+                self.current[live.slot] = plan.rounds.pop()
 
     def round(self) -> None:
-        rule = self.setup.stop
-        if rule is None:
-            # Autoregressive: nothing to draft, the pass verifies one query per request now.
-            for live in self.live.values():
-                live.extra["drafted"] = live.extra["accepted"] = 0
-            self.queue.at(self.queue.now, self.verify)
+        if self.controller is None:
+            if self.setup.stop is None:
+                # Autoregressive: nothing to draft, the pass verifies one query per request now.
+                self.queue.at(self.queue.now, self.verify_planned)
+            else:
+                self.queue.at(self.draft_planned(), self.verify_planned)
             return
-        max_len = self.setup.manager_config.max_draft_len if self.controller else None
+        rule, max_len = self.setup.stop, self.setup.manager_config.max_draft_len
         for live in self.live.values():
             live.extra["drafted"] = 0
             plan = rule.planned(live.trace, live.t, live.remaining)
             cap = plan if plan is not None else min(max_len, live.remaining)
             live.extra["cap"] = cap
-            # Only the Controller reads the draft tokens' probabilities; a planned round needs
-            # just its accepted count.
-            if self.controller is not None and cap:
+            if cap:
                 live.extra["probs"], live.extra["accepted"] = live.trace.draft_prob_list(live.t, cap)
             else:
-                live.extra["accepted"] = min(live.extra["accepted_from"][live.t], cap) if cap else 0
+                live.extra["accepted"] = 0
             live.extra["drafting"] = cap > 0
-            if self.controller is not None:
-                self.controller.slots[live.slot].new_round()
+            self.controller.slots[live.slot].new_round()
         self.draft()
 
-    def draft(self) -> None:
-        """The round's prediction steps, then its verification. Nothing else runs while the
-        micro-batches draft (no pass in flight, one DLM stream per device) and they never
-        interact, so the steps are simulated here without an event each: a step takes its
-        priced time, then the Controller's monitoring latency, then the micro-batch's next step
-        starts. The steps are booked (their energy summed) in exactly the order one event per
-        step ran them: by start time, then by the end of the micro-batch's previous step, then
-        by the order that previous step started (the event queue's insertion order), so every
-        float sum is added in the same order. The pass starts when the last micro-batch has no
-        request left drafting.
+    def draft_planned(self) -> int:
+        """A planned round's prediction steps; returns when the last micro-batch has finished
+        drafting (the pass starts then). Nothing else runs while the micro-batches draft (no
+        pass in flight, one DLM stream per device) and they never interact: each micro-batch's
+        steps are priced in one call (``CostAdapter.price_round``: request r drafts in steps
+        0 .. cap_r - 1, step s over context ``context(s)``) and run back to back (with the
+        Controller's monitoring latency after each, on Manager hardware), booked per
+        micro-batch at once. Only the energy, a float sum, is added step by step, in the order
+        one event per step ran them: by start time, then by the end of the micro-batch's
+        previous step, then by the order that step started (the event queue's insertion
+        order)."""
+        now = self.queue.now
+        current, mapping = self.current, self.setup.mapping
+        fc, attention = mapping["dlm_fc"], mapping["dlm_attention"]
+        priced, starts, ends = [], [], []
+        finish = now
+        for mb in range(self.n_devices):
+            drafting = [r for r in (current[slot] for slot in sorted(self.by_mb[mb])) if r[CAP]]
+            steps = self.costs.price_round("dlm", [r[CONTEXT] for r in drafting],
+                                           [r[CAP] for r in drafting], fc, attention, 1) if drafting else []
+            mb_starts, mb_ends, done = self._series(mb, steps, sorted(r[CAP] for r in drafting), now)
+            if steps:
+                self.devices.run_series(mb, self.dlm_lanes[mb], [p.work for p in steps], mb_starts)
+                self.flops += sum(p.flops for p in steps)
+                self.pim_flops += sum(p.pim_flops for p in steps)
+            finish = max(finish, done)
+            priced.append(steps)
+            starts.append(mb_starts)
+            ends.append(mb_ends)
+        self._book_energy(now, priced, starts, ends)
+        return finish
 
-        A planned round (no Controller) knows every step before it starts: request r drafts
-        in steps 0 .. cap_r - 1, step s over context ``context(s)``. Its steps are priced up
-        front, one call per micro-batch (``CostAdapter.price_round``), and booked in that
-        order."""
+    def _series(self, mb: int, steps: list, caps: list[int], now: int) -> tuple[list[int], list[int], int]:
+        """Start and end times of micro-batch ``mb``'s ``steps`` run back to back from ``now``,
+        each followed by the Controller's monitoring latency (logged by ``monitoring``), and
+        the time the micro-batch is done. ``caps``: its drafting requests' caps, sorted (step s
+        drafts for those with cap > s)."""
+        starts, ends = [], []
+        t = now
+        n = len(caps)
+        monitored = self.monitored
+        for s, p in enumerate(steps):
+            starts.append(t)
+            t += p.work.time_ps
+            ends.append(t)
+            if monitored:
+                t += self.monitoring(mb, n - bisect_right(caps, s), at=t)
+        return starts, ends, t
+
+    def _book_energy(self, now: int, priced: list[list], starts: list[list[int]],
+                     ends: list[list[int]]) -> None:
+        """Add the steps' energies in the order one event per step would have run them (see
+        ``draft_planned``): the event queue's heap of (start, end of the previous step, start
+        order of the previous step, micro-batch), the first steps in micro-batch order."""
+        energy = self.energy_pj
+        heap = [(now, -1, mb, mb) for mb in range(len(priced)) if priced[mb]]
+        taken = [0] * len(priced)
+        order = 0
+        while heap:
+            mb = heappop(heap)[3]
+            steps, s = priced[mb], taken[mb]
+            energy += steps[s].energy_pj
+            s = taken[mb] = s + 1
+            if s < len(steps):
+                heappush(heap, (starts[mb][s], ends[mb][s - 1], order, mb))
+            order += 1
+        self.energy_pj = energy
+
+    def draft(self) -> None:
+        """A Controller-decided round's prediction steps, then its verification. Nothing else
+        runs while the micro-batches draft (see ``draft_planned``), so the steps are simulated
+        here without an event each: a step takes its priced time, then the Controller's
+        monitoring latency, then the micro-batch's next step starts. The steps are booked
+        (their energy summed) in exactly the order one event per step ran them (the heap
+        below). The pass starts when the last micro-batch has no request left drafting."""
         now = self.queue.now
         n = self.n_devices
         # (start, end of the previous step, start order of the previous step, micro-batch);
         # the first steps start in micro-batch order.
         heap = [(now, -1, mb, mb) for mb in range(n)]
         members = [self.members(mb) for mb in range(n)]   # fixed until the pass
-        planned = self.controller is None
-        if planned:
-            fc, attention = self.setup.mapping["dlm_fc"], self.setup.mapping["dlm_attention"]
-            priced_steps, counts = [], []
-            for group in members:
-                contexts, caps = self._planned_round(group)
-                priced_steps.append(self.costs.price_round("dlm", contexts, caps, fc, attention, 1))
-                ordered = sorted(caps)      # step s drafts for the requests with cap > s
-                counts.append([len(caps) - bisect_right(ordered, s) for s in range(len(priced_steps[-1]))])
-            taken = [0] * n
         end = now
         order = 0
         while heap:
             start, _, _, mb = heappop(heap)
-            if planned:
-                s = taken[mb]
-                if s == len(priced_steps[mb]):
-                    end = max(end, start)
-                    continue
-                taken[mb] = s + 1
-                priced = priced_steps[mb][s]
-                self.book(priced)
-                drafting = counts[mb][s]
-                self.tokens.drafted += drafting
-            else:
-                lives = [l for l in members[mb] if l.extra["drafting"]]
-                if not lives:
-                    end = max(end, start)
-                    continue
-                priced = self.price_dlm([(l.context(l.extra["drafted"]), 1) for l in lives])
-                self.after_draft(lives)
-                drafting = len(lives)
+            lives = [l for l in members[mb] if l.extra["drafting"]]
+            if not lives:
+                end = max(end, start)
+                continue
+            priced = self.price_dlm([(l.context(l.extra["drafted"]), 1) for l in lives])
+            self.after_draft(lives)
+            drafting = len(lives)
             done = self.devices.run_alone(mb, self.dlm_lanes[mb], priced.work, start)
             heappush(heap, (done + self.monitoring(mb, drafting, at=done), done, order, mb))
             order += 1
-        if planned:
-            for group in members:
-                for live in group:
-                    live.extra["drafted"] = live.extra["cap"]     # 0 for a request not drafting
         self.queue.at(end, self.verify)
-
-    @staticmethod
-    def _planned_round(group: list[Live]) -> tuple[list[int], list[int]]:
-        """The contexts at step 0 and the caps of the requests of the micro-batch ``group``
-        (slot order) that draft in this planned round: request r drafts in steps 0 .. cap_r - 1,
-        over context ``context(s)`` at step s."""
-        drafting = [live for live in group if live.extra["drafting"]]
-        return [live.context(0) for live in drafting], [live.extra["cap"] for live in drafting]
 
     def after_draft(self, drafting: list[Live]) -> None:
         """One Controller-decided step: each request's token goes to the Controller."""
@@ -150,6 +232,35 @@ class LockstepRun(BaseRun):
             live.extra["drafting"] = not stop
 
     # -- verification --------------------------------------------------------------------
+    def verify_planned(self) -> None:
+        current = self.current
+        slots = sorted(current)     # slot order
+        priced = self.price_tlm(tuple([current[slot][QUERY] for slot in slots]))
+        self.devices.start_foreground("TLM", priced.work, lambda: self.after_planned(slots))
+
+    def after_planned(self, slots: list[int]) -> None:
+        """The pass of a planned round is done: every request's round commits (as
+        ``planned_rounds`` computed it) and its next round begins; a request that finished
+        books its token counts and leaves."""
+        current, plans, lives = self.current, self.plans, self.live
+        generated = 0
+        entering = []
+        for slot in slots:
+            r = current[slot]
+            live = lives[slot]
+            live.t = r[T_AFTER]
+            generated += r[COMMITTED]
+            rounds = plans[slot].rounds
+            if rounds:
+                current[slot] = rounds.pop()
+            else:
+                self.add_tokens(plans.pop(slot).tokens)
+                del current[slot]
+                self.release(live)
+                entering += self.refill()
+        self.tokens.generated += generated
+        self.next_round(entering)
+
     def verify(self) -> None:
         live = self.live
         batch = [live[slot] for slot in sorted(live)]     # slot order (ints sort faster than items)
@@ -166,9 +277,12 @@ class LockstepRun(BaseRun):
                 # verified tokens after it are discarded.
                 self.tokens.discard(REJECTED_PREFIX, drafted - accepted - 1)
             if self.commit(live, drafted, accepted):
-                if self.controller is not None:
-                    self.controller.retire(live.slot)
+                self.controller.retire(live.slot)
                 entering += self.refill()
+        self.next_round(entering)
+
+    def next_round(self, entering: list) -> None:
+        """After a pass's commits: the window may close, the requests that entered join."""
         self.settle_window()
         self.enter(self.admit(entering))
         if self.live:
