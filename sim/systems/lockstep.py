@@ -19,10 +19,13 @@ from bisect import bisect_right
 from heapq import heappop, heappush
 from typing import NamedTuple
 
+import numpy as np
+
 from sim.manager.controller import Controller
 from sim.manager.formats import quantize_prob
 from sim.metrics import TokenCounts
 from sim.systems.base import REJECTED_PREFIX, BaseRun, Live
+from sim.systems.registry import FixedLength
 
 # A planned round of one request, as a plain tuple (one per request per pass):
 # (draft tokens, context of its first draft step, its verification request (context, queries),
@@ -45,32 +48,52 @@ def planned_rounds(rule, trace, prompt: int, out_len: int) -> PlannedRounds:
     drafts cap = ``rule.planned(trace, t, out_len - t)`` tokens, accepts
     min(``leading_accepted(t, cap)``, cap) of them (the first mismatch is rejected, the tokens
     after it discarded) and adds the TLM's own token unless the output is complete."""
-    accepted_from = trace.leading_accepted_all(out_len).tolist() if rule is not None else None
-    rounds = []
-    tokens = TokenCounts()
-    drafted = accepted = rejected = discarded = tlm = 0
-    t = 0
-    while t < out_len:
-        cap = rule.planned(trace, t, out_len - t) if rule is not None else 0
-        k = min(accepted_from[t], cap) if cap else 0
-        drafted += cap
-        accepted += k
-        rejected += k < cap
-        if k < cap - 1:
-            discarded += cap - k - 1
-        after = t + k
-        if after < out_len:
-            after += 1
-            tlm += 1
-        context = prompt + t
-        rounds.append((cap, context, (context + cap, cap + 1), after, after - t))
-        t = after
+    starts, caps, accepted = _round_starts(rule, trace, out_len)
+    after = starts + accepted
+    after += after < out_len                       # the TLM's token
+    contexts = starts + prompt
+    rounds = list(zip(caps.tolist(), contexts.tolist(),
+                      zip((contexts + caps).tolist(), (caps + 1).tolist()),
+                      after.tolist(), (after - starts).tolist()))
     rounds.reverse()
-    tokens.drafted, tokens.accepted, tokens.rejected, tokens.tlm_tokens = drafted, accepted, rejected, tlm
-    tokens.generated = out_len
+    tokens = TokenCounts(generated=out_len, drafted=int(caps.sum()), accepted=int(accepted.sum()),
+                         rejected=int(np.count_nonzero(accepted < caps)),
+                         tlm_tokens=int(np.count_nonzero(starts + accepted < out_len)))
+    discarded = int(np.maximum(caps - accepted - 1, 0).sum())
     if discarded:
         tokens.discard(REJECTED_PREFIX, discarded)
     return PlannedRounds(rounds, tokens)
+
+
+def _round_starts(rule, trace, out_len: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The output position where each round of ``planned_rounds`` starts, its cap and its
+    accepted count (int64 arrays). Under a fixed d (or none) a round's cap and acceptance
+    are known at every position at once, so only the walk from round to round is a loop."""
+    accepted_from = trace.leading_accepted_all(out_len) if rule is not None else None
+    if rule is None or isinstance(rule, FixedLength):
+        remaining = out_len - np.arange(out_len)
+        cap = np.minimum(rule.draft_length, remaining) if rule is not None else np.zeros(out_len, np.int64)
+        k = np.minimum(accepted_from, cap) if rule is not None else cap
+        next_start = (np.arange(out_len) + k + (k < remaining)).tolist()
+        starts = []
+        t = 0
+        while t < out_len:
+            starts.append(t)
+            t = next_start[t]
+        starts = np.array(starts, dtype=np.int64)
+        return starts, cap[starts], k[starts]
+    accepted_from = accepted_from.tolist()
+    starts, caps, ks = [], [], []
+    t = 0
+    while t < out_len:
+        cap = rule.planned(trace, t, out_len - t)
+        k = min(accepted_from[t], cap) if cap else 0
+        starts.append(t)
+        caps.append(cap)
+        ks.append(k)
+        t += k + (t + k < out_len)
+    return (np.array(starts, dtype=np.int64), np.array(caps, dtype=np.int64),
+            np.array(ks, dtype=np.int64))
 
 
 class LockstepRun(BaseRun):
