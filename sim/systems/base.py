@@ -180,6 +180,11 @@ class BaseRun:
         m = self.setup.mapping
         priced = self.costs.price("tlm", tuple(requests), m["tlm_fc"],
                                   attention or m["tlm_attention"], self.n_devices)
+        self.book_tlm(priced)
+        return priced
+
+    def book_tlm(self, priced: Priced) -> Priced:
+        """Book a TLM pass priced by the caller."""
         self.book(priced)
         self.verify_ps += priced.work.time_ps
         self.verify_comm_ps += priced.comm_ps

@@ -24,6 +24,7 @@ import numpy as np
 from sim.manager.controller import Controller
 from sim.manager.formats import quantize_prob
 from sim.metrics import TokenCounts
+from sim.engine.costs import Priced
 from sim.systems.base import REJECTED_PREFIX, BaseRun, Live
 from sim.systems.registry import FixedLength
 
@@ -109,6 +110,7 @@ class LockstepRun(BaseRun):
         # and slot -> its round in progress.
         self.plans: dict[int, PlannedRounds] = {}
         self.current: dict[int, tuple] = {}
+        self._ad_passes: list[Priced] = []    # autoregressive: the passes priced ahead, last first
 
     # -- rounds --------------------------------------------------------------------------
     def start(self) -> None:
@@ -258,8 +260,26 @@ class LockstepRun(BaseRun):
     def verify_planned(self) -> None:
         current = self.current
         slots = sorted(current)     # slot order
-        priced = self.price_tlm(tuple([current[slot][QUERY] for slot in slots]))
+        if self.setup.stop is None:
+            priced = self.book_tlm(self._ad_pass(slots))
+        else:
+            priced = self.price_tlm(tuple([current[slot][QUERY] for slot in slots]))
         self.devices.start_foreground("TLM", priced.work, lambda: self.after_planned(slots))
+
+    def _ad_pass(self, slots: list[int]) -> Priced:
+        """The price of this autoregressive pass over the requests ``slots``. Until the first
+        of them finishes the batch does not change and each pass is the previous one with
+        every context one longer: the passes up to then are priced together, as the steps of
+        a draft round (``CostAdapter.price_round``: step s holds every request, each at its
+        context + s with one query, the same ``Priced`` as ``price`` of that pass)."""
+        if not self._ad_passes:
+            current, plans, m = self.current, self.plans, self.setup.mapping
+            left = 1 + min(len(plans[slot].rounds) for slot in slots)     # passes to the first finish
+            self._ad_passes = self.costs.price_round(
+                "tlm", [current[slot][CONTEXT] for slot in slots], [left] * len(slots),
+                m["tlm_fc"], m["tlm_attention"], self.n_devices)
+            self._ad_passes.reverse()
+        return self._ad_passes.pop()
 
     def after_planned(self, slots: list[int]) -> None:
         """The pass of a planned round is done: every request's round commits (as

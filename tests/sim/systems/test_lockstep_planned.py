@@ -1,14 +1,18 @@
 """The lock-step run's pass-wise paths against the per-request and per-step ones they replace:
 a request's planned rounds (``planned_rounds``) against drafting and committing round by round
-(``BaseRun.commit``, the trace's ``leading_accepted``), and ``DeviceSet.run_series`` against a
-``run_alone`` per step."""
+(``BaseRun.commit``, the trace's ``leading_accepted``), ``DeviceSet.run_series`` against a
+``run_alone`` per step, and autoregressive passes priced together (``price_round``) against
+one ``price`` per pass."""
 from __future__ import annotations
 
+import random
 from types import SimpleNamespace
 
 import numpy as np
 import pytest
 
+from sim.cost.system import clear_caches
+from sim.engine.costs import CostAdapter
 from sim.engine.devices import DeviceSet, IntervalLog, Work
 from sim.engine.events import EventQueue
 from sim.metrics import TokenCounts
@@ -86,3 +90,18 @@ def test_run_series_equals_run_alone_per_step(times):
     assert ends == [s + w.time_ps for s, w in zip(starts, works)]
     assert dict(one.intervals) == dict(series.intervals)
     assert (by_step.gpu_busy_ps, by_step.pim_busy_ps) == (at_once.gpu_busy_ps, at_once.pim_busy_ps)
+
+
+@pytest.mark.parametrize("hardware, attention", [("saddle", "pim"), ("saddle", "gpu"), ("dgx-a100", "gpu")])
+def test_autoregressive_passes_priced_together_equal_one_by_one(hardware, attention):
+    """``LockstepRun._ad_pass``: the passes until the batch changes as one ``price_round`` of
+    the TLM over every device (each request one query, its context one longer each pass)."""
+    rng = random.Random(5)
+    contexts = [rng.choice((rng.randint(1, 900), 16 * rng.randint(1, 50))) for _ in range(128)]
+    clear_caches()
+    together = CostAdapter(hardware, "opt-66b", "opt-1.3b")
+    n = together.n_devices
+    got = together.price_round("tlm", contexts, [19] * len(contexts), "gpu", attention, n)
+    one = CostAdapter(hardware, "opt-66b", "opt-1.3b")
+    assert got == [one.price("tlm", tuple((c + s, 1) for c in contexts), "gpu", attention, n)
+                   for s in range(19)]
