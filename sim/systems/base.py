@@ -44,7 +44,9 @@ class RunSetup:
 
 @dataclass
 class Live:
-    """A request in the batch. ``t``: output tokens committed (the target's prefix length)."""
+    """A request in the batch. ``t``: output tokens committed (the target's prefix length; a
+    lock-step run without the Controller plans every round when the request enters and sets
+    it only when the request finishes)."""
     slot: int
     mb: int
     trace: RequestTrace

@@ -28,18 +28,26 @@ from sim.engine.costs import Priced
 from sim.systems.base import REJECTED_PREFIX, BaseRun, Live
 from sim.systems.registry import FixedLength
 
-# A planned round of one request, as a plain tuple (one per request per pass):
-# (draft tokens, context of its first draft step, its verification request (context, queries),
-#  the committed prefix after the pass, the tokens the pass commits).
-CAP, CONTEXT, QUERY, T_AFTER, COMMITTED = range(5)
+# A planned round of one request as a pass reads it (a plain tuple, one per request per pass):
+# (draft tokens, context of its first draft step, its verification request (context, queries)).
+CAP, CONTEXT, QUERY = range(3)
 
 
 class PlannedRounds(NamedTuple):
-    """``planned_rounds``: a request's rounds, the last first (a pass pops the next), and the
-    token counts they add up to (booked when the request finishes)."""
+    """``planned_rounds``: per round of a request (first first, int64 arrays) its draft tokens,
+    the context of its first draft step and the tokens its pass commits; and the token counts
+    they add up to."""
 
-    rounds: list[tuple[int, int, tuple[int, int], int, int]]
+    caps: np.ndarray
+    contexts: np.ndarray
+    committed: np.ndarray
     tokens: TokenCounts
+
+    def rounds(self) -> list[tuple[int, int, tuple[int, int]]]:
+        """The rounds as a pass reads them: (cap, context, verification request)."""
+        caps, contexts = self.caps, self.contexts
+        return list(zip(caps.tolist(), contexts.tolist(),
+                        zip((contexts + caps).tolist(), (caps + 1).tolist())))
 
 
 def planned_rounds(rule, trace, prompt: int, out_len: int) -> PlannedRounds:
@@ -50,20 +58,14 @@ def planned_rounds(rule, trace, prompt: int, out_len: int) -> PlannedRounds:
     min(``leading_accepted(t, cap)``, cap) of them (the first mismatch is rejected, the tokens
     after it discarded) and adds the TLM's own token unless the output is complete."""
     starts, caps, accepted = _round_starts(rule, trace, out_len)
-    after = starts + accepted
-    after += after < out_len                       # the TLM's token
-    contexts = starts + prompt
-    rounds = list(zip(caps.tolist(), contexts.tolist(),
-                      zip((contexts + caps).tolist(), (caps + 1).tolist()),
-                      after.tolist(), (after - starts).tolist()))
-    rounds.reverse()
+    tlm = starts + accepted < out_len              # the TLM adds its token
     tokens = TokenCounts(generated=out_len, drafted=int(caps.sum()), accepted=int(accepted.sum()),
                          rejected=int(np.count_nonzero(accepted < caps)),
-                         tlm_tokens=int(np.count_nonzero(starts + accepted < out_len)))
+                         tlm_tokens=int(np.count_nonzero(tlm)))
     discarded = int(np.maximum(caps - accepted - 1, 0).sum())
     if discarded:
         tokens.discard(REJECTED_PREFIX, discarded)
-    return PlannedRounds(rounds, tokens)
+    return PlannedRounds(caps, starts + prompt, accepted + tlm, tokens)
 
 
 def _round_starts(rule, trace, out_len: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -106,10 +108,17 @@ class LockstepRun(BaseRun):
             cfg = setup.manager_config
             self.controller = Controller(cfg.max_requests, cfg.max_draft_len, rule.controller_tau,
                                          cfg.acceptance_table)
-        # Without the Controller: slot -> the request's rounds still to come (PlannedRounds),
-        # and slot -> its round in progress.
+        # Without the Controller a request's rounds are known when it enters (``enter``):
+        # its round j is verified by pass first[slot] + j; pass k commits generated_at[k]
+        # tokens in all and finishes the requests finishing[k].
+        self.pass_no = 0                                  # the pass of the round in progress
         self.plans: dict[int, PlannedRounds] = {}
-        self.current: dict[int, tuple] = {}
+        self.first: dict[int, int] = {}
+        self.last: dict[int, int] = {}
+        self.rounds: dict[int, list[tuple]] = {}         # drafting rules only
+        self.finishing: dict[int, list[int]] = {}
+        self.generated_at = np.zeros(1024, dtype=np.int64)
+        self.current: dict[int, tuple] = {}               # slot -> its round in progress
         self._ad_passes: list[Priced] = []    # autoregressive: the passes priced ahead, last first
 
     # -- rounds --------------------------------------------------------------------------
@@ -122,9 +131,21 @@ class LockstepRun(BaseRun):
             if self.controller is not None:
                 self.controller.admit(live.slot, live.mb)
             else:
-                plan = self.plans[live.slot] = planned_rounds(self.setup.stop, live.trace,
-                                                              live.prompt, live.out_len)
-                self.current[live.slot] = plan.rounds.pop()
+                self._plan(live)
+
+    def _plan(self, live: Live) -> None:
+        """Book the rounds of a request that enters now: its first is the next pass's."""
+        slot, first = live.slot, self.pass_no
+        plan = self.plans[slot] = planned_rounds(self.setup.stop, live.trace, live.prompt,
+                                                 live.out_len)
+        end = first + len(plan.committed)
+        if end > len(self.generated_at):
+            self.generated_at = np.concatenate((self.generated_at, np.zeros(max(end, len(self.generated_at)), np.int64)))
+        self.generated_at[first:end] += plan.committed
+        self.first[slot], self.last[slot] = first, end - 1
+        self.finishing.setdefault(end - 1, []).append(slot)
+        if self.setup.stop is not None:
+            self.rounds[slot] = plan.rounds()
 
     def round(self) -> None:
         if self.controller is None:
@@ -132,6 +153,8 @@ class LockstepRun(BaseRun):
                 # Autoregressive: nothing to draft, the pass verifies one query per request now.
                 self.queue.at(self.queue.now, self.verify_planned)
             else:
+                k, rounds, first = self.pass_no, self.rounds, self.first
+                self.current = {slot: rounds[slot][k - first[slot]] for slot in self.live}
                 self.queue.at(self.draft_planned(), self.verify_planned)
             return
         rule, max_len = self.setup.stop, self.setup.manager_config.max_draft_len
@@ -258,13 +281,13 @@ class LockstepRun(BaseRun):
 
     # -- verification --------------------------------------------------------------------
     def verify_planned(self) -> None:
-        current = self.current
-        slots = sorted(current)     # slot order
+        slots = sorted(self.live)     # slot order
         if self.setup.stop is None:
             priced = self.book_tlm(self._ad_pass(slots))
         else:
+            current = self.current
             priced = self.price_tlm(tuple([current[slot][QUERY] for slot in slots]))
-        self.devices.start_foreground("TLM", priced.work, lambda: self.after_planned(slots))
+        self.devices.start_foreground("TLM", priced.work, self.after_planned)
 
     def _ad_pass(self, slots: list[int]) -> Priced:
         """The price of this autoregressive pass over the requests ``slots``. Until the first
@@ -273,35 +296,30 @@ class LockstepRun(BaseRun):
         a draft round (``CostAdapter.price_round``: step s holds every request, each at its
         context + s with one query, the same ``Priced`` as ``price`` of that pass)."""
         if not self._ad_passes:
-            current, plans, m = self.current, self.plans, self.setup.mapping
-            left = 1 + min(len(plans[slot].rounds) for slot in slots)     # passes to the first finish
+            k, plans, first, last, m = self.pass_no, self.plans, self.first, self.last, self.setup.mapping
+            left = 1 + min(last[slot] for slot in slots) - k      # passes to the first finish
             self._ad_passes = self.costs.price_round(
-                "tlm", [current[slot][CONTEXT] for slot in slots], [left] * len(slots),
-                m["tlm_fc"], m["tlm_attention"], self.n_devices)
+                "tlm", [int(plans[slot].contexts[k - first[slot]]) for slot in slots],
+                [left] * len(slots), m["tlm_fc"], m["tlm_attention"], self.n_devices)
             self._ad_passes.reverse()
         return self._ad_passes.pop()
 
-    def after_planned(self, slots: list[int]) -> None:
-        """The pass of a planned round is done: every request's round commits (as
-        ``planned_rounds`` computed it) and its next round begins; a request that finished
-        books its token counts and leaves."""
-        current, plans, lives = self.current, self.plans, self.live
-        generated = 0
+    def after_planned(self) -> None:
+        """The pass of a planned round is done: it commits the tokens its requests' rounds
+        commit (``planned_rounds``); a request whose last round it was books its token counts
+        and leaves."""
+        k = self.pass_no
+        self.tokens.generated += int(self.generated_at[k])
         entering = []
-        for slot in slots:
-            r = current[slot]
-            live = lives[slot]
-            live.t = r[T_AFTER]
-            generated += r[COMMITTED]
-            rounds = plans[slot].rounds
-            if rounds:
-                current[slot] = rounds.pop()
-            else:
-                self.add_tokens(plans.pop(slot).tokens)
-                del current[slot]
-                self.release(live)
-                entering += self.refill()
-        self.tokens.generated += generated
+        for slot in sorted(self.finishing.pop(k, ())):
+            live = self.live[slot]
+            live.t = live.out_len
+            self.add_tokens(self.plans.pop(slot).tokens)
+            del self.first[slot], self.last[slot]
+            self.rounds.pop(slot, None)
+            self.release(live)
+            entering += self.refill()
+        self.pass_no = k + 1
         self.next_round(entering)
 
     def verify(self) -> None:
