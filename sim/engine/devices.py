@@ -115,10 +115,11 @@ class DeviceSet:
         self.log.add(lane, start, end, work)
         return end
 
-    def run_series(self, device: int, lane: str, works: list[Work], starts: list[int]) -> None:
+    def run_series(self, device: int, lane: str, works: list[Work], starts: list[int],
+                   ends: list[int]) -> None:
         """``run_alone`` of each of ``works`` on ``device`` from its start in ``starts`` (in
-        order, none overlapping), booked at once: the same device time and the same intervals
-        in the same order."""
+        order, none overlapping; ``ends``: each start + its ``time_ps``), booked at once: the
+        same device time and the same intervals in the same order."""
         if self.foreground is not None or device in self.background:
             raise RuntimeError(f"{lane}: device {device} is not alone")
         gpu = pim = 0
@@ -127,8 +128,7 @@ class DeviceSet:
             pim += work.pim_ps * work.devices
         self.gpu_busy_ps += gpu
         self.pim_busy_ps += pim
-        self.log.add_series(lane, starts, [start + work.time_ps for start, work in zip(starts, works)],
-                            works)
+        self.log.add_series(lane, starts, ends, works)
 
     def busy_background(self, device: int) -> bool:
         return device in self.background

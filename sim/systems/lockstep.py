@@ -191,11 +191,7 @@ class LockstepRun(BaseRun):
             drafting = [r for r in (current[slot] for slot in sorted(self.by_mb[mb])) if r[CAP]]
             steps = self.costs.price_round("dlm", [r[CONTEXT] for r in drafting],
                                            [r[CAP] for r in drafting], fc, attention, 1) if drafting else []
-            mb_starts, mb_ends, done = self._series(mb, steps, sorted(r[CAP] for r in drafting), now)
-            if steps:
-                self.devices.run_series(mb, self.dlm_lanes[mb], [p.work for p in steps], mb_starts)
-                self.flops += sum(p.flops for p in steps)
-                self.pim_flops += sum(p.pim_flops for p in steps)
+            mb_starts, mb_ends, done = self._run_steps(mb, steps, drafting, now)
             finish = max(finish, done)
             priced.append(steps)
             starts.append(mb_starts)
@@ -203,21 +199,29 @@ class LockstepRun(BaseRun):
         self._book_energy(now, priced, starts, ends)
         return finish
 
-    def _series(self, mb: int, steps: list, caps: list[int], now: int) -> tuple[list[int], list[int], int]:
-        """Start and end times of micro-batch ``mb``'s ``steps`` run back to back from ``now``,
-        each followed by the Controller's monitoring latency (logged by ``monitoring``), and
-        the time the micro-batch is done. ``caps``: its drafting requests' caps, sorted (step s
-        drafts for those with cap > s)."""
-        starts, ends = [], []
+    def _run_steps(self, mb: int, steps: list[Priced], drafting: list[tuple], now: int
+                   ) -> tuple[list[int], list[int], int]:
+        """Run micro-batch ``mb``'s ``steps`` back to back from ``now``, each followed by the
+        Controller's monitoring latency (logged by ``monitoring``; ``drafting``: the rounds
+        drafting, step s drafting for those with cap > s), and book all but their energy.
+        Returns their start and end times and the time the micro-batch is done."""
+        starts, ends, works = [], [], []
         t = now
-        n = len(caps)
-        monitored = self.monitored
-        for s, p in enumerate(steps):
+        flops = pim_flops = 0
+        caps = sorted(r[CAP] for r in drafting) if self.monitored else None
+        for s, (work, _, _, _, _, step_flops, step_pim_flops) in enumerate(steps):
             starts.append(t)
-            t += p.work.time_ps
+            t += work.time_ps
             ends.append(t)
-            if monitored:
-                t += self.monitoring(mb, n - bisect_right(caps, s), at=t)
+            works.append(work)
+            flops += step_flops
+            pim_flops += step_pim_flops
+            if caps is not None:
+                t += self.monitoring(mb, len(caps) - bisect_right(caps, s), at=t)
+        if steps:
+            self.devices.run_series(mb, self.dlm_lanes[mb], works, starts, ends)
+            self.flops += flops
+            self.pim_flops += pim_flops
         return starts, ends, t
 
     def _book_energy(self, now: int, priced: list[list], starts: list[list[int]],

@@ -90,7 +90,7 @@ def test_run_series_equals_run_alone_per_step(times):
     by_step = DeviceSet(EventQueue(), 2, one)
     at_once = DeviceSet(EventQueue(), 2, series)
     ends = [by_step.run_alone(1, "DLM/mb1", w, s) for w, s in zip(works, starts)]
-    at_once.run_series(1, "DLM/mb1", works, starts)
+    at_once.run_series(1, "DLM/mb1", works, starts, [s + w.time_ps for s, w in zip(starts, works)])
     assert ends == [s + w.time_ps for s, w in zip(starts, works)]
     assert dict(one.intervals) == dict(series.intervals)
     assert (by_step.gpu_busy_ps, by_step.pim_busy_ps) == (at_once.gpu_busy_ps, at_once.pim_busy_ps)
