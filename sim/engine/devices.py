@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import math
 from array import array
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from functools import partial
 from typing import Callable
@@ -115,7 +115,7 @@ class DeviceSet:
         self.log.add(lane, start, end, work)
         return end
 
-    def run_series(self, device: int, lane: str, works: list[Work], starts: list[int],
+    def run_series(self, device: int, lane: str, works: Sequence[Work], starts: list[int],
                    ends: list[int]) -> None:
         """``run_alone`` of each of ``works`` on ``device`` from its start in ``starts`` (in
         order, none overlapping; ``ends``: each start + its ``time_ps``), booked at once: the
@@ -208,7 +208,7 @@ class IntervalLog:
             ends.append(end)
             works.append(work)
 
-    def add_series(self, lane: str, starts: list[int], ends: list[int], works: list[Work | None]) -> None:
+    def add_series(self, lane: str, starts: list[int], ends: list[int], works: Sequence[Work | None]) -> None:
         """``add`` of each (start, end, work) in order, the lane's arrays extended at once."""
         if not all(map(int.__lt__, starts, ends)):     # an empty interval is not logged
             for interval in zip(starts, ends, works):

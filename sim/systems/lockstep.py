@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from bisect import bisect_right
 from heapq import heappop, heappush
+from itertools import accumulate
 from typing import NamedTuple
 
 import numpy as np
@@ -205,23 +206,24 @@ class LockstepRun(BaseRun):
         Controller's monitoring latency (logged by ``monitoring``; ``drafting``: the rounds
         drafting, step s drafting for those with cap > s), and book all but their energy.
         Returns their start and end times and the time the micro-batch is done."""
-        starts, ends, works = [], [], []
-        t = now
-        flops = pim_flops = 0
-        caps = sorted(r[CAP] for r in drafting) if self.monitored else None
-        for s, (work, _, _, _, _, step_flops, step_pim_flops) in enumerate(steps):
-            starts.append(t)
-            t += work.time_ps
-            ends.append(t)
-            works.append(work)
-            flops += step_flops
-            pim_flops += step_pim_flops
-            if caps is not None:
+        if not steps:
+            return [], [], now
+        works, _, _, _, _, flops, pim_flops = zip(*steps)     # the steps' fields, transposed
+        if self.monitored:
+            caps = sorted(r[CAP] for r in drafting)
+            starts, ends = [], []
+            t = now
+            for s, work in enumerate(works):
+                starts.append(t)
+                t += work.time_ps
+                ends.append(t)
                 t += self.monitoring(mb, len(caps) - bisect_right(caps, s), at=t)
-        if steps:
-            self.devices.run_series(mb, self.dlm_lanes[mb], works, starts, ends)
-            self.flops += flops
-            self.pim_flops += pim_flops
+        else:
+            times = list(accumulate([work.time_ps for work in works], initial=now))
+            starts, ends, t = times[:-1], times[1:], times[-1]
+        self.devices.run_series(mb, self.dlm_lanes[mb], works, starts, ends)
+        self.flops += sum(flops)
+        self.pim_flops += sum(pim_flops)
         return starts, ends, t
 
     def _book_energy(self, now: int, priced: list[list], starts: list[list[int]],
