@@ -189,10 +189,9 @@ class LockstepRun(BaseRun):
         priced, starts, ends = [], [], []
         finish = now
         for mb in range(self.n_devices):
-            drafting = [r for r in (current[slot] for slot in sorted(self.by_mb[mb])) if r[CAP]]
-            steps = self.costs.price_round("dlm", [r[CONTEXT] for r in drafting],
-                                           [r[CAP] for r in drafting], fc, attention, 1) if drafting else []
-            mb_starts, mb_ends, done = self._run_steps(mb, steps, drafting, now)
+            caps, contexts = self._drafting(current, self.by_mb[mb])
+            steps = self.costs.price_round("dlm", contexts, caps, fc, attention, 1) if caps else []
+            mb_starts, mb_ends, done = self._run_steps(mb, steps, caps, now)
             finish = max(finish, done)
             priced.append(steps)
             starts.append(mb_starts)
@@ -200,17 +199,30 @@ class LockstepRun(BaseRun):
         self._book_energy(now, priced, starts, ends)
         return finish
 
-    def _run_steps(self, mb: int, steps: list[Priced], drafting: list[tuple], now: int
+    @staticmethod
+    def _drafting(current: dict[int, tuple], group: dict[int, Live]) -> tuple[list[int], list[int]]:
+        """The caps and first contexts of the rounds in progress (``current``) of the requests
+        of the micro-batch ``group`` that draft (cap > 0), in slot order."""
+        rounds = [current[slot] for slot in sorted(group)]
+        if not rounds:
+            return [], []
+        caps, contexts, _ = zip(*rounds)
+        if 0 in caps:
+            rounds = [r for r in rounds if r[CAP]]
+            return [r[CAP] for r in rounds], [r[CONTEXT] for r in rounds]
+        return list(caps), list(contexts)
+
+    def _run_steps(self, mb: int, steps: list[Priced], caps: list[int], now: int
                    ) -> tuple[list[int], list[int], int]:
         """Run micro-batch ``mb``'s ``steps`` back to back from ``now``, each followed by the
-        Controller's monitoring latency (logged by ``monitoring``; ``drafting``: the rounds
-        drafting, step s drafting for those with cap > s), and book all but their energy.
-        Returns their start and end times and the time the micro-batch is done."""
+        Controller's monitoring latency (logged by ``monitoring``; ``caps``: the drafting
+        requests' caps, step s drafting for those with cap > s), and book all but their
+        energy. Returns their start and end times and the time the micro-batch is done."""
         if not steps:
             return [], [], now
         works, _, _, _, _, flops, pim_flops = zip(*steps)     # the steps' fields, transposed
         if self.monitored:
-            caps = sorted(r[CAP] for r in drafting)
+            caps = sorted(caps)
             starts, ends = [], []
             t = now
             for s, work in enumerate(works):

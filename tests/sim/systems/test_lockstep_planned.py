@@ -17,7 +17,7 @@ from sim.engine.devices import DeviceSet, IntervalLog, Work
 from sim.engine.events import EventQueue
 from sim.metrics import TokenCounts
 from sim.systems.base import REJECTED_PREFIX, BaseRun
-from sim.systems.lockstep import planned_rounds
+from sim.systems.lockstep import LockstepRun, planned_rounds
 from sim.systems.registry import STOP_RULES
 from traces.format import RequestTrace
 
@@ -109,3 +109,10 @@ def test_autoregressive_passes_priced_together_equal_one_by_one(hardware, attent
     one = CostAdapter(hardware, "opt-66b", "opt-1.3b")
     assert got == [one.price("tlm", tuple((c + s, 1) for c in contexts), "gpu", attention, n)
                    for s in range(19)]
+
+
+def test_drafting_rounds_in_slot_order_without_the_idle():
+    current = {5: (0, 50, (50, 1)), 1: (3, 10, (13, 4)), 9: (2, 90, (92, 3))}
+    assert LockstepRun._drafting(current, dict.fromkeys((9, 1, 5))) == ([3, 2], [10, 90])
+    assert LockstepRun._drafting(current, dict.fromkeys((9, 1))) == ([3, 2], [10, 90])
+    assert LockstepRun._drafting(current, {}) == ([], [])
