@@ -71,13 +71,17 @@ def planned_rounds(rule, trace, prompt: int, out_len: int) -> PlannedRounds:
 
 def _round_starts(rule, trace, out_len: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The output position where each round of ``planned_rounds`` starts, its cap and its
-    accepted count (int64 arrays). Under a fixed d (or none) a round's cap and acceptance
-    are known at every position at once, so only the walk from round to round is a loop."""
-    accepted_from = trace.leading_accepted_all(out_len) if rule is not None else None
-    if rule is None or isinstance(rule, FixedLength):
+    accepted count (int64 arrays). Autoregressive: a round at every position, nothing
+    drafted. Under a fixed d a round's cap and acceptance are known at every position at once,
+    so only the walk from round to round is a loop."""
+    if rule is None:
+        none = np.zeros(out_len, dtype=np.int64)
+        return np.arange(out_len, dtype=np.int64), none, none
+    accepted_from = trace.leading_accepted_all(out_len)
+    if isinstance(rule, FixedLength):
         remaining = out_len - np.arange(out_len)
-        cap = np.minimum(rule.draft_length, remaining) if rule is not None else np.zeros(out_len, np.int64)
-        k = np.minimum(accepted_from, cap) if rule is not None else cap
+        cap = np.minimum(rule.draft_length, remaining)
+        k = np.minimum(accepted_from, cap)
         next_start = (np.arange(out_len) + k + (k < remaining)).tolist()
         starts = []
         t = 0
