@@ -22,10 +22,10 @@ from typing import NamedTuple
 
 import numpy as np
 
+from sim.engine.costs import Priced
 from sim.manager.controller import Controller
 from sim.manager.formats import quantize_prob
 from sim.metrics import TokenCounts
-from sim.engine.costs import Priced
 from sim.systems.base import REJECTED_PREFIX, BaseRun, Live
 from sim.systems.registry import FixedLength
 
@@ -144,8 +144,9 @@ class LockstepRun(BaseRun):
         plan = self.plans[slot] = planned_rounds(self.setup.stop, live.trace, live.prompt,
                                                  live.out_len)
         end = first + len(plan.committed)
-        if end > len(self.generated_at):
-            self.generated_at = np.concatenate((self.generated_at, np.zeros(max(end, len(self.generated_at)), np.int64)))
+        size = len(self.generated_at)
+        if end > size:
+            self.generated_at = np.concatenate((self.generated_at, np.zeros(max(end, size), np.int64)))
         self.generated_at[first:end] += plan.committed
         self.first[slot], self.last[slot] = first, end - 1
         self.finishing.setdefault(end - 1, []).append(slot)
