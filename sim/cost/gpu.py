@@ -59,6 +59,11 @@ class GPU:
     def sustained_bandwidth(self) -> float:
         return self.bandwidth * self.memory_efficiency
 
+    def __post_init__(self) -> None:
+        # Read for every kernel priced (three per new unfused attention step): computed once,
+        # stored as plain attributes (not fields), the same products as the properties.
+        object.__setattr__(self, "_sustained", (self.sustained_flops, self.sustained_bandwidth))
+
     def wave_factor(self, tiles: int) -> float:
         """Slowdown of the compute side from the partly empty last wave (1.0 when full)."""
         return math.ceil(tiles / self.sms) * self.sms / tiles
@@ -66,12 +71,15 @@ class GPU:
     def kernel_terms(self, flops: int, nbytes: int, tiles: int) -> tuple[float, float]:
         """(compute, memory) seconds of a kernel, each stretched by wave quantization where the
         calibration says so; the kernel takes the larger."""
-        wave = self.wave_factor(tiles)
-        return (flops / self.sustained_flops * wave,
-                nbytes / self.sustained_bandwidth * (wave if self.memory_wave else 1))
+        sms = self.sms
+        wave = math.ceil(tiles / sms) * sms / tiles      # wave_factor, inlined: a call per kernel
+        sustained_flops, sustained_bandwidth = self._sustained
+        return (flops / sustained_flops * wave,
+                nbytes / sustained_bandwidth * (wave if self.memory_wave else 1))
 
     def kernel_ps(self, flops: int, nbytes: int, tiles: int) -> int:
-        return self._terms_ps(self.kernel_terms(flops, nbytes, tiles))
+        compute, memory = self.kernel_terms(flops, nbytes, tiles)
+        return self.launch_ps + math.ceil((compute if compute >= memory else memory) * 1e12)
 
     def _terms_ps(self, terms: tuple[float, float]) -> int:
         return self.launch_ps + math.ceil(max(terms) * 1e12)
@@ -109,12 +117,18 @@ class GPU:
         best = None
         # Candidates clipped to the matrix repeat (a decoding step's m is a few tokens): each
         # tile once, in order, since a repeat costs the same and never wins a tie.
+        tns = list(dict.fromkeys(min(c, n) for c in self.tile_candidates))
+        sms, l1_k, l1_bytes = self.sms, self.l1_tile_k * bpe, self.l1_bytes
         for tm in dict.fromkeys(min(c, m) for c in self.tile_candidates):
-            for tn in dict.fromkeys(min(c, n) for c in self.tile_candidates):
-                if (tm + tn) * self.l1_tile_k * bpe + tm * tn * bpe > self.l1_bytes:
+            rows = -(-m // tm)
+            for tn in tns:
+                if (tm + tn) * l1_k + tm * tn * bpe > l1_bytes:
                     continue
-                blocks = -(-m // tm) * -(-n // tn)
-                cost = _tile_bytes(m, n, k, bpe, tm, tn) * self.wave_factor(blocks) ** 2
+                blocks = rows * -(-n // tn)
+                # _tile_bytes and wave_factor inlined (a new FC shape tries every pair): the
+                # same integers and the same float operations in the same order.
+                wave = math.ceil(blocks / sms) * sms / blocks
+                cost = (-(-n // tn) * m * k + rows * n * k + m * n) * bpe * wave ** 2
                 if best is None or cost < best[0]:
                     best = (cost, tm, tn, blocks)
         if best is None:

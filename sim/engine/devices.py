@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import math
 from array import array
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from functools import partial
 from typing import Callable
@@ -115,6 +115,21 @@ class DeviceSet:
         self.log.add(lane, start, end, work)
         return end
 
+    def run_series(self, device: int, lane: str, works: Sequence[Work], starts: list[int],
+                   ends: list[int]) -> None:
+        """``run_alone`` of each of ``works`` on ``device`` from its start in ``starts`` (in
+        order, none overlapping; ``ends``: each start + its ``time_ps``), booked at once: the
+        same device time and the same intervals in the same order."""
+        if self.foreground is not None or device in self.background:
+            raise RuntimeError(f"{lane}: device {device} is not alone")
+        gpu = pim = 0
+        for work in works:
+            gpu += work.gpu_ps * work.devices
+            pim += work.pim_ps * work.devices
+        self.gpu_busy_ps += gpu
+        self.pim_busy_ps += pim
+        self.log.add_series(lane, starts, ends, works)
+
     def busy_background(self, device: int) -> bool:
         return device in self.background
 
@@ -192,6 +207,19 @@ class IntervalLog:
             starts.append(start)
             ends.append(end)
             works.append(work)
+
+    def add_series(self, lane: str, starts: list[int], ends: list[int], works: Sequence[Work | None]) -> None:
+        """``add`` of each (start, end, work) in order, the lane's arrays extended at once."""
+        if not all(map(int.__lt__, starts, ends)):     # an empty interval is not logged
+            for interval in zip(starts, ends, works):
+                self.add(lane, *interval)
+            return
+        found = self._lanes.get(lane)
+        if found is None:
+            found = self._lanes[lane] = (array("q"), array("q"), [])
+        found[0].extend(starts)
+        found[1].extend(ends)
+        found[2].extend(works)
 
     @property
     def intervals(self) -> Mapping[str, list[tuple[int, int, Work | None]]]:

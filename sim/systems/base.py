@@ -44,7 +44,9 @@ class RunSetup:
 
 @dataclass
 class Live:
-    """A request in the batch. ``t``: output tokens committed (the target's prefix length)."""
+    """A request in the batch. ``t``: output tokens committed (the target's prefix length; a
+    lock-step run without the Controller plans every round when the request enters and sets
+    it only when the request finishes)."""
     slot: int
     mb: int
     trace: RequestTrace
@@ -127,6 +129,17 @@ class BaseRun:
             return True
         return False
 
+    def add_tokens(self, counts: TokenCounts) -> None:
+        """Book a request's token counts at once (every field but ``generated``, which the
+        caller books as each pass commits: the measurement window reads it)."""
+        tokens = self.tokens
+        tokens.drafted += counts.drafted
+        tokens.accepted += counts.accepted
+        tokens.rejected += counts.rejected
+        tokens.tlm_tokens += counts.tlm_tokens
+        for reason, n in counts.discard_reasons.items():
+            tokens.discard(reason, n)
+
     def refill(self) -> list[RequestTrace]:
         """A request finished: the requests entering the batch now. The first time none is
         left to enter, the full-batch measurement window closes (see sim/metrics.py)."""
@@ -169,6 +182,11 @@ class BaseRun:
         m = self.setup.mapping
         priced = self.costs.price("tlm", tuple(requests), m["tlm_fc"],
                                   attention or m["tlm_attention"], self.n_devices)
+        self.book_tlm(priced)
+        return priced
+
+    def book_tlm(self, priced: Priced) -> Priced:
+        """Book a TLM pass priced by the caller."""
         self.book(priced)
         self.verify_ps += priced.work.time_ps
         self.verify_comm_ps += priced.comm_ps
