@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 from types import MappingProxyType
-from functools import lru_cache
+from functools import lru_cache, partial
 from typing import Callable, Mapping, NamedTuple, Sequence
 
 from sim.config import CALIBRATIONS, config_path, get, load_yaml
@@ -354,11 +354,14 @@ class System:
             return spans
 
         if on_pim:
-            pim, unit = self.pim, self.pim.context_unit
+            pim, unit, group = self.pim, self.pim.context_unit, shard.group
+            instances, placed = self._pim_attention(shard, power)
 
             def fresh(key: tuple, sums: tuple[int, int, int, int]) -> object:
                 d = dense(sums[2])
-                attention = self._attention_pim(shard, *key, d, power)
+                units, queries = key
+                rows = [q * group for q in queries]
+                attention = placed(units, rows, *instances(units, rows), d)
                 return remember(key, (whole(head(d, attention), d, sums), d))[0]
 
             def price(reqs: tuple[tuple[int, int], ...]) -> object:
@@ -369,7 +372,7 @@ class System:
                     return fresh(key, sums)
                 return with_ops(found[0], *ops(found[1], sums))
 
-            instance, group = pim.unit_instance(shard.head_dim, shard.bpe, power), shard.group
+            instance = pim.unit_instance(shard.head_dim, shard.bpe, power)
 
             def draft_round(contexts: Sequence[int], caps: Sequence[int]) -> list:
                 """Each request's instance is looked up when the round starts (or its drafting
@@ -404,7 +407,7 @@ class System:
                             found = memo.get(key)
                             if found is None:
                                 d = dense(n)
-                                attention = self._pim_placed(shard, units, rows, cycles, reads, d, power)
+                                attention = placed(units, rows, cycles, reads, d)
                                 found = remember(key, (whole(head(d, attention), d, sums), d))
                                 steps.append(found[0])
                                 continue
@@ -532,40 +535,45 @@ class System:
         return ps * layers, 0, (energy["gpu_dram"] * layers, energy["gpu_onchip"] * layers,
                                 energy["gpu_mac"] * layers, 0.0, 0.0, 0.0, 0.0)
 
-    def _attention_pim(self, shard: ModelSpec, units: tuple[int, ...], queries: tuple[int, ...],
-                       dense: "_Dense", power: bool) -> tuple[int, int, tuple[float, ...]]:
-        """Attention on PIM of requests with contexts of ``units`` x ``PimStack.context_unit``
-        keys (all it depends on) and ``queries`` query tokens: their instances (request x KV
-        head) placed round-robin on the device's channels."""
-        rows = [q * shard.group for q in queries]
-        cycles, reads = self.pim.attention_units(units, shard.head_dim, rows, shard.bpe, power)
-        return self._pim_placed(shard, units, rows, cycles, reads, dense, power)
+    def _pim_attention(self, shard: ModelSpec, power: bool) -> tuple[Callable, Callable]:
+        """``(instances, placed)``: attention on PIM of one model share under one power
+        constraint, its constants bound once (a run prices ~10^5 new steps of a few kinds).
+        ``instances(units, rows)``: each request's instance cycles (one KV head) and their PE
+        column reads in all (``PimStack.unit_instances``), for contexts of ``units`` x
+        ``PimStack.context_unit`` keys (all they depend on) and ``rows`` query rows.
+        ``placed(units, rows, cycles, reads, dense)``: (time, communication time, energy per
+        component) of every layer's attention, the instances (request x KV head) placed
+        round-robin on the device's channels; ``units`` and ``rows`` still set the refresh
+        tails and the pair extra."""
+        pim, kvh, layers, heads = self.pim, shard.kv_heads, shard.layers, shard.heads
+        channels, unit, tck = pim.channels * self.stacks_per_device, pim.context_unit, pim.tck_ps
+        unit_tail = pim.unit_tails(shard.head_dim, shard.bpe, power)
+        slowest, pim_energy = pim.placed, self.energy.pim
+        column_bytes, lanes = pim.column_bytes, pim.lanes
+        overlap = self.gpu_pim_link.overlap_attention
+        extras: dict[int, int] = {}     # pair_extra per longest context unit (all it depends on)
 
-    def _pim_placed(self, shard: ModelSpec, units: Sequence[int], rows: Sequence[int],
-                    cycles: list[int], reads: int, dense: "_Dense", power: bool
-                    ) -> tuple[int, int, tuple[float, ...]]:
-        """``_attention_pim`` given each request's instance cycles (one KV head) and their
-        PE column reads in all (``PimStack.attention_units``): ``units`` (contexts in context
-        units) and ``rows`` (query rows) still set the refresh tails and the pair extra."""
-        pim, kvh = self.pim, shard.kv_heads
-        reads *= kvh
-        # Instances request-major: request r's KV heads are jobs r * kvh ... r * kvh + kvh - 1.
-        # pair_extra depends on the longest context's unit only.
-        load = pim.round_robin(cycles, pim.channels * self.stacks_per_device, reads, repeat=kvh,
-                               odd_extra=pim.pair_extra((max(units) * pim.context_unit,)),
-                               tail=pim.unit_tail(units, shard.head_dim, rows, shard.bpe, power))
-        layers = shard.layers
-        parts = self.energy.pim(reads, pim.column_bytes, pim.lanes)
-        comm_ps, link_pj = dense.attention_transfer
-        att_ps = load.cycles * pim.tck_ps * layers
-        if self.gpu_pim_link.overlap_attention:
-            # Heads pipelined: the transfers of one head overlap the attention of the others,
-            # so 1/heads of them shows when attention is the longer of the two, and what
-            # attention cannot hide otherwise.
-            h = shard.heads
-            comm_ps = -(-comm_ps // h) if att_ps > comm_ps else comm_ps - att_ps + -(-att_ps // h)
-        return (att_ps, comm_ps,
-                (0.0, 0.0, 0.0, parts["pim_bank"] * layers, parts["pim_mac"] * layers, link_pj, 0.0))
+        def placed(units: Sequence[int], rows: Sequence[int], cycles: list[int], reads: int,
+                   dense: "_Dense") -> tuple[int, int, tuple[float, ...]]:
+            reads *= kvh
+            longest = max(units)
+            extra = extras.get(longest)
+            if extra is None:
+                extra = extras[longest] = pim.pair_extra((longest * unit,))
+            # Instances request-major: request r's KV heads are jobs r * kvh ... r * kvh + kvh - 1.
+            tail = None if unit_tail is None else partial(unit_tail, units, rows)
+            att_ps = slowest(cycles, channels, kvh, extra, tail)[0] * tck * layers
+            parts = pim_energy(reads, column_bytes, lanes)
+            comm_ps, link_pj = dense.attention_transfer
+            if overlap:
+                # Heads pipelined: the transfers of one head overlap the attention of the
+                # others, so 1/heads of them shows when attention is the longer of the two, and
+                # what attention cannot hide otherwise.
+                comm_ps = (-(-comm_ps // heads) if att_ps > comm_ps
+                           else comm_ps - att_ps + -(-att_ps // heads))
+            return (att_ps, comm_ps,
+                    (0.0, 0.0, 0.0, parts["pim_bank"] * layers, parts["pim_mac"] * layers, link_pj, 0.0))
+        return pim.unit_instances(shard.head_dim, shard.bpe, power), placed
 
     def _attention_transfer(self, shard: ModelSpec, tokens: int) -> tuple[int, float]:
         """GPU <-> PIM traffic of attention on PIM, every layer: Q and the new K, V entries
