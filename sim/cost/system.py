@@ -81,18 +81,19 @@ class StepCost(NamedTuple):
 
 
 class StepForm(NamedTuple):
-    """How a step pricer hands out a step (``System.step_pricer``'s ``form``). ``of(cost)``:
-    the caller's form of a ``StepCost``, built once per step (or step attention) the pricer
-    memoizes; ``with_ops(priced, flops, pim_flops)``: that form for a step that differs from
+    """How a step pricer hands out a step (``System.step_pricer``'s ``form``). ``of(*fields)``:
+    the caller's form of the ``StepCost`` of these fields (in order: ``StepCost`` itself
+    builds it; a caller that wants another form is spared building the ``StepCost``), built
+    once per step (or step attention) the pricer memoizes; ``with_ops(priced, flops, pim_flops)``: that form for a step that differs from
     ``priced`` only in its operation counts. PIM attention is memoized per context unit, so
     steps that share a memo entry have the same times and energies but their own attention
     FLOPs: they get the memoized form with their counts, not a new ``StepCost`` each."""
 
-    of: Callable[[StepCost], object]
+    of: Callable[..., object]
     with_ops: Callable[[object, int, int], object]
 
 
-STEP_COST = StepForm(lambda cost: cost,
+STEP_COST = StepForm(StepCost,
                      lambda cost, flops, pim_flops: cost._replace(flops=flops, pim_flops=pim_flops))
 
 
@@ -121,6 +122,9 @@ class _Dense:
     fc_energy: tuple[float, ...]
     other_energy: tuple[float, ...]
     allreduce_energy: tuple[float, ...]
+    # each component but static, all devices, when attention's energy in it is 0.0: the sum
+    # ((fc + 0.0) + other + all-reduce) x devices that ``System._make_pricer``'s ``head`` makes
+    without_attention: tuple[float, ...]
     flops: int
     pim_flops: int
     attention_flops: tuple[int, int, int, int]   # per layer, see _bilinear_coefficients
@@ -315,16 +319,24 @@ class System:
             memo[key] = value
             return value
 
+        # Attention's energy is 0.0 but in three consecutive components (PIM bank, PIM MAC and
+        # link on PIM; GPU DRAM, on chip and MAC on the GPU): only those are summed per step.
+        lo = COMPONENTS.index("pim_bank") if on_pim else COMPONENTS.index("gpu_dram")
+        mid, hi = lo + 1, lo + 2
+
         def head(d: _Dense, attention: tuple[int, int, tuple[float, ...]]) -> tuple:
             """The step's fields before its FLOP counts. Energy is added component by component
             in the order fc, attention, other, all-reduce: the same float sums, in the same
-            order, as pricing operator by operator; then static, and the total in COMPONENTS
-            order (static last)."""
+            order, as pricing operator by operator (``_Dense.without_attention`` has them for
+            an attention energy of 0.0); then static, and the total in COMPONENTS order
+            (static last)."""
             att_ps, att_comm, att_energy = attention
             time_ps = att_ps + d.fc_ps + d.comm_ps + att_comm + d.other_ps
-            energy = tuple([((f + a) + o + r) * devices for f, a, o, r in zip(
-                d.fc_energy, att_energy, d.other_energy, d.allreduce_energy)][:-1]
-                           + [static_of(time_ps, devices, stacks)])
+            f, o, r, zero = d.fc_energy, d.other_energy, d.allreduce_energy, d.without_attention
+            energy = (*zero[:lo], ((f[lo] + att_energy[lo]) + o[lo] + r[lo]) * devices,
+                      ((f[mid] + att_energy[mid]) + o[mid] + r[mid]) * devices,
+                      ((f[hi] + att_energy[hi]) + o[hi] + r[hi]) * devices,
+                      *zero[hi + 1:], static_of(time_ps, devices, stacks))
             return (time_ps, att_ps, d.fc_ps, d.comm_ps + att_comm, d.other_ps,
                     d.gpu_ps + (0 if on_pim else att_ps), d.pim_ps + (att_ps if on_pim else 0),
                     energy, sum(energy))
@@ -338,7 +350,7 @@ class System:
                     (d.pim_flops + (att_flops if on_pim else 0)) * devices)
 
         def whole(step_head: tuple, d: _Dense, sums: tuple[int, int, int, int]) -> object:
-            return of(StepCost(*step_head, *ops(d, sums), devices, mapping))
+            return of(*step_head, *ops(d, sums), devices, mapping)
 
         def round_spans(contexts: Sequence[int], caps: Sequence[int]
                         ) -> list[tuple[range, list[int], int]]:
@@ -472,11 +484,14 @@ class System:
         other_ps, other_parts = self._other_cost(shard, tokens)
         ar = _Acc()
         self._allreduce(shard, tokens, devices, ar)
+        other_energy = tuple(other_parts.get(k, 0.0) for k in COMPONENTS)
+        allreduce_energy = tuple(ar.e[k] for k in COMPONENTS)
         return _Dense(fc_ps=acc.t["fc"], other_ps=other_ps, comm_ps=acc.t["comm"] + ar.t["comm"],
                       gpu_ps=acc.t["gpu"] + other_ps, pim_ps=acc.t["pim"],
                       fc_energy=fc_energy,
-                      other_energy=tuple(other_parts.get(k, 0.0) for k in COMPONENTS),
-                      allreduce_energy=tuple(ar.e[k] for k in COMPONENTS),
+                      other_energy=other_energy, allreduce_energy=allreduce_energy,
+                      without_attention=tuple([((f + 0.0) + o + r) * devices for f, o, r in zip(
+                          fc_energy, other_energy, allreduce_energy)][:-1]),
                       flops=sum(op.flops * op.repeat for op in fc + other), pim_flops=acc.pim_flops,
                       **_attention_coefficients(shard, self.gpu.unfused_attention),
                       attention_transfer=self._attention_transfer(shard, tokens) if self.pim else None)
