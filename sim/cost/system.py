@@ -376,9 +376,16 @@ class System:
                 attention = placed(units, rows, *instances(units, rows), d)
                 return remember(key, (whole(head(d, attention), d, sums), d))[0]
 
+            ones: dict[int, tuple[int, ...]] = {}     # request count -> (1, ..., 1)
+
             def price(reqs: tuple[tuple[int, int], ...]) -> object:
-                key = (tuple([-(-L // unit) for L, _ in reqs]), tuple([q for _, q in reqs]))
                 sums = _sums(reqs)
+                n, _, tokens, _ = sums
+                # Every q >= 1, so tokens == n means one query each (a draft step): the query
+                # tuple is a kept one, not built from the requests.
+                queries = ((ones.get(n) or ones.setdefault(n, (1,) * n)) if tokens == n
+                           else tuple([q for _, q in reqs]))
+                key = (tuple([-(-L // unit) for L, _ in reqs]), queries)
                 found = memo.get(key)
                 if found is None:
                     return fresh(key, sums)
