@@ -420,6 +420,30 @@ class PimStack:
             return cycles, reads
         return instances
 
+    def uniform_instances(self, head_dim: int, bpe: int, power_constrained: bool):
+        """``instances(units, rows)``: ``unit_instances(...)(units, [rows] * len(units))``, for
+        steps whose instances all have ``rows`` query rows (a draft step, a pass of one query
+        per request): looked up by context units alone, an int key per request instead of a
+        (units, rows) pair built and hashed for each."""
+        instance = self.unit_instance(head_dim, bpe, power_constrained)
+        by_rows = self._memo.setdefault(("rows", head_dim, bpe, power_constrained), {})
+
+        def instances(units, rows: int) -> tuple[list[int], int]:
+            table = by_rows.get(rows)
+            if table is None:
+                table = by_rows[rows] = {}
+            get = table.get
+            cycles = []
+            reads = 0
+            for u in units:
+                hit = get(u)
+                if hit is None:
+                    hit = table[u] = instance(u, rows)
+                cycles.append(hit[0])
+                reads += hit[1]
+            return cycles, reads
+        return instances
+
     def unit_instance(self, head_dim: int, bpe: int, power_constrained: bool):
         """``instance(units, queries)``: (cycles, PE column reads) of one instance over
         ``units`` x ``context_unit`` keys with ``queries`` query rows, from

@@ -367,13 +367,18 @@ class System:
 
         if on_pim:
             pim, unit, group = self.pim, self.pim.context_unit, shard.group
-            instances, placed = self._pim_attention(shard, power)
+            instances, uniform, placed = self._pim_attention(shard, power)
 
             def fresh(key: tuple, sums: tuple[int, int, int, int]) -> object:
-                d = dense(sums[2])
+                n, _, tokens, _ = sums
+                d = dense(tokens)
                 units, queries = key
-                rows = [q * group for q in queries]
-                attention = placed(units, rows, *instances(units, rows), d)
+                if tokens == n:     # one query each
+                    rows = [group] * n
+                    attention = placed(units, rows, *uniform(units, group), d)
+                else:
+                    rows = [q * group for q in queries]
+                    attention = placed(units, rows, *instances(units, rows), d)
                 return remember(key, (whole(head(d, attention), d, sums), d))[0]
 
             ones: dict[int, tuple[int, ...]] = {}     # request count -> (1, ..., 1)
@@ -557,12 +562,15 @@ class System:
         return ps * layers, 0, (energy["gpu_dram"] * layers, energy["gpu_onchip"] * layers,
                                 energy["gpu_mac"] * layers, 0.0, 0.0, 0.0, 0.0)
 
-    def _pim_attention(self, shard: ModelSpec, power: bool) -> tuple[Callable, Callable]:
-        """``(instances, placed)``: attention on PIM of one model share under one power
-        constraint, its constants bound once (a run prices ~10^5 new steps of a few kinds).
-        ``instances(units, rows)``: each request's instance cycles (one KV head) and their PE
-        column reads in all (``PimStack.unit_instances``), for contexts of ``units`` x
-        ``PimStack.context_unit`` keys (all they depend on) and ``rows`` query rows.
+    def _pim_attention(self, shard: ModelSpec, power: bool
+                       ) -> tuple[Callable, Callable, Callable]:
+        """``(instances, uniform, placed)``: attention on PIM of one model share under one
+        power constraint, its constants bound once (a run prices ~10^5 new steps of a few
+        kinds). ``instances(units, rows)``: each request's instance cycles (one KV head) and
+        their PE column reads in all (``PimStack.unit_instances``), for contexts of ``units`` x
+        ``PimStack.context_unit`` keys (all they depend on) and ``rows`` query rows;
+        ``uniform(units, rows)`` the same when every request has ``rows`` query rows (an int;
+        ``PimStack.uniform_instances``).
         ``placed(units, rows, cycles, reads, dense)``: (time, communication time, energy per
         component) of every layer's attention, the instances (request x KV head) placed
         round-robin on the device's channels; ``units`` and ``rows`` still set the refresh
@@ -595,7 +603,8 @@ class System:
                            else comm_ps - att_ps + -(-att_ps // heads))
             return (att_ps, comm_ps,
                     (0.0, 0.0, 0.0, parts["pim_bank"] * layers, parts["pim_mac"] * layers, link_pj, 0.0))
-        return pim.unit_instances(shard.head_dim, shard.bpe, power), placed
+        return (pim.unit_instances(shard.head_dim, shard.bpe, power),
+                pim.uniform_instances(shard.head_dim, shard.bpe, power), placed)
 
     def _attention_transfer(self, shard: ModelSpec, tokens: int) -> tuple[int, float]:
         """GPU <-> PIM traffic of attention on PIM, every layer: Q and the new K, V entries

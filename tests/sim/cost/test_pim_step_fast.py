@@ -105,3 +105,21 @@ def test_the_engines_form_is_the_step_cost():
         assert got.work.pim_ps == cost.pim_busy_ps and got.work.devices == 1
         assert got.energy_pj == cost.energy_pj - cost.energy[-1]
         assert got[2:] == (cost.attention_ps, cost.fc_ps, cost.comm_ps, cost.flops, cost.pim_flops)
+
+
+@pytest.mark.parametrize("calibration", ["attacc", "physical"])
+def test_uniform_instances_are_the_instances_of_equal_rows(calibration):
+    """``PimStack.uniform_instances`` (looked up by context units alone) against
+    ``unit_instances`` with every query row count spelled out, cold and warm."""
+    pim = load_system("saddle", calibration).pim
+    rng = random.Random(5)
+    for rows in (1, 4, 8, 36):
+        for _ in range(20):
+            units = [rng.randint(1, 300) for _ in range(rng.randint(1, 40))]
+            clear_caches()
+            fast = pim.uniform_instances(128, 2, False)
+            want = pim.unit_instances(128, 2, False)(units, [rows] * len(units))
+            assert fast(units, rows) == want
+            clear_caches()
+            slow = pim.unit_instances(128, 2, False)
+            assert slow(units, [rows] * len(units)) == pim.uniform_instances(128, 2, False)(units, rows)
