@@ -82,10 +82,11 @@ class StepCost(NamedTuple):
 
 class StepForm(NamedTuple):
     """How a step pricer hands out a step (``System.step_pricer``'s ``form``). ``of(*fields)``:
-    the caller's form of the ``StepCost`` of these fields (in order: ``StepCost`` itself
+    the caller's form of the ``StepCost`` of these fields, in order (``StepCost`` itself
     builds it; a caller that wants another form is spared building the ``StepCost``), built
-    once per step (or step attention) the pricer memoizes; ``with_ops(priced, flops, pim_flops)``: that form for a step that differs from
-    ``priced`` only in its operation counts. PIM attention is memoized per context unit, so
+    once per step (or step attention) the pricer memoizes; ``with_ops(priced, flops,
+    pim_flops)``: that form for a step that differs from ``priced`` only in its operation
+    counts. PIM attention is memoized per context unit, so
     steps that share a memo entry have the same times and energies but their own attention
     FLOPs: they get the memoized form with their counts, not a new ``StepCost`` each."""
 
@@ -570,11 +571,10 @@ class System:
         their PE column reads in all (``PimStack.unit_instances``), for contexts of ``units`` x
         ``PimStack.context_unit`` keys (all they depend on) and ``rows`` query rows;
         ``uniform(units, rows)`` the same when every request has ``rows`` query rows (an int;
-        ``PimStack.uniform_instances``).
-        ``placed(units, rows, cycles, reads, dense)``: (time, communication time, energy per
-        component) of every layer's attention, the instances (request x KV head) placed
-        round-robin on the device's channels; ``units`` and ``rows`` still set the refresh
-        tails and the pair extra."""
+        ``PimStack.uniform_instances``). ``placed(units, rows, cycles, reads, dense)``:
+        (time, communication time, energy per component) of every layer's attention, the
+        instances (request x KV head) placed round-robin on the device's channels; ``units``
+        and ``rows`` still set the refresh tails and the pair extra."""
         pim, kvh, layers, heads = self.pim, shard.kv_heads, shard.layers, shard.heads
         channels, unit, tck = pim.channels * self.stacks_per_device, pim.context_unit, pim.tck_ps
         unit_tail = pim.unit_tails(shard.head_dim, shard.bpe, power)
