@@ -303,22 +303,23 @@ class PimStack:
         """``tail(job, paired)`` for ``round_robin``: cycles of instance ``instances[job]`` =
         ``(context, head_dim, queries)`` after its last ACT, alone or as the second of a pair;
         None when every refresh that falls due is charged (``refresh: every``)."""
-        return self._tail(instances.__getitem__, bpe, power_constrained)
+        tail = self._tails(bpe, power_constrained)
+        if tail is None:
+            return None
+        return lambda job, paired: tail(*instances[job], paired)
 
-    def _tail(self, instance, bpe: int, power_constrained: bool):
-        """``refresh_tail`` of the instances ``instance(job)``: a function, so that a step
-        builds no list of instances for tails that ``round_robin`` seldom asks."""
+    def _tails(self, bpe: int, power_constrained: bool):
+        """``tail(context, head_dim, queries, paired)``: ``attacc_tail`` memoized like the
+        instances' cycles (a step asks one tail per channel, and consecutive steps ask mostly
+        the same ones); None under ``refresh: every``."""
         if self.refresh != "until_last_activate":
             return None
         s = self.spacing(power_constrained)
-        # Memoized like the instances' cycles: a step asks one tail per channel, and
-        # consecutive steps ask mostly the same ones.
         memo = self._memo.get(("tail", bpe, s))
         if memo is None:
             memo = self._memo[("tail", bpe, s)] = {}
 
-        def tail(job: int, paired: bool) -> int:
-            context, head_dim, queries = instance(job)
+        def tail(context: int, head_dim: int, queries: int, paired: bool) -> int:
             key = (context, head_dim, queries, paired)
             hit = memo.get(key)
             if hit is None:
@@ -327,12 +328,20 @@ class PimStack:
             return hit
         return tail
 
-    def unit_tail(self, units, head_dim: int, queries, bpe: int, power_constrained: bool):
-        """``refresh_tail`` of the instances with contexts of ``units[job]`` x ``context_unit``
-        keys (all a tail depends on) and ``queries[job]`` query rows."""
+    def unit_tails(self, head_dim: int, bpe: int, power_constrained: bool):
+        """``tail(units, queries, job, paired)``: ``refresh_tail``'s tail of the instances with
+        contexts of ``units[job]`` x ``context_unit`` keys (all a tail depends on) and
+        ``queries[job]`` query rows; None under ``refresh: every``. Built once per instance
+        shape: a step binds its own ``units`` and ``queries`` (``functools.partial``), which
+        costs less than building closures for tails that ``round_robin`` seldom asks."""
+        tail = self._tails(bpe, power_constrained)
+        if tail is None:
+            return None
         unit = self.context_unit
-        return self._tail(lambda job: (units[job] * unit, head_dim, queries[job]), bpe,
-                          power_constrained)
+
+        def unit_tail(units, queries, job: int, paired: bool) -> int:
+            return tail(units[job] * unit, head_dim, queries[job], paired)
+        return unit_tail
 
     def command_attention(self, context: int, head_dim: int, queries: int, bpe: int,
                           power_constrained: bool) -> tuple[int, int]:
@@ -388,19 +397,52 @@ class PimStack:
     def attention_units(self, units, head_dim: int, queries, bpe: int,
                         power_constrained: bool) -> tuple[list[int], int]:
         """``attention_many`` of contexts given in ``context_unit``s (``units[i]`` of them),
-        memoized per instance shape, each priced at the unit's longest context. Plain Python: a
-        step has few requests, for which a dict lookup each beats any numpy call (inline: a
-        TLM pass looks up hundreds)."""
+        memoized per instance shape, each priced at the unit's longest context."""
+        return self.unit_instances(head_dim, bpe, power_constrained)(units, queries)
+
+    def unit_instances(self, head_dim: int, bpe: int, power_constrained: bool):
+        """``instances(units, queries)``: ``attention_units(units, head_dim, queries, ...)``
+        over its memo, for a caller that prices many steps of one instance shape. Plain
+        Python: a step has few requests, for which a dict lookup each beats any numpy call
+        (inline: a TLM pass looks up hundreds)."""
         memo = self._instance_memo(head_dim, bpe, power_constrained)
-        cycles = []
-        reads = 0
-        for shape in zip(units, queries):
-            hit = memo.get(shape)
-            if hit is None:
-                hit = self._new_instance(memo, shape, head_dim, bpe, power_constrained)
-            cycles.append(hit[0])
-            reads += hit[1]
-        return cycles, reads
+        get = memo.get
+
+        def instances(units, queries) -> tuple[list[int], int]:
+            cycles = []
+            reads = 0
+            for shape in zip(units, queries):
+                hit = get(shape)
+                if hit is None:
+                    hit = self._new_instance(memo, shape, head_dim, bpe, power_constrained)
+                cycles.append(hit[0])
+                reads += hit[1]
+            return cycles, reads
+        return instances
+
+    def uniform_instances(self, head_dim: int, bpe: int, power_constrained: bool):
+        """``instances(units, rows)``: ``unit_instances(...)(units, [rows] * len(units))``, for
+        steps whose instances all have ``rows`` query rows (a draft step, a pass of one query
+        per request): looked up by context units alone, an int key per request instead of a
+        (units, rows) pair built and hashed for each."""
+        instance = self.unit_instance(head_dim, bpe, power_constrained)
+        by_rows = self._memo.setdefault(("rows", head_dim, bpe, power_constrained), {})
+
+        def instances(units, rows: int) -> tuple[list[int], int]:
+            table = by_rows.get(rows)
+            if table is None:
+                table = by_rows[rows] = {}
+            get = table.get
+            cycles = []
+            reads = 0
+            for u in units:
+                hit = get(u)
+                if hit is None:
+                    hit = table[u] = instance(u, rows)
+                cycles.append(hit[0])
+                reads += hit[1]
+            return cycles, reads
+        return instances
 
     def unit_instance(self, head_dim: int, bpe: int, power_constrained: bool):
         """``instance(units, queries)``: (cycles, PE column reads) of one instance over
@@ -461,8 +503,16 @@ class PimStack:
         n = len(cycles) * repeat
         if n == 0:
             return ChannelLoad(0, 0, 0, 0)
-        groups = loads = None
-        if n <= channels:
+        refreshed, busiest = self.placed(cycles, channels, repeat, odd_extra, tail)
+        return ChannelLoad(cycles=refreshed, busy_cycles=busiest,
+                           channels_used=min(n, channels), column_reads=column_reads)
+
+    def placed(self, cycles, channels: int, repeat: int, odd_extra: int, tail
+               ) -> tuple[int, int]:
+        """``(cycles, busy_cycles)`` of ``round_robin``'s ``ChannelLoad`` for at least one
+        job: all a step's price needs of it."""
+        loads = None
+        if len(cycles) * repeat <= channels:
             busiest = int(max(cycles)) + odd_extra
         elif (groups := _channel_groups(len(cycles), channels, repeat)) is not None:
             take = cycles.__getitem__
@@ -480,8 +530,7 @@ class PimStack:
             if loads is None:
                 loads = self._channel_loads(cycles, channels, repeat, odd_extra)
             refreshed = self._refreshed_by_channel(loads, len(cycles), channels, repeat, tail)
-        return ChannelLoad(cycles=refreshed, busy_cycles=busiest,
-                           channels_used=min(n, channels), column_reads=column_reads)
+        return refreshed, busiest
 
     def _refreshed_by_channel(self, loads: list[int], n_cycles: int, channels: int, repeat: int,
                               tail) -> int:

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 from types import MappingProxyType
-from functools import lru_cache
+from functools import lru_cache, partial
 from typing import Callable, Mapping, NamedTuple, Sequence
 
 from sim.config import CALIBRATIONS, config_path, get, load_yaml
@@ -81,18 +81,20 @@ class StepCost(NamedTuple):
 
 
 class StepForm(NamedTuple):
-    """How a step pricer hands out a step (``System.step_pricer``'s ``form``). ``of(cost)``:
-    the caller's form of a ``StepCost``, built once per step (or step attention) the pricer
-    memoizes; ``with_ops(priced, flops, pim_flops)``: that form for a step that differs from
-    ``priced`` only in its operation counts. PIM attention is memoized per context unit, so
+    """How a step pricer hands out a step (``System.step_pricer``'s ``form``). ``of(*fields)``:
+    the caller's form of the ``StepCost`` of these fields, in order (``StepCost`` itself
+    builds it; a caller that wants another form is spared building the ``StepCost``), built
+    once per step (or step attention) the pricer memoizes; ``with_ops(priced, flops,
+    pim_flops)``: that form for a step that differs from ``priced`` only in its operation
+    counts. PIM attention is memoized per context unit, so
     steps that share a memo entry have the same times and energies but their own attention
     FLOPs: they get the memoized form with their counts, not a new ``StepCost`` each."""
 
-    of: Callable[[StepCost], object]
+    of: Callable[..., object]
     with_ops: Callable[[object, int, int], object]
 
 
-STEP_COST = StepForm(lambda cost: cost,
+STEP_COST = StepForm(StepCost,
                      lambda cost, flops, pim_flops: cost._replace(flops=flops, pim_flops=pim_flops))
 
 
@@ -121,6 +123,9 @@ class _Dense:
     fc_energy: tuple[float, ...]
     other_energy: tuple[float, ...]
     allreduce_energy: tuple[float, ...]
+    # each component but static, all devices, when attention's energy in it is 0.0: the sum
+    # ((fc + 0.0) + other + all-reduce) x devices that ``System._make_pricer``'s ``head`` makes
+    without_attention: tuple[float, ...]
     flops: int
     pim_flops: int
     attention_flops: tuple[int, int, int, int]   # per layer, see _bilinear_coefficients
@@ -315,16 +320,24 @@ class System:
             memo[key] = value
             return value
 
+        # Attention's energy is 0.0 but in three consecutive components (PIM bank, PIM MAC and
+        # link on PIM; GPU DRAM, on chip and MAC on the GPU): only those are summed per step.
+        lo = COMPONENTS.index("pim_bank") if on_pim else COMPONENTS.index("gpu_dram")
+        mid, hi = lo + 1, lo + 2
+
         def head(d: _Dense, attention: tuple[int, int, tuple[float, ...]]) -> tuple:
             """The step's fields before its FLOP counts. Energy is added component by component
             in the order fc, attention, other, all-reduce: the same float sums, in the same
-            order, as pricing operator by operator; then static, and the total in COMPONENTS
-            order (static last)."""
+            order, as pricing operator by operator (``_Dense.without_attention`` has them for
+            an attention energy of 0.0); then static, and the total in COMPONENTS order
+            (static last)."""
             att_ps, att_comm, att_energy = attention
             time_ps = att_ps + d.fc_ps + d.comm_ps + att_comm + d.other_ps
-            energy = tuple([((f + a) + o + r) * devices for f, a, o, r in zip(
-                d.fc_energy, att_energy, d.other_energy, d.allreduce_energy)][:-1]
-                           + [static_of(time_ps, devices, stacks)])
+            f, o, r, zero = d.fc_energy, d.other_energy, d.allreduce_energy, d.without_attention
+            energy = (*zero[:lo], ((f[lo] + att_energy[lo]) + o[lo] + r[lo]) * devices,
+                      ((f[mid] + att_energy[mid]) + o[mid] + r[mid]) * devices,
+                      ((f[hi] + att_energy[hi]) + o[hi] + r[hi]) * devices,
+                      *zero[hi + 1:], static_of(time_ps, devices, stacks))
             return (time_ps, att_ps, d.fc_ps, d.comm_ps + att_comm, d.other_ps,
                     d.gpu_ps + (0 if on_pim else att_ps), d.pim_ps + (att_ps if on_pim else 0),
                     energy, sum(energy))
@@ -338,7 +351,7 @@ class System:
                     (d.pim_flops + (att_flops if on_pim else 0)) * devices)
 
         def whole(step_head: tuple, d: _Dense, sums: tuple[int, int, int, int]) -> object:
-            return of(StepCost(*step_head, *ops(d, sums), devices, mapping))
+            return of(*step_head, *ops(d, sums), devices, mapping)
 
         def round_spans(contexts: Sequence[int], caps: Sequence[int]
                         ) -> list[tuple[range, list[int], int]]:
@@ -354,22 +367,37 @@ class System:
             return spans
 
         if on_pim:
-            pim, unit = self.pim, self.pim.context_unit
+            pim, unit, group = self.pim, self.pim.context_unit, shard.group
+            instances, uniform, placed = self._pim_attention(shard, power)
 
             def fresh(key: tuple, sums: tuple[int, int, int, int]) -> object:
-                d = dense(sums[2])
-                attention = self._attention_pim(shard, *key, d, power)
+                n, _, tokens, _ = sums
+                d = dense(tokens)
+                units, queries = key
+                if tokens == n:     # one query each
+                    rows = [group] * n
+                    attention = placed(units, rows, *uniform(units, group), d)
+                else:
+                    rows = [q * group for q in queries]
+                    attention = placed(units, rows, *instances(units, rows), d)
                 return remember(key, (whole(head(d, attention), d, sums), d))[0]
 
+            ones: dict[int, tuple[int, ...]] = {}     # request count -> (1, ..., 1)
+
             def price(reqs: tuple[tuple[int, int], ...]) -> object:
-                key = (tuple([-(-L // unit) for L, _ in reqs]), tuple([q for _, q in reqs]))
                 sums = _sums(reqs)
+                n, _, tokens, _ = sums
+                # Every q >= 1, so tokens == n means one query each (a draft step): the query
+                # tuple is a kept one, not built from the requests.
+                queries = ((ones.get(n) or ones.setdefault(n, (1,) * n)) if tokens == n
+                           else tuple([q for _, q in reqs]))
+                key = (tuple([-(-L // unit) for L, _ in reqs]), queries)
                 found = memo.get(key)
                 if found is None:
                     return fresh(key, sums)
                 return with_ops(found[0], *ops(found[1], sums))
 
-            instance, group = pim.unit_instance(shard.head_dim, shard.bpe, power), shard.group
+            instance = pim.unit_instance(shard.head_dim, shard.bpe, power)
 
             def draft_round(contexts: Sequence[int], caps: Sequence[int]) -> list:
                 """Each request's instance is looked up when the round starts (or its drafting
@@ -404,7 +432,7 @@ class System:
                             found = memo.get(key)
                             if found is None:
                                 d = dense(n)
-                                attention = self._pim_placed(shard, units, rows, cycles, reads, d, power)
+                                attention = placed(units, rows, cycles, reads, d)
                                 found = remember(key, (whole(head(d, attention), d, sums), d))
                                 steps.append(found[0])
                                 continue
@@ -469,11 +497,14 @@ class System:
         other_ps, other_parts = self._other_cost(shard, tokens)
         ar = _Acc()
         self._allreduce(shard, tokens, devices, ar)
+        other_energy = tuple(other_parts.get(k, 0.0) for k in COMPONENTS)
+        allreduce_energy = tuple(ar.e[k] for k in COMPONENTS)
         return _Dense(fc_ps=acc.t["fc"], other_ps=other_ps, comm_ps=acc.t["comm"] + ar.t["comm"],
                       gpu_ps=acc.t["gpu"] + other_ps, pim_ps=acc.t["pim"],
                       fc_energy=fc_energy,
-                      other_energy=tuple(other_parts.get(k, 0.0) for k in COMPONENTS),
-                      allreduce_energy=tuple(ar.e[k] for k in COMPONENTS),
+                      other_energy=other_energy, allreduce_energy=allreduce_energy,
+                      without_attention=tuple([((f + 0.0) + o + r) * devices for f, o, r in zip(
+                          fc_energy, other_energy, allreduce_energy)][:-1]),
                       flops=sum(op.flops * op.repeat for op in fc + other), pim_flops=acc.pim_flops,
                       **_attention_coefficients(shard, self.gpu.unfused_attention),
                       attention_transfer=self._attention_transfer(shard, tokens) if self.pim else None)
@@ -532,40 +563,48 @@ class System:
         return ps * layers, 0, (energy["gpu_dram"] * layers, energy["gpu_onchip"] * layers,
                                 energy["gpu_mac"] * layers, 0.0, 0.0, 0.0, 0.0)
 
-    def _attention_pim(self, shard: ModelSpec, units: tuple[int, ...], queries: tuple[int, ...],
-                       dense: "_Dense", power: bool) -> tuple[int, int, tuple[float, ...]]:
-        """Attention on PIM of requests with contexts of ``units`` x ``PimStack.context_unit``
-        keys (all it depends on) and ``queries`` query tokens: their instances (request x KV
-        head) placed round-robin on the device's channels."""
-        rows = [q * shard.group for q in queries]
-        cycles, reads = self.pim.attention_units(units, shard.head_dim, rows, shard.bpe, power)
-        return self._pim_placed(shard, units, rows, cycles, reads, dense, power)
+    def _pim_attention(self, shard: ModelSpec, power: bool
+                       ) -> tuple[Callable, Callable, Callable]:
+        """``(instances, uniform, placed)``: attention on PIM of one model share under one
+        power constraint, its constants bound once (a run prices ~10^5 new steps of a few
+        kinds). ``instances(units, rows)``: each request's instance cycles (one KV head) and
+        their PE column reads in all (``PimStack.unit_instances``), for contexts of ``units`` x
+        ``PimStack.context_unit`` keys (all they depend on) and ``rows`` query rows;
+        ``uniform(units, rows)`` the same when every request has ``rows`` query rows (an int;
+        ``PimStack.uniform_instances``). ``placed(units, rows, cycles, reads, dense)``:
+        (time, communication time, energy per component) of every layer's attention, the
+        instances (request x KV head) placed round-robin on the device's channels; ``units``
+        and ``rows`` still set the refresh tails and the pair extra."""
+        pim, kvh, layers, heads = self.pim, shard.kv_heads, shard.layers, shard.heads
+        channels, unit, tck = pim.channels * self.stacks_per_device, pim.context_unit, pim.tck_ps
+        unit_tail = pim.unit_tails(shard.head_dim, shard.bpe, power)
+        slowest, pim_energy = pim.placed, self.energy.pim
+        column_bytes, lanes = pim.column_bytes, pim.lanes
+        overlap = self.gpu_pim_link.overlap_attention
+        extras: dict[int, int] = {}     # pair_extra per longest context unit (all it depends on)
 
-    def _pim_placed(self, shard: ModelSpec, units: Sequence[int], rows: Sequence[int],
-                    cycles: list[int], reads: int, dense: "_Dense", power: bool
-                    ) -> tuple[int, int, tuple[float, ...]]:
-        """``_attention_pim`` given each request's instance cycles (one KV head) and their
-        PE column reads in all (``PimStack.attention_units``): ``units`` (contexts in context
-        units) and ``rows`` (query rows) still set the refresh tails and the pair extra."""
-        pim, kvh = self.pim, shard.kv_heads
-        reads *= kvh
-        # Instances request-major: request r's KV heads are jobs r * kvh ... r * kvh + kvh - 1.
-        # pair_extra depends on the longest context's unit only.
-        load = pim.round_robin(cycles, pim.channels * self.stacks_per_device, reads, repeat=kvh,
-                               odd_extra=pim.pair_extra((max(units) * pim.context_unit,)),
-                               tail=pim.unit_tail(units, shard.head_dim, rows, shard.bpe, power))
-        layers = shard.layers
-        parts = self.energy.pim(reads, pim.column_bytes, pim.lanes)
-        comm_ps, link_pj = dense.attention_transfer
-        att_ps = load.cycles * pim.tck_ps * layers
-        if self.gpu_pim_link.overlap_attention:
-            # Heads pipelined: the transfers of one head overlap the attention of the others,
-            # so 1/heads of them shows when attention is the longer of the two, and what
-            # attention cannot hide otherwise.
-            h = shard.heads
-            comm_ps = -(-comm_ps // h) if att_ps > comm_ps else comm_ps - att_ps + -(-att_ps // h)
-        return (att_ps, comm_ps,
-                (0.0, 0.0, 0.0, parts["pim_bank"] * layers, parts["pim_mac"] * layers, link_pj, 0.0))
+        def placed(units: Sequence[int], rows: Sequence[int], cycles: list[int], reads: int,
+                   dense: "_Dense") -> tuple[int, int, tuple[float, ...]]:
+            reads *= kvh
+            longest = max(units)
+            extra = extras.get(longest)
+            if extra is None:
+                extra = extras[longest] = pim.pair_extra((longest * unit,))
+            # Instances request-major: request r's KV heads are jobs r * kvh ... r * kvh + kvh - 1.
+            tail = None if unit_tail is None else partial(unit_tail, units, rows)
+            att_ps = slowest(cycles, channels, kvh, extra, tail)[0] * tck * layers
+            parts = pim_energy(reads, column_bytes, lanes)
+            comm_ps, link_pj = dense.attention_transfer
+            if overlap:
+                # Heads pipelined: the transfers of one head overlap the attention of the
+                # others, so 1/heads of them shows when attention is the longer of the two, and
+                # what attention cannot hide otherwise.
+                comm_ps = (-(-comm_ps // heads) if att_ps > comm_ps
+                           else comm_ps - att_ps + -(-att_ps // heads))
+            return (att_ps, comm_ps,
+                    (0.0, 0.0, 0.0, parts["pim_bank"] * layers, parts["pim_mac"] * layers, link_pj, 0.0))
+        return (pim.unit_instances(shard.head_dim, shard.bpe, power),
+                pim.uniform_instances(shard.head_dim, shard.bpe, power), placed)
 
     def _attention_transfer(self, shard: ModelSpec, tokens: int) -> tuple[int, float]:
         """GPU <-> PIM traffic of attention on PIM, every layer: Q and the new K, V entries

@@ -15,7 +15,7 @@ from __future__ import annotations
 from functools import lru_cache
 from typing import Callable, NamedTuple
 
-from sim.cost.system import StepCost, StepForm, load_system
+from sim.cost.system import StepForm, load_system
 from sim.engine.devices import Work
 from sim.model import load_model
 
@@ -40,11 +40,14 @@ def _priced_on(devices: int) -> StepForm:
     form per device count: the system's pricers are kept per form, so every adapter of a
     process shares them and their memos."""
     # Priced's and Work's fields in order, positionally: built for every new step.
-    def priced(cost: StepCost) -> Priced:
+    def priced(time_ps: int, attention_ps: int, fc_ps: int, comm_ps: int, _other_ps: int,
+               gpu_busy_ps: int, pim_busy_ps: int, energy: tuple[float, ...], energy_pj: float,
+               flops: int, pim_flops: int, *_) -> Priced:
+        """The ``Priced`` of the ``StepCost`` of these fields (``StepForm.of``)."""
         return _new_priced(Priced, (
-            Work(cost.time_ps, cost.gpu_busy_ps, cost.pim_busy_ps, devices),
-            cost.energy_pj - cost.energy[-1],     # static is last
-            cost.attention_ps, cost.fc_ps, cost.comm_ps, cost.flops, cost.pim_flops))
+            Work(time_ps, gpu_busy_ps, pim_busy_ps, devices),
+            energy_pj - energy[-1],     # static is last
+            attention_ps, fc_ps, comm_ps, flops, pim_flops))
 
     def with_ops(step: Priced, flops: int, pim_flops: int) -> Priced:
         # The same Work (immutable) for every step of one memo entry.
