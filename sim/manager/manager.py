@@ -49,7 +49,8 @@ class Manager:
         self._in_pass: set[int] = set()       # requests with tokens in the current verification
         self._resulted: set[int] = set()
         self._rejected: dict[int, int] = {}   # request -> micro-batch, rejected in this pass
-        self._dlm_fc_mappings: dict[tuple[int, int, int], Mapping] = {}   # (num, den, microbatch)
+        # Per micro-batch, its drafting count -> the SchedulerQuery's answer (query).
+        self._dlm_fc_mappings: list[dict[int, Mapping]] = [{} for _ in range(c.micro_batches)]
         self._handlers = {
             Admit: self._admit, DraftToken: self._draft, DraftLogits: self._draft_logits,
             VerifyIssue: self._issue, VerifyResult: self._result, Unlock: self._unlock,
@@ -285,15 +286,16 @@ class Manager:
     def query(self, microbatch: int) -> Mapping:
         """``apply(SchedulerQuery(microbatch))``'s one event, unboxed from its list (one query
         follows every prediction step)."""
-        self._microbatch(microbatch, "SchedulerQuery")
-        num, den = dlm_fc_estimate(self.controller.drafting(microbatch))
-        key = (num, den, microbatch)
-        mapping = self._dlm_fc_mappings.get(key)
+        if type(microbatch) is not int or not 0 <= microbatch < self.config.micro_batches:
+            self._microbatch(microbatch, "SchedulerQuery")
+        drafting = self.controller.drafting(microbatch)
+        mapping = self._dlm_fc_mappings[microbatch].get(drafting)
         if mapping is None:
-            # The Scheduler is a pure function of the estimate and an event is an immutable
-            # value: each distinct answer is built once.
-            mapping = self._dlm_fc_mappings[key] = Mapping(Op.DLM_FC, self.scheduler.dlm_fc(num, den), num, den,
-                                                           microbatch)
+            # The estimate is a function of the drafting count, the Scheduler a pure function
+            # of the estimate, and an event an immutable value: each answer is built once.
+            num, den = dlm_fc_estimate(drafting)
+            mapping = self._dlm_fc_mappings[microbatch][drafting] = Mapping(
+                Op.DLM_FC, self.scheduler.dlm_fc(num, den), num, den, microbatch)
         return mapping
 
     def _query(self, txn: SchedulerQuery) -> list:
