@@ -75,9 +75,8 @@ class EagerPools:
                 break
             entries = self._entries[mb][request]
             k = min(len(entries), shared.free)
-            for entry in entries[:k]:
-                shared.insert(entry)
-            moved[request] = entries[:k]
+            moved[request] = taken = entries[:k]
+            shared.insert_all(taken)
             self._count[mb] -= k
             if k == len(entries):
                 del self._entries[mb][request]

@@ -30,6 +30,8 @@ from sim.manager.transactions import (
 
 # Read for every draft token: a module constant, not a lookup through the enum's metaclass.
 SHARED, EAGER = Pool.SHARED, Pool.EAGER
+# The field bounds draft and result test for every draft token and verified request.
+_REQUEST_MAX, _POSITION_MAX, _TOKEN_MAX = REQUEST_ID.max_raw, POSITION.max_raw, TOKEN_ID.max_raw
 
 
 class Manager:
@@ -45,6 +47,7 @@ class Manager:
         self.scheduler = Scheduler(c.dynamic_mapping, c.dlm_fc_threshold, c.tlm_attention_threshold,
                                    c.static_dlm_fc, c.static_tlm_attention)
         self.ledger = Ledger()
+        self._micro_batches = c.micro_batches
         self.verification = 0                 # id of the current / next verification
         self._in_pass: set[int] = set()       # requests with tokens in the current verification
         self._resulted: set[int] = set()
@@ -101,9 +104,9 @@ class Manager:
         transactions, needs neither the transaction nor the event object."""
         # The most frequent transaction: one combined range test, the detailed one on failure.
         if not (type(request) is int and type(microbatch) is int and type(position) is int
-                and type(token) is int and type(prob) is int and 0 <= request <= REQUEST_ID.max_raw
-                and 0 <= microbatch < self.config.micro_batches and 0 <= position <= POSITION.max_raw
-                and 0 <= token <= TOKEN_ID.max_raw and 0 <= prob <= PROB_ONE):
+                and type(token) is int and type(prob) is int and 0 <= request <= _REQUEST_MAX
+                and 0 <= microbatch < self._micro_batches and 0 <= position <= _POSITION_MAX
+                and 0 <= token <= _TOKEN_MAX and 0 <= prob <= PROB_ONE):
             self._check_draft_fields(request, microbatch, position, token, prob)
         slot = self.controller.expect_draft(request, microbatch, position)
         shared, eager = self.shared_pool, self.eager_pools
@@ -209,8 +212,8 @@ class Manager:
     def _verify(self, request: int, a: int, corrected_token: int) -> tuple[list[PoolEntry], list[PoolEntry]]:
         """VerifyResult's checks and state change: (the request's tokens that were in flight,
         its waiting tokens discarded after a rejection)."""
-        if not (type(request) is int and 0 <= request <= REQUEST_ID.max_raw
-                and type(corrected_token) is int and 0 <= corrected_token <= TOKEN_ID.max_raw):
+        if not (type(request) is int and 0 <= request <= _REQUEST_MAX
+                and type(corrected_token) is int and 0 <= corrected_token <= _TOKEN_MAX):
             _field(REQUEST_ID, request, "VerifyResult.request")
             _field(TOKEN_ID, corrected_token, "VerifyResult.corrected_token")
         if request not in self._in_pass:
@@ -225,10 +228,11 @@ class Manager:
         self._resulted.add(request)
         slot = self.controller.slots[request]
         slot.next_token = corrected_token
-        slot.pending -= len(entries)
-        self.ledger.close_all([e.serial for e in entries[:a]], ACCEPTED)
-        if a == len(entries):
+        slot.pending -= k
+        if a == k:
+            self.ledger.close_all([e.serial for e in entries], ACCEPTED)
             return entries, []
+        self.ledger.close_all([e.serial for e in entries[:a]], ACCEPTED)
         self.ledger.close(entries[a].serial, REJECTED)
         self._close(entries[a + 1:], DiscardReason.REJECTED_PREFIX)
         waiting = self.shared_pool.invalidate(request)
@@ -286,7 +290,7 @@ class Manager:
     def query(self, microbatch: int) -> Mapping:
         """``apply(SchedulerQuery(microbatch))``'s one event, unboxed from its list (one query
         follows every prediction step)."""
-        if type(microbatch) is not int or not 0 <= microbatch < self.config.micro_batches:
+        if type(microbatch) is not int or not 0 <= microbatch < self._micro_batches:
             self._microbatch(microbatch, "SchedulerQuery")
         drafting = self.controller.drafting(microbatch)
         mapping = self._dlm_fc_mappings[microbatch].get(drafting)

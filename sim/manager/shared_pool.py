@@ -80,6 +80,19 @@ class SharedPool:
         entries.append(entry)
         self._count += 1
 
+    def insert_all(self, entries: list[PoolEntry]) -> None:
+        """``insert`` of each of ``entries`` in order: tokens of one request in ascending
+        position (what an Eager Pool moves at a drain), appended at once."""
+        assert not self.locked and self._count + len(entries) <= self.capacity, \
+            "insert into a locked or full Shared Pool"
+        request = entries[0].request
+        held = self._waiting.setdefault(request, [])
+        chain = held[-1:] + entries
+        assert all(e.request == request for e in entries), "tokens of several requests"
+        assert all(a.position < b.position for a, b in zip(chain, chain[1:])), "positions out of order"
+        held += entries
+        self._count += len(entries)
+
     def lookup(self, request: int) -> list[PoolEntry]:
         """Waiting (not in flight) entries of the request, ascending position."""
         return list(self._waiting.get(request, ()))
