@@ -30,6 +30,10 @@ from sim.manager.transactions import (
 
 # Read for every draft token: a module constant, not a lookup through the enum's metaclass.
 SHARED, EAGER = Pool.SHARED, Pool.EAGER
+# The discard reasons' values, closed for most verified requests (Enum.value is a property).
+_REJECTED_PREFIX, _SHARED_AFTER_REJECT, _EAGER_AFTER_REJECT = (
+    DiscardReason.REJECTED_PREFIX.value, DiscardReason.SHARED_AFTER_REJECT.value,
+    DiscardReason.EAGER_AFTER_REJECT.value)
 # The field bounds draft and result test for every draft token and verified request.
 _REQUEST_MAX, _POSITION_MAX, _TOKEN_MAX = REQUEST_ID.max_raw, POSITION.max_raw, TOKEN_ID.max_raw
 
@@ -234,10 +238,10 @@ class Manager:
             return entries, []
         self.ledger.close_all([e.serial for e in entries[:a]], ACCEPTED)
         self.ledger.close(entries[a].serial, REJECTED)
-        self._close(entries[a + 1:], DiscardReason.REJECTED_PREFIX)
+        self._close(entries[a + 1:], _REJECTED_PREFIX)
         waiting = self.shared_pool.invalidate(request)
         slot.pending -= len(waiting)
-        self._close(waiting, DiscardReason.SHARED_AFTER_REJECT)
+        self._close(waiting, _SHARED_AFTER_REJECT)
         slot.state = controller.REJECTED
         self._rejected[request] = slot.microbatch
         return entries, waiting
@@ -274,7 +278,7 @@ class Manager:
         slots = self.controller.slots
         for request, entries in discarded.items():
             slots[request].pending -= len(entries)
-            self._close(entries, DiscardReason.EAGER_AFTER_REJECT)
+            self._close(entries, _EAGER_AFTER_REJECT)
         resumed = []
         for request in sorted(self._in_pass):
             slot = slots[request]
@@ -336,11 +340,12 @@ class Manager:
         return events
 
     def _discard(self, request: int, entries: list[PoolEntry], reason: DiscardReason) -> list:
-        self._close(entries, reason)
+        self._close(entries, reason.value)
         return _discarded(request, entries, reason)
 
-    def _close(self, entries: list[PoolEntry], reason: DiscardReason) -> None:
-        self.ledger.close_all([e.serial for e in entries], reason.value)
+    def _close(self, entries: list[PoolEntry], reason: str) -> None:
+        """Close the ledger fate of ``entries``: discarded for ``reason`` (a DiscardReason's value)."""
+        self.ledger.close_all([e.serial for e in entries], reason)
 
 
 def positions_by_request(tokens) -> dict[int, list[int]]:

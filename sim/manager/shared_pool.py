@@ -81,15 +81,14 @@ class SharedPool:
         self._count += 1
 
     def insert_all(self, entries: list[PoolEntry]) -> None:
-        """``insert`` of each of ``entries`` in order: tokens of one request in ascending
-        position (what an Eager Pool moves at a drain), appended at once."""
+        """``insert`` of each of ``entries`` in order, appended at once: a non-empty run of one
+        request's tokens in ascending position, what an Eager Pool moves at a drain (a
+        request's pooled tokens are one round's, taken in position order by the Controller),
+        so only the junction with the tokens already waiting is checked."""
         assert not self.locked and self._count + len(entries) <= self.capacity, \
             "insert into a locked or full Shared Pool"
-        request = entries[0].request
-        held = self._waiting.setdefault(request, [])
-        chain = held[-1:] + entries
-        assert all(e.request == request for e in entries), "tokens of several requests"
-        assert all(a.position < b.position for a, b in zip(chain, chain[1:])), "positions out of order"
+        held = self._waiting.setdefault(entries[0].request, [])
+        assert not held or held[-1].position < entries[0].position, "positions out of order"
         held += entries
         self._count += len(entries)
 

@@ -101,6 +101,9 @@ class PooledRun(BaseRun):
         self.in_pass = False
         self.tlm_busy = False
         self.refused = 0
+        # Read at every round's start.
+        self.max_draft_len = setup.manager_config.max_draft_len
+        self.planned = setup.stop.planned
         self.mb_wait = [False] * self.n_devices   # a micro-batch's step or monitoring in flight
         # Per micro-batch, slot -> current round of the requests that can draft (can_draft):
         # a prediction step takes only those, and at large batch most requests of a
@@ -172,14 +175,17 @@ class PooledRun(BaseRun):
             self.new_round(live)
 
     def new_round(self, live: Live) -> None:
-        cap = min(self.setup.manager_config.max_draft_len, live.remaining)
-        plan = self.setup.stop.planned(live.trace, live.t, live.remaining)
+        cap = min(self.max_draft_len, live.remaining)
+        plan = self.planned(live.trace, live.t, live.remaining)
         probs, accepted = live.trace.draft_prob_list(live.t, cap)
         old = live.extra.get("round")
         if old is not None:
             old.stale = True
-        live.extra["round"] = _Round(live, cap if plan is None else min(plan, cap), probs, accepted)
-        self.update_ready(live)
+        rnd = live.extra["round"] = _Round(live, cap if plan is None else min(plan, cap), probs, accepted)
+        if rnd.stopped:                        # can_draft, for a new round
+            self.ready[live.mb].pop(live.slot, None)
+        else:
+            self.ready[live.mb][live.slot] = rnd
 
     def can_draft(self, live: Live) -> bool:
         rnd = live.extra["round"]
