@@ -75,9 +75,13 @@ class SharedPool:
 
     def insert(self, entry: PoolEntry) -> None:
         assert not self.locked and self._count < self.capacity, "insert into a locked or full Shared Pool"
-        entries = self._waiting.setdefault(entry.request, [])
-        assert not entries or entries[-1].position < entry.position, "positions out of order"
-        entries.append(entry)
+        # One per draft token that goes to the Shared Pool: no new empty list per call.
+        entries = self._waiting.get(entry.request)
+        if not entries:
+            self._waiting[entry.request] = [entry]
+        else:
+            assert entries[-1].position < entry.position, "positions out of order"
+            entries.append(entry)
         self._count += 1
 
     def insert_all(self, entries: list[PoolEntry]) -> None:
