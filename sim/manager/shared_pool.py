@@ -27,7 +27,9 @@ group. The RTL keeps the count in each CAM entry (hw/manager/shared_pool.py).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from operator import attrgetter, is_
+from collections import Counter
+from itertools import chain
+from operator import attrgetter
 
 
 @dataclass(slots=True)
@@ -49,7 +51,7 @@ def aged_selection_key(entry: PoolEntry, aging_passes: int) -> tuple[bool, int, 
     return (entry.age < aging_passes, -entry.h, entry.request, entry.position)
 
 
-_H = attrgetter("h")
+_H, _REQUEST = attrgetter("h"), attrgetter("request")
 
 
 class SharedPool:
@@ -128,19 +130,20 @@ class SharedPool:
         # in (request, position) order, then a stable sort on H alone, descending (``reverse``
         # keeps equal keys in their order), then, with aging, a stable partition on the age.
         waiting = self._waiting
-        candidates = [e for request in sorted(waiting) for e in waiting[request]]
+        candidates = list(chain.from_iterable(map(waiting.__getitem__, sorted(waiting))))
         candidates.sort(key=_H, reverse=True)
         aging = self.aging_passes
         if aging is not None:
             candidates = [e for e in candidates if e.age >= aging] + [e for e in candidates if e.age < aging]
         chosen = candidates[:n]
-        per_request: dict[int, list[PoolEntry]] = {}
-        for e in chosen:
-            per_request.setdefault(e.request, []).append(e)
-        for request, taken in per_request.items():
-            entries = self._waiting[request]
-            k = len(taken)
-            assert all(map(is_, taken, entries)), f"prefix property broken for request {request}"
+        # Per request (in the order of its first chosen token), how many were chosen: by the
+        # prefix property they are its first k waiting entries, which the assert checks.
+        per_request = Counter(map(_REQUEST, chosen))
+        chosen_ids = set(map(id, chosen))
+        for request, k in per_request.items():
+            entries = waiting[request]
+            taken = entries[:k]
+            assert chosen_ids.issuperset(map(id, taken)), f"prefix property broken for request {request}"
             self._in_flight[request] = taken
             if k == len(entries):
                 del self._waiting[request]
@@ -151,7 +154,7 @@ class SharedPool:
         self.locked = True
         return chosen
 
-    def _age(self, served: dict[int, list[PoolEntry]]) -> None:
+    def _age(self, served: dict[int, int]) -> None:
         """After a selection: the waiting entries of requests it served restart their count,
         every other waiting entry counts one more pass (saturating at K)."""
         k = self.aging_passes
