@@ -26,8 +26,8 @@ group. The RTL keeps the count in each CAM entry (hw/manager/shared_pool.py).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
 from collections import Counter
+from dataclasses import dataclass
 from itertools import chain
 from operator import attrgetter
 
