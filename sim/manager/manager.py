@@ -159,8 +159,8 @@ class Manager:
         selection = self._select(tlm_idle, capacity)
         if type(selection) is NotIssued:
             return None
-        chosen, device, _, _ = selection
-        return positions_by_request(chosen), device
+        _, device, _, _ = selection
+        return self.shared_pool.in_flight_positions(), device
 
     def _issue(self, txn: VerifyIssue) -> list:
         selection = self._select(txn.tlm_idle, txn.capacity)

@@ -108,6 +108,12 @@ class SharedPool:
     def in_flight_count(self, request: int) -> int:
         return len(self._in_flight.get(request, ()))
 
+    def in_flight_positions(self) -> dict[int, list[int]]:
+        """The positions in flight per request, requests in the order of their first selected
+        token: after ``select``, ``positions_by_request`` of its answer (sim/manager/manager.py),
+        read from the selection's own grouping, not regrouped token by token."""
+        return {request: [e.position for e in entries] for request, entries in self._in_flight.items()}
+
     def in_flight_requests(self) -> list[int]:
         return sorted(self._in_flight)
 

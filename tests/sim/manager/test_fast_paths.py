@@ -1,7 +1,8 @@
 """The Manager model's fast paths against the plain arithmetic and the plain calls they stand
 for: ``quantize_prob``'s common case, ``Controller.advance`` with ``update_h`` and ``stops``
-written out, ``SharedPool.insert_all`` (an Eager Pool's drain), and ``Manager.query``'s
-answer memoized per drafting count."""
+written out, ``SharedPool.insert_all`` (an Eager Pool's drain), ``Manager.query``'s answer
+memoized per drafting count, and ``Manager.issue``'s positions read from the selection's
+grouping (``SharedPool.in_flight_positions``)."""
 import math
 import random
 
@@ -13,7 +14,8 @@ from sim.manager.formats import PROB_ONE, quantize_prob
 from sim.manager.random_txns import generate
 from sim.manager.scheduler import dlm_fc_estimate
 from sim.manager.shared_pool import PoolEntry, SharedPool
-from sim.manager.transactions import Mapping, Op, SchedulerQuery
+from sim.manager.manager import positions_by_request
+from sim.manager.transactions import Issued, Mapping, Op, SchedulerQuery, VerifyIssue
 from tests.sim.manager.helpers import config
 
 
@@ -121,3 +123,22 @@ def test_query_is_the_scheduler_of_the_drafting_count(seed):
             assert m.query(txn.microbatch) == want
             answers.add((want.device, drafting))
     assert len({device for device, _ in answers}) == 2 and len(answers) > 4
+
+
+@pytest.mark.parametrize("seed", (31, 32))
+def test_issue_positions_are_positions_by_request_in_order(seed):
+    cfg = config(max_requests=12, max_draft_len=8, tau=9000, shared_entries=24, eager_entries=16,
+                 micro_batches=4)
+    boxed, unboxed = Manager(cfg), Manager(cfg)
+    issued = 0
+    for txn in generate(cfg, seed, 3000):
+        events = boxed.apply(txn)
+        if type(txn) is VerifyIssue:
+            answer = unboxed.issue(txn.tlm_idle, txn.capacity)
+            if type(events[0]) is Issued:
+                # Dict equality ignores the order: compare the items, requests in greedy order.
+                assert list(answer[0].items()) == list(positions_by_request(events[0].tokens).items())
+                issued += 1
+        else:
+            unboxed.apply(txn)
+    assert issued > 50
