@@ -26,10 +26,9 @@ group. The RTL keeps the count in each CAM entry (hw/manager/shared_pool.py).
 """
 from __future__ import annotations
 
-from collections import Counter
 from dataclasses import dataclass
 from itertools import chain
-from operator import attrgetter
+from operator import attrgetter, is_
 
 
 @dataclass(slots=True)
@@ -51,7 +50,7 @@ def aged_selection_key(entry: PoolEntry, aging_passes: int) -> tuple[bool, int, 
     return (entry.age < aging_passes, -entry.h, entry.request, entry.position)
 
 
-_H, _REQUEST = attrgetter("h"), attrgetter("request")
+_H = attrgetter("h")
 
 
 class SharedPool:
@@ -142,14 +141,13 @@ class SharedPool:
         if aging is not None:
             candidates = [e for e in candidates if e.age >= aging] + [e for e in candidates if e.age < aging]
         chosen = candidates[:n]
-        # Per request (in the order of its first chosen token), how many were chosen: by the
-        # prefix property they are its first k waiting entries, which the assert checks.
-        per_request = Counter(map(_REQUEST, chosen))
-        chosen_ids = set(map(id, chosen))
-        for request, k in per_request.items():
+        per_request: dict[int, list[PoolEntry]] = {}
+        for e in chosen:
+            per_request.setdefault(e.request, []).append(e)
+        for request, taken in per_request.items():
             entries = waiting[request]
-            taken = entries[:k]
-            assert chosen_ids.issuperset(map(id, taken)), f"prefix property broken for request {request}"
+            k = len(taken)
+            assert all(map(is_, taken, entries)), f"prefix property broken for request {request}"
             self._in_flight[request] = taken
             if k == len(entries):
                 del self._waiting[request]
@@ -160,7 +158,7 @@ class SharedPool:
         self.locked = True
         return chosen
 
-    def _age(self, served: dict[int, int]) -> None:
+    def _age(self, served: dict[int, list[PoolEntry]]) -> None:
         """After a selection: the waiting entries of requests it served restart their count,
         every other waiting entry counts one more pass (saturating at K)."""
         k = self.aging_passes
