@@ -33,7 +33,14 @@ class EventQueue:
         return seq
 
     def after(self, delay: int, action: Callable[[], None], priority: int = 0) -> int:
-        return self.at(self.now + delay, action, priority)
+        """``at(now + delay, ...)``; ``delay`` a non-negative int. Two per prediction step of a
+        run: the push written out, not a call of ``at``."""
+        if type(delay) is not int or delay < 0:
+            return self.at(self.now + delay, action, priority)   # raises the error of at
+        seq = self._seq
+        self._seq = seq + 1
+        heappush(self._heap, (self.now + delay, priority, seq, action))
+        return seq
 
     def cancel(self, seq: int) -> None:
         """The event ``seq`` (still pending) will not run."""

@@ -129,13 +129,15 @@ class Controller:
 
     def advance(self, slot: RequestSlot, p: int) -> bool:
         """Take one draft token of probability ``p``; True iff the round's drafting stops."""
-        slot.h = update_h(slot.h, p if self.acceptance is None else self.acceptance[acceptance_bin(p)])
-        slot.t += 1
+        # update_h and stops, written out: asked for every draft token.
+        table = self.acceptance
+        h = slot.h = (slot.h * (p if table is None else table[acceptance_bin(p)])) >> 16
+        t = slot.t = slot.t + 1
         slot.pending += 1
-        stop = stops(slot.h, slot.t, self.tau, self.max_draft_len)
-        if stop:
+        if h < self.tau or t >= self.max_draft_len:
             slot.state = STOPPED
-        return stop
+            return True
+        return False
 
     def drafting(self, microbatch: int) -> int:
         """Requests of ``microbatch`` still drafting: the effective micro-batch size."""

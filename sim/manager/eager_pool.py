@@ -44,7 +44,13 @@ class EagerPools:
     def insert(self, entry: PoolEntry) -> None:
         mb = entry.microbatch
         assert self._count[mb] < self.capacity, "insert into a full Eager Pool"
-        self._entries[mb].setdefault(entry.request, []).append(entry)
+        # One per draft token that goes eager: no new empty list per call (setdefault's default).
+        pool = self._entries[mb]
+        entries = pool.get(entry.request)
+        if not entries:
+            pool[entry.request] = [entry]
+        else:
+            entries.append(entry)
         self._count[mb] += 1
 
     def take(self, request: int, microbatch: int) -> list[PoolEntry]:
@@ -75,9 +81,8 @@ class EagerPools:
                 break
             entries = self._entries[mb][request]
             k = min(len(entries), shared.free)
-            for entry in entries[:k]:
-                shared.insert(entry)
-            moved[request] = entries[:k]
+            moved[request] = taken = entries[:k]
+            shared.insert_all(taken)
             self._count[mb] -= k
             if k == len(entries):
                 del self._entries[mb][request]

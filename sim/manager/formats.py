@@ -117,13 +117,13 @@ FORMATS = {f.name: f for f in (PROB, CUM_PROB, TAU, TOKEN_ID, REQUEST_ID, MICROB
 
 def quantize_prob(x: float) -> int:
     """A probability as raw UQ1.16: round half up of ``x * 65536``, clamped to [0, 65536]."""
+    if 0.0 < x < 1.0:
+        # The common case first (one per draft token; NaN fails the test): x * 65536 + 0.5 is
+        # positive, so truncation is the floor.
+        return int(x * PROB_ONE + 0.5)
     if math.isnan(x):
         raise ValueError("quantize_prob: probability is NaN")
-    if x >= 1.0:
-        return PROB_ONE
-    if x <= 0.0:
-        return 0
-    return math.floor(x * PROB_ONE + 0.5)
+    return PROB_ONE if x >= 1.0 else 0
 
 
 def prob_to_float(raw: int) -> float:

@@ -30,6 +30,12 @@ from sim.manager.transactions import (
 
 # Read for every draft token: a module constant, not a lookup through the enum's metaclass.
 SHARED, EAGER = Pool.SHARED, Pool.EAGER
+# The discard reasons' values, closed for most verified requests (Enum.value is a property).
+_REJECTED_PREFIX, _SHARED_AFTER_REJECT, _EAGER_AFTER_REJECT = (
+    DiscardReason.REJECTED_PREFIX.value, DiscardReason.SHARED_AFTER_REJECT.value,
+    DiscardReason.EAGER_AFTER_REJECT.value)
+# The field bounds draft and result test for every draft token and verified request.
+_REQUEST_MAX, _POSITION_MAX, _TOKEN_MAX = REQUEST_ID.max_raw, POSITION.max_raw, TOKEN_ID.max_raw
 
 
 class Manager:
@@ -45,11 +51,13 @@ class Manager:
         self.scheduler = Scheduler(c.dynamic_mapping, c.dlm_fc_threshold, c.tlm_attention_threshold,
                                    c.static_dlm_fc, c.static_tlm_attention)
         self.ledger = Ledger()
+        self._micro_batches = c.micro_batches
         self.verification = 0                 # id of the current / next verification
         self._in_pass: set[int] = set()       # requests with tokens in the current verification
         self._resulted: set[int] = set()
         self._rejected: dict[int, int] = {}   # request -> micro-batch, rejected in this pass
-        self._dlm_fc_mappings: dict[tuple[int, int, int], Mapping] = {}   # (num, den, microbatch)
+        # Per micro-batch, its drafting count -> the SchedulerQuery's answer (query).
+        self._dlm_fc_mappings: list[dict[int, Mapping]] = [{} for _ in range(c.micro_batches)]
         self._handlers = {
             Admit: self._admit, DraftToken: self._draft, DraftLogits: self._draft_logits,
             VerifyIssue: self._issue, VerifyResult: self._result, Unlock: self._unlock,
@@ -100,9 +108,9 @@ class Manager:
         transactions, needs neither the transaction nor the event object."""
         # The most frequent transaction: one combined range test, the detailed one on failure.
         if not (type(request) is int and type(microbatch) is int and type(position) is int
-                and type(token) is int and type(prob) is int and 0 <= request <= REQUEST_ID.max_raw
-                and 0 <= microbatch < self.config.micro_batches and 0 <= position <= POSITION.max_raw
-                and 0 <= token <= TOKEN_ID.max_raw and 0 <= prob <= PROB_ONE):
+                and type(token) is int and type(prob) is int and 0 <= request <= _REQUEST_MAX
+                and 0 <= microbatch < self._micro_batches and 0 <= position <= _POSITION_MAX
+                and 0 <= token <= _TOKEN_MAX and 0 <= prob <= PROB_ONE):
             self._check_draft_fields(request, microbatch, position, token, prob)
         slot = self.controller.expect_draft(request, microbatch, position)
         shared, eager = self.shared_pool, self.eager_pools
@@ -151,8 +159,8 @@ class Manager:
         selection = self._select(tlm_idle, capacity)
         if type(selection) is NotIssued:
             return None
-        chosen, device, _, _ = selection
-        return positions_by_request(chosen), device
+        _, device, _, _ = selection
+        return self.shared_pool.in_flight_positions(), device
 
     def _issue(self, txn: VerifyIssue) -> list:
         selection = self._select(txn.tlm_idle, txn.capacity)
@@ -208,8 +216,8 @@ class Manager:
     def _verify(self, request: int, a: int, corrected_token: int) -> tuple[list[PoolEntry], list[PoolEntry]]:
         """VerifyResult's checks and state change: (the request's tokens that were in flight,
         its waiting tokens discarded after a rejection)."""
-        if not (type(request) is int and 0 <= request <= REQUEST_ID.max_raw
-                and type(corrected_token) is int and 0 <= corrected_token <= TOKEN_ID.max_raw):
+        if not (type(request) is int and 0 <= request <= _REQUEST_MAX
+                and type(corrected_token) is int and 0 <= corrected_token <= _TOKEN_MAX):
             _field(REQUEST_ID, request, "VerifyResult.request")
             _field(TOKEN_ID, corrected_token, "VerifyResult.corrected_token")
         if request not in self._in_pass:
@@ -224,15 +232,16 @@ class Manager:
         self._resulted.add(request)
         slot = self.controller.slots[request]
         slot.next_token = corrected_token
-        slot.pending -= len(entries)
-        self.ledger.close_all([e.serial for e in entries[:a]], ACCEPTED)
-        if a == len(entries):
+        slot.pending -= k
+        if a == k:
+            self.ledger.close_all([e.serial for e in entries], ACCEPTED)
             return entries, []
+        self.ledger.close_all([e.serial for e in entries[:a]], ACCEPTED)
         self.ledger.close(entries[a].serial, REJECTED)
-        self._close(entries[a + 1:], DiscardReason.REJECTED_PREFIX)
+        self._close(entries[a + 1:], _REJECTED_PREFIX)
         waiting = self.shared_pool.invalidate(request)
         slot.pending -= len(waiting)
-        self._close(waiting, DiscardReason.SHARED_AFTER_REJECT)
+        self._close(waiting, _SHARED_AFTER_REJECT)
         slot.state = controller.REJECTED
         self._rejected[request] = slot.microbatch
         return entries, waiting
@@ -269,7 +278,7 @@ class Manager:
         slots = self.controller.slots
         for request, entries in discarded.items():
             slots[request].pending -= len(entries)
-            self._close(entries, DiscardReason.EAGER_AFTER_REJECT)
+            self._close(entries, _EAGER_AFTER_REJECT)
         resumed = []
         for request in sorted(self._in_pass):
             slot = slots[request]
@@ -285,15 +294,16 @@ class Manager:
     def query(self, microbatch: int) -> Mapping:
         """``apply(SchedulerQuery(microbatch))``'s one event, unboxed from its list (one query
         follows every prediction step)."""
-        self._microbatch(microbatch, "SchedulerQuery")
-        num, den = dlm_fc_estimate(self.controller.drafting(microbatch))
-        key = (num, den, microbatch)
-        mapping = self._dlm_fc_mappings.get(key)
+        if type(microbatch) is not int or not 0 <= microbatch < self._micro_batches:
+            self._microbatch(microbatch, "SchedulerQuery")
+        drafting = self.controller.drafting(microbatch)
+        mapping = self._dlm_fc_mappings[microbatch].get(drafting)
         if mapping is None:
-            # The Scheduler is a pure function of the estimate and an event is an immutable
-            # value: each distinct answer is built once.
-            mapping = self._dlm_fc_mappings[key] = Mapping(Op.DLM_FC, self.scheduler.dlm_fc(num, den), num, den,
-                                                           microbatch)
+            # The estimate is a function of the drafting count, the Scheduler a pure function
+            # of the estimate, and an event an immutable value: each answer is built once.
+            num, den = dlm_fc_estimate(drafting)
+            mapping = self._dlm_fc_mappings[microbatch][drafting] = Mapping(
+                Op.DLM_FC, self.scheduler.dlm_fc(num, den), num, den, microbatch)
         return mapping
 
     def _query(self, txn: SchedulerQuery) -> list:
@@ -330,11 +340,12 @@ class Manager:
         return events
 
     def _discard(self, request: int, entries: list[PoolEntry], reason: DiscardReason) -> list:
-        self._close(entries, reason)
+        self._close(entries, reason.value)
         return _discarded(request, entries, reason)
 
-    def _close(self, entries: list[PoolEntry], reason: DiscardReason) -> None:
-        self.ledger.close_all([e.serial for e in entries], reason.value)
+    def _close(self, entries: list[PoolEntry], reason: str) -> None:
+        """Close the ledger fate of ``entries``: discarded for ``reason`` (a DiscardReason's value)."""
+        self.ledger.close_all([e.serial for e in entries], reason)
 
 
 def positions_by_request(tokens) -> dict[int, list[int]]:

@@ -27,6 +27,7 @@ group. The RTL keeps the count in each CAM entry (hw/manager/shared_pool.py).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from itertools import chain
 from operator import attrgetter, is_
 
 
@@ -75,10 +76,26 @@ class SharedPool:
 
     def insert(self, entry: PoolEntry) -> None:
         assert not self.locked and self._count < self.capacity, "insert into a locked or full Shared Pool"
-        entries = self._waiting.setdefault(entry.request, [])
-        assert not entries or entries[-1].position < entry.position, "positions out of order"
-        entries.append(entry)
+        # One per draft token that goes to the Shared Pool: no new empty list per call.
+        entries = self._waiting.get(entry.request)
+        if not entries:
+            self._waiting[entry.request] = [entry]
+        else:
+            assert entries[-1].position < entry.position, "positions out of order"
+            entries.append(entry)
         self._count += 1
+
+    def insert_all(self, entries: list[PoolEntry]) -> None:
+        """``insert`` of each of ``entries`` in order, appended at once: a non-empty run of one
+        request's tokens in ascending position, what an Eager Pool moves at a drain (a
+        request's pooled tokens are one round's, taken in position order by the Controller),
+        so only the junction with the tokens already waiting is checked."""
+        assert not self.locked and self._count + len(entries) <= self.capacity, \
+            "insert into a locked or full Shared Pool"
+        held = self._waiting.setdefault(entries[0].request, [])
+        assert not held or held[-1].position < entries[0].position, "positions out of order"
+        held += entries
+        self._count += len(entries)
 
     def lookup(self, request: int) -> list[PoolEntry]:
         """Waiting (not in flight) entries of the request, ascending position."""
@@ -89,6 +106,12 @@ class SharedPool:
 
     def in_flight_count(self, request: int) -> int:
         return len(self._in_flight.get(request, ()))
+
+    def in_flight_positions(self) -> dict[int, list[int]]:
+        """The positions in flight per request, requests in the order of their first selected
+        token: after ``select``, ``positions_by_request`` of its answer (sim/manager/manager.py),
+        read from the selection's own grouping, not regrouped token by token."""
+        return {request: [e.position for e in entries] for request, entries in self._in_flight.items()}
 
     def in_flight_requests(self) -> list[int]:
         return sorted(self._in_flight)
@@ -112,7 +135,7 @@ class SharedPool:
         # in (request, position) order, then a stable sort on H alone, descending (``reverse``
         # keeps equal keys in their order), then, with aging, a stable partition on the age.
         waiting = self._waiting
-        candidates = [e for request in sorted(waiting) for e in waiting[request]]
+        candidates = list(chain.from_iterable(map(waiting.__getitem__, sorted(waiting))))
         candidates.sort(key=_H, reverse=True)
         aging = self.aging_passes
         if aging is not None:
@@ -122,7 +145,7 @@ class SharedPool:
         for e in chosen:
             per_request.setdefault(e.request, []).append(e)
         for request, taken in per_request.items():
-            entries = self._waiting[request]
+            entries = waiting[request]
             k = len(taken)
             assert all(map(is_, taken, entries)), f"prefix property broken for request {request}"
             self._in_flight[request] = taken

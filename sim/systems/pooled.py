@@ -72,10 +72,11 @@ class _Round:
     round is a new object, and the one it replaces, or the last one of a retired request, is
     marked ``stale``: a prediction step that outlived its round (rejected or retired while it
     ran) reads one flag per token to see it."""
-    __slots__ = ("live", "base", "start", "pos", "cap", "p", "run", "stopped", "blocked", "stale")
+    __slots__ = ("live", "slot", "base", "start", "pos", "cap", "p", "run", "stopped", "blocked", "stale")
 
     def __init__(self, live: Live, cap: int, p: list[float], run: int) -> None:
         self.live = live
+        self.slot = live.slot
         self.base = live.t                  # output position of the round's first draft token
         self.start = live.prompt + live.t   # its context: the committed prefix
         self.pos = 0                        # draft tokens of the round taken by a pool so far
@@ -100,13 +101,19 @@ class PooledRun(BaseRun):
         self.in_pass = False
         self.tlm_busy = False
         self.refused = 0
-        self.mb_wait: dict[int, bool] = {}
+        # Read at every round's start.
+        self.max_draft_len = setup.manager_config.max_draft_len
+        self.planned = setup.stop.planned
+        self.mb_wait = [False] * self.n_devices   # a micro-batch's step or monitoring in flight
         # Per micro-batch, slot -> current round of the requests that can draft (can_draft):
         # a prediction step takes only those, and at large batch most requests of a
         # micro-batch wait for their verification, so scanning them all cost more than the step.
         self.ready: list[dict[int, _Round]] = [{} for _ in range(self.n_devices)]
         self.blocked: list[_Round] = []   # rounds refused since the last Unlock (to unblock)
-        # The event after each micro-batch's monitoring, built once (one per prediction step).
+        # Per micro-batch, the rounds of its prediction step in flight (after_draft's input),
+        # and the events after its step and after its monitoring: built once, not per step.
+        self.stepping: list[list[_Round]] = [[] for _ in range(self.n_devices)]
+        self.after_drafts = [partial(self.after_draft, mb) for mb in range(self.n_devices)]
         self.after_monitors = [partial(self.after_monitor, mb) for mb in range(self.n_devices)]
         self.events: list = []       # every Manager output, when recording (tests, replay)
         self.record = False
@@ -168,14 +175,17 @@ class PooledRun(BaseRun):
             self.new_round(live)
 
     def new_round(self, live: Live) -> None:
-        cap = min(self.setup.manager_config.max_draft_len, live.remaining)
-        plan = self.setup.stop.planned(live.trace, live.t, live.remaining)
+        cap = min(self.max_draft_len, live.remaining)
+        plan = self.planned(live.trace, live.t, live.remaining)
         probs, accepted = live.trace.draft_prob_list(live.t, cap)
         old = live.extra.get("round")
         if old is not None:
             old.stale = True
-        live.extra["round"] = _Round(live, cap if plan is None else min(plan, cap), probs, accepted)
-        self.update_ready(live)
+        rnd = live.extra["round"] = _Round(live, cap if plan is None else min(plan, cap), probs, accepted)
+        if rnd.stopped:                        # can_draft, for a new round
+            self.ready[live.mb].pop(live.slot, None)
+        else:
+            self.ready[live.mb][live.slot] = rnd
 
     def can_draft(self, live: Live) -> bool:
         rnd = live.extra["round"]
@@ -198,55 +208,54 @@ class PooledRun(BaseRun):
         if not self.overlap and self.in_pass:
             return
         for mb in range(self.n_devices):
-            if not self.devices.busy_background(mb) and not self.mb_wait.get(mb):
+            if not self.devices.busy_background(mb) and not self.mb_wait[mb]:
                 self.mb_step(mb)
 
     def mb_step(self, mb: int) -> None:
         ready = self.ready[mb]
-        rounds = [ready[slot] for slot in sorted(ready)]
-        if not rounds:
+        if not ready:
             return
+        rounds = self.stepping[mb] = [ready[slot] for slot in sorted(ready)]
         fc = self.dlm_fc[mb]
         priced = self.price_dlm([(rnd.start + rnd.pos, 1) for rnd in rounds], fc=fc)
         if fc == "gpu" or self.dlm_attention_gpu:
             self.gpu_steps.add(mb)
         self.mb_wait[mb] = True
-        self.devices.start_background(mb, self.dlm_lanes[mb], priced.work,
-                                      partial(self.after_draft, mb, rounds))
+        self.devices.start_background(mb, self.dlm_lanes[mb], priced.work, self.after_drafts[mb])
 
-    def after_draft(self, mb: int, rounds: list[_Round]) -> None:
+    def after_draft(self, mb: int) -> None:
         self.gpu_steps.discard(mb)
-        drafting = 0
-        tokens = self.tokens
+        drafting = taken = 0
+        ready = self.ready[mb]
         draft = self.draft_recorded if self.record else self.manager.draft
-        for rnd in rounds:
-            live = rnd.live
+        for rnd in self.stepping[mb]:
             if rnd.stale:
                 # Rejected or finished while the step ran: its token was drafted on a context
                 # that no longer holds. The DLM's work is spent; the token never reaches a pool.
-                tokens.drafted += 1
-                tokens.discard("stale_context")
+                self.tokens.drafted += 1
+                self.tokens.discard("stale_context")
                 continue
             drafting += 1
-            j = rnd.pos + 1
-            _, stop = draft(live.slot, mb, j, _token_id(rnd.base + j - 1), quantize_prob(rnd.p[j - 1]))
+            pos = rnd.pos
+            _, stop = draft(rnd.slot, mb, pos + 1, _token_id(rnd.base + pos), quantize_prob(rnd.p[pos]))
             if stop is None:
                 self.refused += 1
                 rnd.blocked = True
                 self.blocked.append(rnd)
-                self.update_ready(live)
+                ready.pop(rnd.slot, None)      # can_draft is now false
                 continue
-            tokens.drafted += 1
-            rnd.pos = j
-            rnd.stopped = stop or j >= rnd.cap
-            if rnd.stopped:
-                self.update_ready(live)
-            if rnd.stopped and not stop:
-                # Output end or the oracle's plan: tell the Controller, so the Scheduler's
-                # count of drafting requests and the next round's start are right.
-                for event in self.apply(EndRound(live.slot)):
-                    if isinstance(event, Resumed):
-                        self.resume_now(live)
+            taken += 1
+            rnd.pos = pos = pos + 1
+            if stop or pos >= rnd.cap:
+                rnd.stopped = True
+                ready.pop(rnd.slot, None)
+                if not stop:
+                    # Output end or the oracle's plan: tell the Controller, so the Scheduler's
+                    # count of drafting requests and the next round's start are right.
+                    for event in self.apply(EndRound(rnd.slot)):
+                        if isinstance(event, Resumed):
+                            self.resume_now(rnd.live)
+        self.tokens.drafted += taken
         mapping = self.query_recorded(mb) if self.record else self.manager.query(mb)
         self.dlm_fc[mb] = _DEVICE_NAME[mapping.device]
         delay = self.monitoring(mb, drafting)
@@ -255,11 +264,12 @@ class PooledRun(BaseRun):
     def after_monitor(self, mb: int) -> None:
         self.mb_wait[mb] = False
         if self.overlap:
-            self.try_issue()
+            if not self.in_pass:
+                self.try_issue()
             self.mb_step(mb)
             return
         # SADDLE-p: wait for every micro-batch's step, then verify or step again.
-        if any(self.mb_wait.values()) or self.in_pass:
+        if any(self.mb_wait) or self.in_pass:
             return
         if not self.try_issue():
             self.kick()
