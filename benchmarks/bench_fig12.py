@@ -3,7 +3,9 @@ simulated (nothing resumed): into a temporary folder, or into ``--out DIR`` afte
 ``runs/`` (then ``saddle run fig12 --out DIR`` only re-plots). Runs in ``--jobs N`` worker
 processes (default: as ``saddle run``). Prints runs, jobs, wall seconds, CPU seconds of this
 process and its workers (a figure that depends less on what else the machine runs), and the
-load average before and after (the machine is shared: a loaded machine is slower)."""
+load average before and after (the machine is shared: a loaded machine is slower). The
+experiment's check (every trace read and validated, about 2 s) runs before the clock starts;
+forked workers start with what it read."""
 from __future__ import annotations
 
 import argparse

@@ -95,11 +95,14 @@ def start_method() -> str:
     """How the local backend starts its workers. ``fork`` on Linux: a forked worker starts
     with the parent's caches (the traces the grid's check read, about 2 s of reading and
     validation per worker and grid otherwise) and without importing the project again.
-    ``spawn`` elsewhere (forking is unsafe on macOS) and whenever this process runs another
-    thread: a fork copies the locks that thread may hold, never released in the child."""
+    ``spawn`` elsewhere (forking is unsafe on macOS), whenever this process runs another
+    Python thread (a fork copies the locks that thread may hold, never released in the child)
+    and once Ray is imported: its threads are not Python's, and a forked worker inherits its
+    SIGTERM handler, which hangs when the pool stops the worker (seen in the test suite)."""
     import sys
     import threading
-    return "fork" if sys.platform == "linux" and threading.active_count() == 1 else "spawn"
+    alone = threading.active_count() == 1 and "ray" not in sys.modules
+    return "fork" if sys.platform == "linux" and alone else "spawn"
 
 
 def _worker_init() -> None:

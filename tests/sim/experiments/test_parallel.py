@@ -1,6 +1,7 @@
 """A grid on worker processes (`saddle run --jobs N`): the same bytes as a serial run, resume,
 errors that name the run without losing the others, the progress count."""
 import json
+import subprocess
 import sys
 import threading
 
@@ -9,10 +10,10 @@ import pytest
 
 from sim.cli import main
 from sim.errors import SaddleError
-from sim.experiments.backends import make, start_method
+from sim.experiments.backends import start_method
 from sim.experiments.runner import MAX_DEFAULT_JOBS, default_jobs, execute
+from sim.paths import ROOT
 from sim.systems.run import RunParams
-from sim.workload import load_workload
 from tests.sim.systems.conftest import make_trace, request
 
 EXPERIMENT = """
@@ -125,6 +126,17 @@ def test_jobs_option_and_default(capsys):
         execute("x", [], None, jobs=0)
 
 
+FORKED = """
+import sys
+from sim.experiments.backends import make, start_method
+from sim.workload import load_workload
+from tests.sim.experiments.test_parallel import _traces_read
+load_workload(sys.argv[1], split="all", n_requests=None, seed=0, validation_fraction=0.2,
+              max_seq_len=None, source="test")
+print(start_method(), [v for _, v, _ in make("local", 2).map(_traces_read, [0, 1, 2])])
+"""
+
+
 def _traces_read(_task) -> int:
     from sim.workload import _read
     return _read.cache_info().currsize
@@ -132,11 +144,10 @@ def _traces_read(_task) -> int:
 
 @pytest.mark.skipif(sys.platform != "linux", reason="workers are forked on Linux only")
 def test_forked_workers_start_with_the_parents_traces(trace):
-    load_workload(trace, split="all", n_requests=None, seed=0, validation_fraction=0.2,
-                  max_seq_len=None, source="test")
-    assert start_method() == "fork"
-    values = [v for _, v, _ in make("local", 2).map(_traces_read, [0, 1, 2])]
-    assert values == [1, 1, 1]      # read by this process, never again by a worker
+    # In a fresh process: this one has imported Ray (test_ray.py), so it spawns its workers.
+    out = subprocess.run([sys.executable, "-c", FORKED, trace], capture_output=True, text=True,
+                         cwd=ROOT, check=True).stdout
+    assert out.split() == ["fork", "[1,", "1,", "1]"]   # a spawned worker would start with none
 
 
 def test_workers_are_spawned_while_another_thread_runs():
@@ -148,3 +159,8 @@ def test_workers_are_spawned_while_another_thread_runs():
     finally:
         stop.set()
         thread.join()
+
+
+def test_workers_are_spawned_once_ray_is_imported(monkeypatch):
+    monkeypatch.setitem(sys.modules, "ray", object())
+    assert start_method() == "spawn"
