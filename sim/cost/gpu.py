@@ -78,8 +78,7 @@ class GPU:
                 nbytes / sustained_bandwidth * (wave if self.memory_wave else 1))
 
     def kernel_ps(self, flops: int, nbytes: int, tiles: int) -> int:
-        compute, memory = self.kernel_terms(flops, nbytes, tiles)
-        return self.launch_ps + math.ceil((compute if compute >= memory else memory) * 1e12)
+        return self._terms_ps(self.kernel_terms(flops, nbytes, tiles))
 
     def _terms_ps(self, terms: tuple[float, float]) -> int:
         return self.launch_ps + math.ceil(max(terms) * 1e12)

@@ -181,11 +181,8 @@ class PooledRun(BaseRun):
         old = live.extra.get("round")
         if old is not None:
             old.stale = True
-        rnd = live.extra["round"] = _Round(live, cap if plan is None else min(plan, cap), probs, accepted)
-        if rnd.stopped:                        # can_draft, for a new round
-            self.ready[live.mb].pop(live.slot, None)
-        else:
-            self.ready[live.mb][live.slot] = rnd
+        live.extra["round"] = _Round(live, cap if plan is None else min(plan, cap), probs, accepted)
+        self.update_ready(live)
 
     def can_draft(self, live: Live) -> bool:
         rnd = live.extra["round"]
