@@ -75,6 +75,9 @@ class DeviceSet:
         self.background: dict[int, _Running] = {}
         self.gpu_busy_ps = 0      # device-ps summed over devices
         self.pim_busy_ps = 0
+        # The GPU and PIM capacity the foreground job leaves, max(0, 1 - its busy share): asked
+        # for every background step started while a pass runs, so computed once per pass.
+        self._free: tuple[float, float] = (1.0, 1.0)
         # The completion action of each device's background step: one per prediction step, so
         # built once per device, not once per step.
         self._finish = [partial(self._finish_background, device) for device in range(n_devices)]
@@ -85,6 +88,8 @@ class DeviceSet:
             raise RuntimeError(f"foreground busy with {self.foreground.lane}")
         job = _Running(lane, work, on_done, self.queue.now, float(work.time_ps))
         self.foreground = job
+        gpu_used, pim_used = work.shares
+        self._free = (max(0.0, 1.0 - gpu_used), max(0.0, 1.0 - pim_used))
         self._account(work)
         job.since = self.queue.now
         job.event = self.queue.after(work.time_ps, self._finish_foreground, DONE_PRIORITY)
@@ -92,15 +97,22 @@ class DeviceSet:
 
     def start_background(self, device: int, lane: str, work: Work,
                          on_done: Callable[[], None]) -> None:
-        if not 0 <= device < self.n_devices:
-            raise ValueError(f"device {device} out of range 0..{self.n_devices - 1}")
-        if device in self.background:
-            raise RuntimeError(f"device {device} background busy with {self.background[device].lane}")
+        background = self.background
+        if device in background or not 0 <= device < self.n_devices:
+            if not 0 <= device < self.n_devices:
+                raise ValueError(f"device {device} out of range 0..{self.n_devices - 1}")
+            raise RuntimeError(f"device {device} background busy with {background[device].lane}")
         now = self.queue.now
-        job = _Running(lane, work, on_done, now, float(work.time_ps), self._background_rate(work), now)
-        self.background[device] = job
+        rate = 1.0 if self.foreground is None else self._background_rate(work)
+        job = background[device] = _Running(lane, work, on_done, now, float(work.time_ps), rate, now)
         self._account(work)
-        self._schedule(device, job)     # nothing run yet, no event to cancel: scheduled directly
+        # Nothing run yet, no event to cancel: scheduled directly. At rate 1 (no pass in flight)
+        # the step ends after exactly its time_ps: what _schedule computes, ceil(t - 1e-9) = t
+        # for an int t > 0 (and 0 for t = 0), without the float arithmetic.
+        if rate == 1.0:
+            job.event = self.queue.after(work.time_ps, self._finish[device], DONE_PRIORITY)
+        else:
+            self._schedule(device, job)
 
     def run_alone(self, device: int, lane: str, work: Work, start: int) -> int:
         """A background step on ``device`` from ``start``, simulated without an event by a
@@ -139,16 +151,20 @@ class DeviceSet:
         self.pim_busy_ps += work.pim_ps * work.devices
 
     def _background_rate(self, work: Work) -> float:
-        fg = self.foreground
-        if fg is None:
+        if self.foreground is None:
             return 1.0
-        # GPU, then PIM: min(1, (1 - u) / v) over the resources the step uses.
-        (gpu_used, pim_used), (gpu_need, pim_need) = fg.work.shares, work.shares
+        # GPU, then PIM: min(1, (1 - u) / v) over the resources the step uses (min written as
+        # a comparison: the same value, min keeps the first of equals).
+        (gpu_free, pim_free), (gpu_need, pim_need) = self._free, work.shares
         rate = 1.0
         if gpu_need > 0:
-            rate = min(rate, max(0.0, 1.0 - gpu_used) / gpu_need)
+            r = gpu_free / gpu_need
+            if r < rate:
+                rate = r
         if pim_need > 0:
-            rate = min(rate, max(0.0, 1.0 - pim_used) / pim_need)
+            r = pim_free / pim_need
+            if r < rate:
+                rate = r
         return rate
 
     def _schedule_background(self, device: int, job: _Running, rate: float) -> None:

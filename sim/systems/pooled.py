@@ -61,8 +61,11 @@ from sim.systems.base import (EAGER_AFTER_REJECT, REJECTED_PREFIX, SHARED_AFTER_
 _DEVICE_NAME = {device: device.value for device in Device}
 
 
+_TOKEN_MASK = TOKEN_ID.max_raw
+
+
 def _token_id(position: int) -> int:
-    return position & TOKEN_ID.max_raw
+    return position & _TOKEN_MASK
 
 
 class _Round:
@@ -224,17 +227,19 @@ class PooledRun(BaseRun):
         self.gpu_steps.discard(mb)
         drafting = taken = 0
         ready = self.ready[mb]
+        tokens = self.tokens
         draft = self.draft_recorded if self.record else self.manager.draft
         for rnd in self.stepping[mb]:
             if rnd.stale:
                 # Rejected or finished while the step ran: its token was drafted on a context
                 # that no longer holds. The DLM's work is spent; the token never reaches a pool.
-                self.tokens.drafted += 1
-                self.tokens.discard("stale_context")
+                tokens.drafted += 1
+                tokens.discard("stale_context")
                 continue
             drafting += 1
             pos = rnd.pos
-            _, stop = draft(rnd.slot, mb, pos + 1, _token_id(rnd.base + pos), quantize_prob(rnd.p[pos]))
+            # The token id is _token_id(base + pos), masked here: one call less per draft token.
+            _, stop = draft(rnd.slot, mb, pos + 1, (rnd.base + pos) & _TOKEN_MASK, quantize_prob(rnd.p[pos]))
             if stop is None:
                 self.refused += 1
                 rnd.blocked = True
@@ -252,7 +257,7 @@ class PooledRun(BaseRun):
                     for event in self.apply(EndRound(rnd.slot)):
                         if isinstance(event, Resumed):
                             self.resume_now(rnd.live)
-        self.tokens.drafted += taken
+        tokens.drafted += taken
         mapping = self.query_recorded(mb) if self.record else self.manager.query(mb)
         self.dlm_fc[mb] = _DEVICE_NAME[mapping.device]
         delay = self.monitoring(mb, drafting)
