@@ -47,11 +47,12 @@ class PlannedRounds(NamedTuple):
     committed: np.ndarray
     tokens: TokenCounts
 
-    def rounds(self) -> list[tuple[int, int, tuple[int, int]]]:
-        """The rounds as a pass reads them: (cap, context, verification request)."""
+    def rounds(self) -> Iterator[tuple[int, int, tuple[int, int]]]:
+        """The rounds as a pass reads them, first first: (cap, context, verification request).
+        An iterator: each pass takes the next round of every request, and a tuple made then
+        costs less than a list of them all made when the request enters."""
         caps, contexts = self.caps, self.contexts
-        return list(zip(caps.tolist(), contexts.tolist(),
-                        zip((contexts + caps).tolist(), (caps + 1).tolist())))
+        return zip(caps.tolist(), contexts.tolist(), zip((contexts + caps).tolist(), (caps + 1).tolist()))
 
 
 def planned_rounds(rule, trace, prompt: int, out_len: int) -> PlannedRounds:
@@ -160,7 +161,7 @@ class LockstepRun(BaseRun):
         self.first[slot], self.last[slot] = first, end - 1
         self.finishing.setdefault(end - 1, []).append(slot)
         if self.setup.stop is not None:
-            self.rounds[slot] = iter(plan.rounds())
+            self.rounds[slot] = plan.rounds()
             self._next_rounds = None
 
     def round(self) -> None:

@@ -133,7 +133,7 @@ def test_rounds_in_progress_are_each_requests_next_planned_round(system, d, tiny
 
     def checked(self):
         k, slots = self.pass_no, sorted(self.live)
-        want = [self.plans[slot].rounds()[k - self.first[slot]] for slot in slots]
+        want = [list(self.plans[slot].rounds())[k - self.first[slot]] for slot in slots]
         assert self.current == want
         for mb, where in enumerate(self._mb_rounds):
             mine = self.current[where] if type(where) is slice else [self.current[i] for i in where]
