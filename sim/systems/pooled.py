@@ -61,11 +61,8 @@ from sim.systems.base import (EAGER_AFTER_REJECT, REJECTED_PREFIX, SHARED_AFTER_
 _DEVICE_NAME = {device: device.value for device in Device}
 
 
-_TOKEN_ID_MAX = TOKEN_ID.max_raw
-
-
 def _token_id(position: int) -> int:
-    return position & _TOKEN_ID_MAX
+    return position & TOKEN_ID.max_raw
 
 
 class _Round:
@@ -186,12 +183,8 @@ class PooledRun(BaseRun):
         old = extra.get("round")
         if old is not None:
             old.stale = True
-        rnd = extra["round"] = _Round(live, cap if plan is None else min(plan, cap), probs, accepted)
-        # update_ready of a round that is not blocked
-        if rnd.stopped:
-            self.ready[live.mb].pop(live.slot, None)
-        else:
-            self.ready[live.mb][live.slot] = rnd
+        extra["round"] = _Round(live, cap if plan is None else min(plan, cap), probs, accepted)
+        self.update_ready(live)
 
     def can_draft(self, live: Live) -> bool:
         rnd = live.extra["round"]
@@ -317,8 +310,8 @@ class PooledRun(BaseRun):
             # A round's first chunk also feeds the last committed token (k + 1 queries); a later
             # chunk follows an all-accepted one whose tokens the TLM has already processed, so it
             # feeds its own k tokens. Either way the last query attends up to the chunk's end:
-            # the committed prefix (live.t = base + first - 1 here) plus k (``Live.context``).
-            requests.append((request.prompt + request.t + k, k + (positions[0] == 1)))
+            # the committed prefix (live.t = base + first - 1 here) plus k.
+            requests.append((request.context(k), k + (positions[0] == 1)))
         priced = self.price_tlm(requests, attention=attention)
         self.devices.start_foreground("TLM", priced.work, partial(self.after_pass, groups, slots))
 
@@ -342,7 +335,7 @@ class PooledRun(BaseRun):
                 a = k
             elif a < 0:
                 a = 0
-            waiting = result(slot, a, (rnd.base + first - 1 + a) & _TOKEN_ID_MAX)
+            waiting = result(slot, a, _token_id(rnd.base + first - 1 + a))
             accepted_all += a
             if a < k:
                 # The Verified event's rejection, then its two Discarded events (in that order:
