@@ -75,17 +75,21 @@ class EagerPools:
     def drain_into(self, shared: SharedPool) -> dict[int, list[PoolEntry]]:
         """Move eager tokens to the unlocked Shared Pool while it has room (request, position order)."""
         moved: dict[int, list[PoolEntry]] = {}
-        order = sorted((request, mb) for mb, pool in enumerate(self._entries) for request in pool)
+        pools, count = self._entries, self._count
+        free = shared.free          # kept here as the moves take entries (insert_all adds them)
+        order = sorted((request, mb) for mb, pool in enumerate(pools) for request in pool)
         for request, mb in order:
-            if shared.free == 0:
+            if free == 0:
                 break
-            entries = self._entries[mb][request]
-            k = min(len(entries), shared.free)
+            pool = pools[mb]
+            entries = pool[request]
+            k = len(entries) if len(entries) < free else free
             moved[request] = taken = entries[:k]
             shared.insert_all(taken)
-            self._count[mb] -= k
+            free -= k
+            count[mb] -= k
             if k == len(entries):
-                del self._entries[mb][request]
+                del pool[request]
             else:
-                self._entries[mb][request] = entries[k:]
+                pool[request] = entries[k:]
         return moved

@@ -12,6 +12,8 @@ checks and state change; ``apply`` builds each one's events from the same code.
 """
 from __future__ import annotations
 
+from operator import attrgetter
+
 from sim.manager.config import ManagerConfig
 from sim.manager.conservation import ACCEPTED, REJECTED, Conservation, Ledger
 from sim.manager import controller
@@ -34,6 +36,8 @@ SHARED, EAGER = Pool.SHARED, Pool.EAGER
 _REJECTED_PREFIX, _SHARED_AFTER_REJECT, _EAGER_AFTER_REJECT = (
     DiscardReason.REJECTED_PREFIX.value, DiscardReason.SHARED_AFTER_REJECT.value,
     DiscardReason.EAGER_AFTER_REJECT.value)
+# A pool entry's request, read for every token of every selection.
+_REQUEST_OF = attrgetter("request")
 # The field bounds draft and result test for every draft token and verified request.
 _REQUEST_MAX, _POSITION_MAX, _TOKEN_MAX = REQUEST_ID.max_raw, POSITION.max_raw, TOKEN_ID.max_raw
 
@@ -190,8 +194,8 @@ class Manager:
         if available < capacity and not tlm_idle:
             return NotIssued(NotIssuedReason.BELOW_CAPACITY, available)
         chosen = shared.select(capacity)
-        self._in_pass = {e.request for e in chosen}
-        num, den = tlm_attention_estimate(e.request for e in chosen)
+        self._in_pass = set(map(_REQUEST_OF, chosen))
+        num, den = tlm_attention_estimate(map(_REQUEST_OF, chosen))
         return chosen, self.scheduler.tlm_attention(num, den), num, den
 
     def result(self, request: int, accepted: int, corrected_token: int) -> int:
@@ -236,12 +240,16 @@ class Manager:
         if a == k:
             self.ledger.close_all([e.serial for e in entries], ACCEPTED)
             return entries, []
-        self.ledger.close_all([e.serial for e in entries[:a]], ACCEPTED)
+        # (Empty groups closed or not, the ledger is the same: skipped.)
+        if a:
+            self.ledger.close_all([e.serial for e in entries[:a]], ACCEPTED)
         self.ledger.close(entries[a].serial, REJECTED)
-        self._close(entries[a + 1:], _REJECTED_PREFIX)
+        if a + 1 < k:
+            self._close(entries[a + 1:], _REJECTED_PREFIX)
         waiting = self.shared_pool.invalidate(request)
-        slot.pending -= len(waiting)
-        self._close(waiting, _SHARED_AFTER_REJECT)
+        if waiting:
+            slot.pending -= len(waiting)
+            self._close(waiting, _SHARED_AFTER_REJECT)
         slot.state = controller.REJECTED
         self._rejected[request] = slot.microbatch
         return entries, waiting

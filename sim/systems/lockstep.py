@@ -16,8 +16,10 @@ computed once, when it enters the batch (``planned_rounds``), and each pass only
 from __future__ import annotations
 
 from bisect import bisect_right
+from collections.abc import Iterator
 from heapq import heappop, heappush
 from itertools import accumulate
+from operator import itemgetter
 from typing import NamedTuple
 
 import numpy as np
@@ -32,6 +34,7 @@ from sim.systems.registry import FixedLength
 # A planned round of one request as a pass reads it (a plain tuple, one per request per pass):
 # (draft tokens, context of its first draft step, its verification request (context, queries)).
 CAP, CONTEXT, QUERY = range(3)
+_query = itemgetter(QUERY)
 
 
 class PlannedRounds(NamedTuple):
@@ -44,11 +47,12 @@ class PlannedRounds(NamedTuple):
     committed: np.ndarray
     tokens: TokenCounts
 
-    def rounds(self) -> list[tuple[int, int, tuple[int, int]]]:
-        """The rounds as a pass reads them: (cap, context, verification request)."""
+    def rounds(self) -> Iterator[tuple[int, int, tuple[int, int]]]:
+        """The rounds as a pass reads them, first first: (cap, context, verification request).
+        An iterator: each pass takes the next round of every request, and a tuple made then
+        costs less than a list of them all made when the request enters."""
         caps, contexts = self.caps, self.contexts
-        return list(zip(caps.tolist(), contexts.tolist(),
-                        zip((contexts + caps).tolist(), (caps + 1).tolist())))
+        return zip(caps.tolist(), contexts.tolist(), zip((contexts + caps).tolist(), (caps + 1).tolist()))
 
 
 def planned_rounds(rule, trace, prompt: int, out_len: int) -> PlannedRounds:
@@ -120,10 +124,16 @@ class LockstepRun(BaseRun):
         self.plans: dict[int, PlannedRounds] = {}
         self.first: dict[int, int] = {}
         self.last: dict[int, int] = {}
-        self.rounds: dict[int, list[tuple]] = {}         # drafting rules only
+        self.rounds: dict[int, Iterator[tuple]] = {}     # drafting rules only: rounds to come
         self.finishing: dict[int, list[int]] = {}
         self.generated_at = np.zeros(1024, dtype=np.int64)
-        self.current: dict[int, tuple] = {}               # slot -> its round in progress
+        # The rounds in progress, in slot order (one per live request: each is in every pass
+        # from its first to its last, so a pass takes the next round of each), and per
+        # micro-batch where its requests are in that order; rebuilt (``_arrange``) when the
+        # batch changes, not per pass.
+        self.current: list[tuple] = []
+        self._next_rounds: list[Iterator[tuple]] | None = None
+        self._mb_rounds: list[slice | list[int]] = []
         self._ad_passes: list[Priced] = []    # autoregressive: the passes priced ahead, last first
 
     # -- rounds --------------------------------------------------------------------------
@@ -152,6 +162,7 @@ class LockstepRun(BaseRun):
         self.finishing.setdefault(end - 1, []).append(slot)
         if self.setup.stop is not None:
             self.rounds[slot] = plan.rounds()
+            self._next_rounds = None
 
     def round(self) -> None:
         if self.controller is None:
@@ -159,8 +170,9 @@ class LockstepRun(BaseRun):
                 # Autoregressive: nothing to draft, the pass verifies one query per request now.
                 self.queue.at(self.queue.now, self.verify_planned)
             else:
-                k, rounds, first = self.pass_no, self.rounds, self.first
-                self.current = {slot: rounds[slot][k - first[slot]] for slot in self.live}
+                if self._next_rounds is None:
+                    self._arrange()
+                self.current = list(map(next, self._next_rounds))
                 self.queue.at(self.draft_planned(), self.verify_planned)
             return
         rule, max_len = self.setup.stop, self.setup.manager_config.max_draft_len
@@ -176,6 +188,18 @@ class LockstepRun(BaseRun):
             live.extra["drafting"] = cap > 0
             self.controller.slots[live.slot].new_round()
         self.draft()
+
+    def _arrange(self) -> None:
+        """After the batch changed: the live requests' round iterators in slot order, and where
+        each micro-batch's requests are in it (slot s belongs to micro-batch s mod n: in a full
+        batch, slots 0 .. b - 1, micro-batch m is every n-th from m)."""
+        slots = sorted(self.live)
+        rounds, n = self.rounds, self.n_devices
+        self._next_rounds = [rounds[slot] for slot in slots]
+        if slots[-1] == len(slots) - 1:
+            self._mb_rounds = [slice(mb, None, n) for mb in range(n)]
+        else:
+            self._mb_rounds = [[i for i, slot in enumerate(slots) if slot % n == mb] for mb in range(n)]
 
     def draft_planned(self) -> int:
         """A planned round's prediction steps; returns when the last micro-batch has finished
@@ -193,8 +217,9 @@ class LockstepRun(BaseRun):
         fc, attention = mapping["dlm_fc"], mapping["dlm_attention"]
         priced, starts, ends = [], [], []
         finish = now
-        for mb in range(self.n_devices):
-            caps, contexts = self._drafting(current, self.by_mb[mb])
+        for mb, where in enumerate(self._mb_rounds):
+            caps, contexts = self._drafting(current[where] if type(where) is slice
+                                            else [current[i] for i in where])
             steps = self.costs.price_round("dlm", contexts, caps, fc, attention, 1) if caps else []
             mb_starts, mb_ends, done = self._run_steps(mb, steps, caps, now)
             finish = max(finish, done)
@@ -205,10 +230,9 @@ class LockstepRun(BaseRun):
         return finish
 
     @staticmethod
-    def _drafting(current: dict[int, tuple], group: dict[int, Live]) -> tuple[list[int], list[int]]:
-        """The caps and first contexts of the rounds in progress (``current``) of the requests
-        of the micro-batch ``group`` that draft (cap > 0), in slot order."""
-        rounds = [current[slot] for slot in sorted(group)]
+    def _drafting(rounds: list[tuple]) -> tuple[list[int], list[int]]:
+        """The caps and first contexts of the ``rounds`` (a micro-batch's rounds in progress,
+        in slot order) that draft (cap > 0)."""
         if not rounds:
             return [], []
         caps, contexts, _ = zip(*rounds)
@@ -304,12 +328,11 @@ class LockstepRun(BaseRun):
 
     # -- verification --------------------------------------------------------------------
     def verify_planned(self) -> None:
-        slots = sorted(self.live)     # slot order
         if self.setup.stop is None:
-            priced = self.book_tlm(self._ad_pass(slots))
+            priced = self.book_tlm(self._ad_pass(sorted(self.live)))     # slot order
         else:
-            current = self.current
-            priced = self.price_tlm(tuple([current[slot][QUERY] for slot in slots]))
+            requests = tuple(map(_query, self.current))     # slot order
+            priced = self.price_tlm(requests)
         self.devices.start_foreground("TLM", priced.work, self.after_planned)
 
     def _ad_pass(self, slots: list[int]) -> Priced:
@@ -340,6 +363,7 @@ class LockstepRun(BaseRun):
             self.add_tokens(self.plans.pop(slot).tokens)
             del self.first[slot], self.last[slot]
             self.rounds.pop(slot, None)
+            self._next_rounds = None
             self.release(live)
             entering += self.refill()
         self.pass_no = k + 1

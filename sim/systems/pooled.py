@@ -180,13 +180,15 @@ class PooledRun(BaseRun):
             self.new_round(live)
 
     def new_round(self, live: Live) -> None:
-        cap = min(self.max_draft_len, live.remaining)
-        plan = self.planned(live.trace, live.t, live.remaining)
-        probs, accepted = live.trace.draft_prob_list(live.t, cap)
-        old = live.extra.get("round")
+        t, remaining = live.t, live.out_len - live.t
+        cap = self.max_draft_len if self.max_draft_len < remaining else remaining
+        plan = self.planned(live.trace, t, remaining)
+        probs, accepted = live.trace.draft_prob_list(t, cap)
+        extra = live.extra
+        old = extra.get("round")
         if old is not None:
             old.stale = True
-        live.extra["round"] = _Round(live, cap if plan is None else min(plan, cap), probs, accepted)
+        extra["round"] = _Round(live, cap if plan is None else min(plan, cap), probs, accepted)
         self.update_ready(live)
 
     def can_draft(self, live: Live) -> bool:
@@ -311,31 +313,42 @@ class PooledRun(BaseRun):
 
     def start_pass(self, groups: dict[int, list[int]], attention: str) -> None:
         requests = []
-        for slot in sorted(groups):
-            live = self.live[slot]
+        live = self.live
+        slots = sorted(groups)
+        for slot in slots:
+            request = live[slot]
             positions = groups[slot]
             k = len(positions)
             # A round's first chunk also feeds the last committed token (k + 1 queries); a later
             # chunk follows an all-accepted one whose tokens the TLM has already processed, so it
             # feeds its own k tokens. Either way the last query attends up to the chunk's end:
             # the committed prefix (live.t = base + first - 1 here) plus k.
-            requests.append((live.context(k), k + (positions[0] == 1)))
+            requests.append((request.context(k), k + (positions[0] == 1)))
         priced = self.price_tlm(requests, attention=attention)
-        self.devices.start_foreground("TLM", priced.work, partial(self.after_pass, groups))
+        self.devices.start_foreground("TLM", priced.work, partial(self.after_pass, groups, slots))
 
-    def after_pass(self, groups: dict[int, list[int]]) -> None:
-        accepted_now: dict[int, int] = {}
+    def after_pass(self, groups: dict[int, list[int]], slots: list[int]) -> None:
+        """The pass over ``groups`` (positions per request; ``slots``: its requests ascending)
+        is done: a VerifyResult per request in slot order, the Unlock, then each request's
+        commit in slot order (module doc)."""
         tokens = self.tokens
+        live_of = self.live
         result, unlock = ((self.result_recorded, self.unlock_recorded) if self.record
                           else (self.manager.result, self.manager.unlock))
-        for slot in sorted(groups):
-            live = self.live[slot]
+        verified = []           # (live, accepted tokens) per request, slot order
+        accepted_all = 0
+        for slot in slots:
+            live = live_of[slot]
             positions = groups[slot]
             first, k = positions[0], len(positions)
             rnd = live.extra["round"]
-            a = max(0, min(k, rnd.run - (first - 1)))
+            a = rnd.run - first + 1         # clipped to [0, k]
+            if a > k:
+                a = k
+            elif a < 0:
+                a = 0
             waiting = result(slot, a, _token_id(rnd.base + first - 1 + a))
-            tokens.accepted += a
+            accepted_all += a
             if a < k:
                 # The Verified event's rejection, then its two Discarded events (in that order:
                 # the reasons' order in the record follows the first discard of each).
@@ -344,7 +357,8 @@ class PooledRun(BaseRun):
                     tokens.discard(REJECTED_PREFIX, k - a - 1)
                 if waiting:
                     tokens.discard(SHARED_AFTER_REJECT, waiting)
-            accepted_now[slot] = a
+            verified.append((live, a))
+        tokens.accepted += accepted_all
         discarded, resumed_list = unlock()
         for n in discarded:
             tokens.discard(EAGER_AFTER_REJECT, n)
@@ -352,9 +366,8 @@ class PooledRun(BaseRun):
         self.in_pass = False
         self.tlm_busy = False
         entering = []
-        for slot in sorted(groups):
-            live = self.live[slot]
-            if self.commit_pool(live, accepted_now[slot], slot in resumed):
+        for live, a in verified:
+            if self.commit_pool(live, a, live.slot in resumed):
                 entering += self.refill()
         self.settle_window()
         # Every refused round may draft again; those no longer current (retired or replaced)
@@ -364,7 +377,8 @@ class PooledRun(BaseRun):
             rnd.blocked = False
             if not rnd.stale:
                 self.update_ready(rnd.live)
-        self.enter(self.admit(entering))
+        if entering:
+            self.enter(self.admit(entering))
         if not self.live:
             return
         if self.overlap:
@@ -384,13 +398,19 @@ class PooledRun(BaseRun):
         self.new_round(live)
 
     def commit_pool(self, live: Live, accepted: int, resumed: bool) -> bool:
-        self.tokens.generated += accepted
-        live.t += accepted
-        if resumed and live.t < live.out_len:
-            live.t += 1
-            self.tokens.generated += 1
-            self.tokens.tlm_tokens += 1
-        if live.t >= live.out_len:
+        """Commit a verified request's ``accepted`` tokens, and the TLM's own token if the
+        Manager ``resumed`` it (its new round starts); True when the request finished (then
+        retired and released)."""
+        tokens = self.tokens
+        t = live.t + accepted
+        if resumed and t < live.out_len:
+            t += 1
+            tokens.generated += accepted + 1
+            tokens.tlm_tokens += 1
+        else:
+            tokens.generated += accepted
+        live.t = t
+        if t >= live.out_len:
             self.apply(Retire(live.slot))
             self.release(live)
             live.extra["round"].stale = True

@@ -112,7 +112,34 @@ def test_autoregressive_passes_priced_together_equal_one_by_one(hardware, attent
 
 
 def test_drafting_rounds_in_slot_order_without_the_idle():
-    current = {5: (0, 50, (50, 1)), 1: (3, 10, (13, 4)), 9: (2, 90, (92, 3))}
-    assert LockstepRun._drafting(current, dict.fromkeys((9, 1, 5))) == ([3, 2], [10, 90])
-    assert LockstepRun._drafting(current, dict.fromkeys((9, 1))) == ([3, 2], [10, 90])
-    assert LockstepRun._drafting(current, {}) == ([], [])
+    slot1, slot5, slot9 = (3, 10, (13, 4)), (0, 50, (50, 1)), (2, 90, (92, 3))
+    assert LockstepRun._drafting([slot1, slot5, slot9]) == ([3, 2], [10, 90])
+    assert LockstepRun._drafting([slot1, slot9]) == ([3, 2], [10, 90])
+    assert LockstepRun._drafting([]) == ([], [])
+
+
+@pytest.mark.parametrize("system, d", [("pim-sd", 3), ("gpu-sd", 2), ("pim-sd", "search")])
+def test_rounds_in_progress_are_each_requests_next_planned_round(system, d, tiny_trace, monkeypatch):
+    """``current`` (the rounds' iterators taken in slot order, ``_arrange``) is every live
+    request's round of this pass, read from its planned rounds by the pass number, and each
+    micro-batch drafts its own requests' rounds in slot order: with a full batch and in the
+    tail, where slots are freed."""
+    from sim.systems import lockstep
+    from sim.systems.run import simulate
+    from tests.sim.systems.test_systems import params
+
+    seen = []
+    original = lockstep.LockstepRun.draft_planned
+
+    def checked(self):
+        k, slots = self.pass_no, sorted(self.live)
+        want = [list(self.plans[slot].rounds())[k - self.first[slot]] for slot in slots]
+        assert self.current == want
+        for mb, where in enumerate(self._mb_rounds):
+            mine = self.current[where] if type(where) is slice else [self.current[i] for i in where]
+            assert mine == [want[i] for i, slot in enumerate(slots) if slot % self.n_devices == mb]
+        seen.append(len(slots))
+        return original(self)
+    monkeypatch.setattr(lockstep.LockstepRun, "draft_planned", checked)
+    simulate(params(system, d, tiny_trace, batch=5))
+    assert 5 in seen and min(seen) == 1 and len(seen) > 10
