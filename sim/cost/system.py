@@ -99,9 +99,10 @@ STEP_COST = StepForm(StepCost,
 
 
 class _KindPricer(NamedTuple):
-    """One kind of step's two entry points, over the same memos."""
+    """One kind of step's three entry points, over the same memos."""
 
     step: Callable[[tuple[tuple[int, int], ...]], object]
+    draft_step: Callable[[Sequence[int]], object]
     draft_round: Callable[[Sequence[int], Sequence[int]], list]
 
 
@@ -194,6 +195,17 @@ class System:
         caller's own ``form`` of it (``StepForm``)."""
         spec, args = self._step_kind(model, mapping, devices, power_constrained)
         return self._kind_pricer(spec, *args, form).step
+
+    def draft_pricer(self, model: ModelSpec | str, *, mapping: Mapping[str, str] | None = None,
+                     devices: int | None = None, power_constrained: bool = False,
+                     form: StepForm = STEP_COST) -> Callable[[Sequence[int]], object]:
+        """A prediction step (one query per request) of the kind of step ``step_pricer``
+        prices, over its memos: ``pricer(contexts)`` is ``step_pricer(...)(tuple((c, 1) for c
+        in contexts))`` for int contexts >= 1. Every DLM step of the engine has this form, and
+        its contexts as plain ints spare building and hashing a pair per request (a SADDLE run
+        prices ~3 x 10^5 such steps)."""
+        spec, args = self._step_kind(model, mapping, devices, power_constrained)
+        return self._kind_pricer(spec, *args, form).draft_step
 
     def round_pricer(self, model: ModelSpec | str, *, mapping: Mapping[str, str] | None = None,
                      devices: int | None = None, power_constrained: bool = False,
@@ -296,9 +308,10 @@ class System:
         coarsest key that determines it exactly: everything but attention's own work per token
         count (``_dense``); with unfused GPU attention the whole step per (request count,
         sum L, sum q, sum L q, thread blocks); with PIM attention all but the FLOP counts per
-        (the requests' contexts in ``PimStack.context_unit``s, their query tokens). Two entry
-        points over these memos: one step (``step_pricer``) and a planned draft round's steps
-        (``round_pricer``)."""
+        (the requests' contexts in ``PimStack.context_unit``s, their query tokens; the units
+        alone when every request has one query). Three entry points over these memos: one step
+        (``step_pricer``), one step of one query per request (``draft_pricer``) and a planned
+        draft round's steps (``round_pricer``)."""
         (_, fc_place), (_, att_place) = mapping
         shard = spec.shard(devices)
         layers = shard.layers
@@ -314,10 +327,10 @@ class System:
                 found = dense_of[tokens] = self._dense(shard, tokens, fc_place, devices, power)
             return found
 
-        def remember(key: tuple, value: tuple) -> tuple:
-            if len(memo) >= _MEMO_LIMIT:    # bounded: a cleared memo only costs recomputation
-                memo.clear()
-            memo[key] = value
+        def remember(into: dict, key: tuple, value: tuple) -> tuple:
+            if len(into) >= _MEMO_LIMIT:    # bounded: a cleared memo only costs recomputation
+                into.clear()
+            into[key] = value
             return value
 
         # Attention's energy is 0.0 but in three consecutive components (PIM bank, PIM MAC and
@@ -370,31 +383,47 @@ class System:
             pim, unit, group = self.pim, self.pim.context_unit, shard.group
             instances, uniform, placed = self._pim_attention(shard, power)
 
-            def fresh(key: tuple, sums: tuple[int, int, int, int]) -> object:
-                n, _, tokens, _ = sums
-                d = dense(tokens)
-                units, queries = key
-                if tokens == n:     # one query each
-                    rows = [group] * n
-                    attention = placed(units, rows, *uniform(units, group), d)
-                else:
-                    rows = [q * group for q in queries]
-                    attention = placed(units, rows, *instances(units, rows), d)
-                return remember(key, (whole(head(d, attention), d, sums), d))[0]
+            # Steps of one query per request (draft steps) are memoized apart, on their context
+            # units alone (``memo1``): no query tuple to build and hash.
+            memo1: dict[tuple, tuple] = {}
 
-            ones: dict[int, tuple[int, ...]] = {}     # request count -> (1, ..., 1)
+            def fresh(key: tuple, sums: tuple[int, int, int, int]) -> object:
+                d = dense(sums[2])
+                units, queries = key
+                rows = [q * group for q in queries]
+                attention = placed(units, rows, *instances(units, rows), d)
+                return remember(memo, key, (whole(head(d, attention), d, sums), d))[0]
+
+            def fresh1(units: tuple[int, ...], sums: tuple[int, int, int, int]) -> object:
+                n = sums[0]
+                d = dense(n)
+                attention = placed(units, [group] * n, *uniform(units, group), d)
+                return remember(memo1, units, (whole(head(d, attention), d, sums), d))[0]
 
             def price(reqs: tuple[tuple[int, int], ...]) -> object:
                 sums = _sums(reqs)
                 n, _, tokens, _ = sums
-                # Every q >= 1, so tokens == n means one query each (a draft step): the query
-                # tuple is a kept one, not built from the requests.
-                queries = ((ones.get(n) or ones.setdefault(n, (1,) * n)) if tokens == n
-                           else tuple([q for _, q in reqs]))
-                key = (tuple([-(-L // unit) for L, _ in reqs]), queries)
-                found = memo.get(key)
+                units = tuple([-(-L // unit) for L, _ in reqs])
+                # Every q >= 1, so tokens == n means one query each (a draft step).
+                if tokens == n:
+                    found = memo1.get(units)
+                    if found is None:
+                        return fresh1(units, sums)
+                else:
+                    key = (units, tuple([q for _, q in reqs]))
+                    found = memo.get(key)
+                    if found is None:
+                        return fresh(key, sums)
+                return with_ops(found[0], *ops(found[1], sums))
+
+            def draft_step(contexts: Sequence[int]) -> object:
+                n = len(contexts)
+                sum_l = sum(contexts)
+                sums = (n, sum_l, n, sum_l)
+                units = tuple([-(-c // unit) for c in contexts])
+                found = memo1.get(units)
                 if found is None:
-                    return fresh(key, sums)
+                    return fresh1(units, sums)
                 return with_ops(found[0], *ops(found[1], sums))
 
             instance = pim.unit_instance(shard.head_dim, shard.bpe, power)
@@ -408,7 +437,7 @@ class System:
                 steps = []
                 for span, cs, base in round_spans(contexts, caps):
                     n, start = len(cs), span.start
-                    queries, rows = (1,) * n, [group] * n
+                    rows = [group] * n
                     units = [-(-(c + start) // unit) for c in cs]
                     shapes = [instance(u, group) for u in units]
                     cycles = [cyc for cyc, _ in shapes]
@@ -428,12 +457,12 @@ class System:
                                 reads += r
                                 found = None
                         if found is None:
-                            key = (tuple(units), queries)
-                            found = memo.get(key)
+                            key = tuple(units)
+                            found = memo1.get(key)
                             if found is None:
                                 d = dense(n)
                                 attention = placed(units, rows, cycles, reads, d)
-                                found = remember(key, (whole(head(d, attention), d, sums), d))
+                                found = remember(memo1, key, (whole(head(d, attention), d, sums), d))
                                 steps.append(found[0])
                                 continue
                         steps.append(with_ops(found[0], *ops(found[1], sums)))
@@ -451,7 +480,7 @@ class System:
                 if found is None:
                     d = dense(sums[2])
                     attention = self._attention_gpu_unfused(shard, key[4], d, sums)
-                    found = remember(key, whole(head(d, attention), d, sums))
+                    found = remember(memo, key, whole(head(d, attention), d, sums))
                 return found
 
             def price(reqs: tuple[tuple[int, int], ...]) -> object:
@@ -461,6 +490,11 @@ class System:
                 blocks = n * one_query if tokens == n else sum(
                     blocks_of(kv_heads, q * group) for _, q in reqs)
                 return whole_step((n, sum_l, tokens, sum_lq, blocks), sums)
+
+            def draft_step(contexts: Sequence[int]) -> object:
+                n = len(contexts)
+                sum_l = sum(contexts)
+                return whole_step((n, sum_l, n, sum_l, n * one_query), (n, sum_l, n, sum_l))
 
             def draft_round(contexts: Sequence[int], caps: Sequence[int]) -> list:
                 steps = []
@@ -476,11 +510,15 @@ class System:
                 d = dense(sums[2])
                 return whole(head(d, self._attention_gpu(shard, reqs, d, sums)), d, sums)
 
+            def draft_step(contexts: Sequence[int]) -> object:
+                # Fused kernels count tiles per request: the pairs are needed anyway.
+                return price(tuple([(c, 1) for c in contexts]))
+
             def draft_round(contexts: Sequence[int], caps: Sequence[int]) -> list:
                 # Fused kernels count tiles per request: nothing to carry between steps.
                 return [price(tuple([(c + s, 1) for c in cs]))
                         for span, cs, _ in round_spans(contexts, caps) for s in span]
-        return _KindPricer(price, draft_round)
+        return _KindPricer(price, draft_step, draft_round)
 
     @lru_cache(maxsize=16384)
     def _dense(self, shard: ModelSpec, tokens: int, fc_place: str, devices: int,

@@ -214,7 +214,7 @@ class PooledRun(BaseRun):
             return
         rounds = self.stepping[mb] = [ready[slot] for slot in sorted(ready)]
         fc = self.dlm_fc[mb]
-        priced = self.price_dlm([(rnd.start + rnd.pos, 1) for rnd in rounds], fc=fc)
+        priced = self.price_dlm(tuple([rnd.start + rnd.pos for rnd in rounds]), fc=fc)
         if fc == "gpu" or self.dlm_attention_gpu:
             self.gpu_steps.add(mb)
         self.mb_wait[mb] = True
