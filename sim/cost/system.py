@@ -384,8 +384,31 @@ class System:
             instances, uniform, placed = self._pim_attention(shard, power)
 
             # Steps of one query per request (draft steps) are memoized apart, on their context
-            # units alone (``memo1``): no query tuple to build and hash.
+            # units alone (``memo1``: no query tuple to build and hash), each entry with the
+            # operation counts of its request count as affine in the contexts' sum (``ops1``).
             memo1: dict[tuple, tuple] = {}
+            affine: dict[int, tuple[int, int, int, int]] = {}
+
+            def ops1(n: int) -> tuple[int, int, int, int]:
+                """``ops`` of n requests of one query each, as (FLOPs at contexts' sum 0, per
+                unit of the sum, FLOPs on PIM at sum 0, per unit): ``ops`` is affine in the sum
+                (integer sums of ``_bilinear``), so a memo hit costs two products, not a call."""
+                found = affine.get(n)
+                if found is None:
+                    d = dense(n)
+                    flops, pim_flops = ops(d, (n, 0, n, 0))
+                    more, pim_more = ops(d, (n, 1, n, 1))
+                    found = affine[n] = (flops, more - flops, pim_flops, pim_more - pim_flops)
+                return found
+
+            def fresh1(units: tuple[int, ...], cycles: list[int], reads: int,
+                       sums: tuple[int, int, int, int]) -> tuple:
+                """The ``memo1`` entry of the one-query step of these units (instances
+                ``cycles``, ``reads``), the step first."""
+                n = sums[0]
+                d = dense(n)
+                step = whole(head(d, placed(units, [group] * n, cycles, reads, d)), d, sums)
+                return remember(memo1, units, (step, *ops1(n)))
 
             def fresh(key: tuple, sums: tuple[int, int, int, int]) -> object:
                 d = dense(sums[2])
@@ -394,36 +417,26 @@ class System:
                 attention = placed(units, rows, *instances(units, rows), d)
                 return remember(memo, key, (whole(head(d, attention), d, sums), d))[0]
 
-            def fresh1(units: tuple[int, ...], sums: tuple[int, int, int, int]) -> object:
-                n = sums[0]
-                d = dense(n)
-                attention = placed(units, [group] * n, *uniform(units, group), d)
-                return remember(memo1, units, (whole(head(d, attention), d, sums), d))[0]
+            def draft_step(contexts: Sequence[int]) -> object:
+                sum_l = sum(contexts)
+                units = tuple([-(-c // unit) for c in contexts])
+                found = memo1.get(units)
+                if found is None:
+                    n = len(contexts)
+                    return fresh1(units, *uniform(units, group), (n, sum_l, n, sum_l))[0]
+                step, flops, more, pim_flops, pim_more = found
+                return with_ops(step, flops + more * sum_l, pim_flops + pim_more * sum_l)
 
             def price(reqs: tuple[tuple[int, int], ...]) -> object:
                 sums = _sums(reqs)
                 n, _, tokens, _ = sums
-                units = tuple([-(-L // unit) for L, _ in reqs])
                 # Every q >= 1, so tokens == n means one query each (a draft step).
                 if tokens == n:
-                    found = memo1.get(units)
-                    if found is None:
-                        return fresh1(units, sums)
-                else:
-                    key = (units, tuple([q for _, q in reqs]))
-                    found = memo.get(key)
-                    if found is None:
-                        return fresh(key, sums)
-                return with_ops(found[0], *ops(found[1], sums))
-
-            def draft_step(contexts: Sequence[int]) -> object:
-                n = len(contexts)
-                sum_l = sum(contexts)
-                sums = (n, sum_l, n, sum_l)
-                units = tuple([-(-c // unit) for c in contexts])
-                found = memo1.get(units)
+                    return draft_step([L for L, _ in reqs])
+                key = (tuple([-(-L // unit) for L, _ in reqs]), tuple([q for _, q in reqs]))
+                found = memo.get(key)
                 if found is None:
-                    return fresh1(units, sums)
+                    return fresh(key, sums)
                 return with_ops(found[0], *ops(found[1], sums))
 
             instance = pim.unit_instance(shard.head_dim, shard.bpe, power)
@@ -435,37 +448,34 @@ class System:
                 none does is the previous step's attention; otherwise the instances' channel
                 placement is priced from the carried cycles and reads."""
                 steps = []
+                append = steps.append
                 for span, cs, base in round_spans(contexts, caps):
                     n, start = len(cs), span.start
-                    rows = [group] * n
                     units = [-(-(c + start) // unit) for c in cs]
-                    shapes = [instance(u, group) for u in units]
-                    cycles = [cyc for cyc, _ in shapes]
-                    reads = sum(r for _, r in shapes)
+                    cycles, reads = uniform(units, group)
                     entering: dict[int, list[int]] = {}   # step mod unit -> requests
                     for i, c in enumerate(cs):
                         entering.setdefault((1 - c) % unit, []).append(i)
                     found = None
                     for s in span:
                         sum_l = base + n * s
-                        sums = (n, sum_l, n, sum_l)
                         if s > start:
                             for i in entering.get(s % unit, ()):
+                                reads -= instance(units[i], group)[1]
                                 units[i] += 1
-                                reads -= shapes[i][1]
-                                cycles[i], r = shapes[i] = instance(units[i], group)
+                                cycles[i], r = instance(units[i], group)
                                 reads += r
                                 found = None
                         if found is None:
                             key = tuple(units)
                             found = memo1.get(key)
                             if found is None:
-                                d = dense(n)
-                                attention = placed(units, rows, cycles, reads, d)
-                                found = remember(memo1, key, (whole(head(d, attention), d, sums), d))
-                                steps.append(found[0])
+                                found = fresh1(key, cycles, reads, (n, sum_l, n, sum_l))
+                                step, flops, more, pim_flops, pim_more = found
+                                append(step)
                                 continue
-                        steps.append(with_ops(found[0], *ops(found[1], sums)))
+                            step, flops, more, pim_flops, pim_more = found
+                        append(with_ops(step, flops + more * sum_l, pim_flops + pim_more * sum_l))
                 return steps
         elif self.gpu.unfused_attention:
             blocks_of = self.gpu.unfused_blocks
