@@ -45,12 +45,22 @@ class EnergyModel:
 
     def pim(self, column_reads: int, column_bytes: int, lanes: int) -> dict[str, float]:
         """Bank PEs: every MAC command reads one column in each bank and does ``lanes`` MACs."""
-        return {"pim_bank": column_reads * column_bytes * self.pim_bank_read_pj_per_byte,
-                "pim_mac": column_reads * lanes * self.mac_pj}
+        return dict(zip(("pim_bank", "pim_mac"), self.pim_pj(column_reads, column_bytes, lanes)))
+
+    def pim_pj(self, column_reads: int, column_bytes: int, lanes: int) -> tuple[float, float]:
+        """``pim``'s (bank, MAC) energies as a pair, for a caller that prices every new PIM
+        attention step (no dict built and read back)."""
+        return (column_reads * column_bytes * self.pim_bank_read_pj_per_byte,
+                column_reads * lanes * self.mac_pj)
 
     def static(self, time_ps: int, gpus: int, stacks: int) -> float:
         """W x ps = 1 pJ per W ps."""
-        return time_ps * (gpus * self.gpu_static_w + stacks * self.pim_stack_static_w)
+        return time_ps * self.static_w(gpus, stacks)
+
+    def static_w(self, gpus: int, stacks: int) -> float:
+        """Static power of ``gpus`` GPUs and ``stacks`` PIM stacks: ``static`` is the step's
+        time times this (a pricer computes it once per kind of step)."""
+        return gpus * self.gpu_static_w + stacks * self.pim_stack_static_w
 
 
 @lru_cache(maxsize=None)

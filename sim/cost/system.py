@@ -316,8 +316,7 @@ class System:
         shard = spec.shard(devices)
         layers = shard.layers
         on_pim = att_place == "pim"
-        static_of = self.energy.static
-        stacks = devices * self.stacks_per_device
+        static_w = self.energy.static_w(devices, devices * self.stacks_per_device)
         dense_of: dict[int, _Dense] = {}
         memo: dict[tuple, tuple] = {}
 
@@ -350,7 +349,7 @@ class System:
             energy = (*zero[:lo], ((f[lo] + att_energy[lo]) + o[lo] + r[lo]) * devices,
                       ((f[mid] + att_energy[mid]) + o[mid] + r[mid]) * devices,
                       ((f[hi] + att_energy[hi]) + o[hi] + r[hi]) * devices,
-                      *zero[hi + 1:], static_of(time_ps, devices, stacks))
+                      *zero[hi + 1:], time_ps * static_w)
             return (time_ps, att_ps, d.fc_ps, d.comm_ps + att_comm, d.other_ps,
                     d.gpu_ps + (0 if on_pim else att_ps), d.pim_ps + (att_ps if on_pim else 0),
                     energy, sum(energy))
@@ -401,14 +400,16 @@ class System:
                     found = affine[n] = (flops, more - flops, pim_flops, pim_more - pim_flops)
                 return found
 
-            def fresh1(units: tuple[int, ...], cycles: list[int], reads: int,
-                       sums: tuple[int, int, int, int]) -> tuple:
+            def fresh1(units: tuple[int, ...], cycles: list[int], reads: int, sum_l: int,
+                       d: _Dense) -> tuple:
                 """The ``memo1`` entry of the one-query step of these units (instances
-                ``cycles``, ``reads``), the step first."""
-                n = sums[0]
-                d = dense(n)
-                step = whole(head(d, placed(units, [group] * n, cycles, reads, d)), d, sums)
-                return remember(memo1, units, (step, *ops1(n)))
+                ``cycles``, ``reads``; contexts' sum ``sum_l``; ``d = dense(len(units))``), the
+                step first."""
+                n = len(units)
+                counts = flops, more, pim_flops, pim_more = ops1(n)
+                step = of(*head(d, placed(units, [group] * n, cycles, reads, d)),
+                          flops + more * sum_l, pim_flops + pim_more * sum_l, devices, mapping)
+                return remember(memo1, units, (step, *counts))
 
             def fresh(key: tuple, sums: tuple[int, int, int, int]) -> object:
                 d = dense(sums[2])
@@ -422,8 +423,7 @@ class System:
                 units = tuple([-(-c // unit) for c in contexts])
                 found = memo1.get(units)
                 if found is None:
-                    n = len(contexts)
-                    return fresh1(units, *uniform(units, group), (n, sum_l, n, sum_l))[0]
+                    return fresh1(units, *uniform(units, group), sum_l, dense(len(units)))[0]
                 step, flops, more, pim_flops, pim_more = found
                 return with_ops(step, flops + more * sum_l, pim_flops + pim_more * sum_l)
 
@@ -451,6 +451,7 @@ class System:
                 append = steps.append
                 for span, cs, base in round_spans(contexts, caps):
                     n, start = len(cs), span.start
+                    d = dense(n)
                     units = [-(-(c + start) // unit) for c in cs]
                     cycles, reads = uniform(units, group)
                     entering: dict[int, list[int]] = {}   # step mod unit -> requests
@@ -470,7 +471,7 @@ class System:
                             key = tuple(units)
                             found = memo1.get(key)
                             if found is None:
-                                found = fresh1(key, cycles, reads, (n, sum_l, n, sum_l))
+                                found = fresh1(key, cycles, reads, sum_l, d)
                                 step, flops, more, pim_flops, pim_more = found
                                 append(step)
                                 continue
@@ -626,7 +627,7 @@ class System:
         pim, kvh, layers, heads = self.pim, shard.kv_heads, shard.layers, shard.heads
         channels, unit, tck = pim.channels * self.stacks_per_device, pim.context_unit, pim.tck_ps
         unit_tail = pim.unit_tails(shard.head_dim, shard.bpe, power)
-        slowest, pim_energy = pim.placed, self.energy.pim
+        slowest, pim_pj = pim.placed, self.energy.pim_pj
         column_bytes, lanes = pim.column_bytes, pim.lanes
         overlap = self.gpu_pim_link.overlap_attention
         extras: dict[int, int] = {}     # pair_extra per longest context unit (all it depends on)
@@ -641,7 +642,7 @@ class System:
             # Instances request-major: request r's KV heads are jobs r * kvh ... r * kvh + kvh - 1.
             tail = None if unit_tail is None else partial(unit_tail, units, rows)
             att_ps = slowest(cycles, channels, kvh, extra, tail)[0] * tck * layers
-            parts = pim_energy(reads, column_bytes, lanes)
+            bank_pj, mac_pj = pim_pj(reads, column_bytes, lanes)
             comm_ps, link_pj = dense.attention_transfer
             if overlap:
                 # Heads pipelined: the transfers of one head overlap the attention of the
@@ -650,7 +651,7 @@ class System:
                 comm_ps = (-(-comm_ps // heads) if att_ps > comm_ps
                            else comm_ps - att_ps + -(-att_ps // heads))
             return (att_ps, comm_ps,
-                    (0.0, 0.0, 0.0, parts["pim_bank"] * layers, parts["pim_mac"] * layers, link_pj, 0.0))
+                    (0.0, 0.0, 0.0, bank_pj * layers, mac_pj * layers, link_pj, 0.0))
         return (pim.unit_instances(shard.head_dim, shard.bpe, power),
                 pim.uniform_instances(shard.head_dim, shard.bpe, power), placed)
 
