@@ -34,14 +34,20 @@ class EnergyModel:
     def gpu_traffic(self, flops: int, nbytes: int, l2: int | None = None, l1: int = 0,
                     registers: int = 0) -> dict[str, float]:
         """``gpu`` of a kernel given by its L2 and L1 bytes and register accesses (``l2`` None:
-        no kernel), for a caller that has those counts but no ``Kernel`` (one per unfused
-        attention phase of every new step)."""
+        no kernel), for a caller that has those counts but no ``Kernel``."""
+        return dict(zip(("gpu_dram", "gpu_onchip", "gpu_mac"),
+                        self.gpu_traffic_pj(flops, nbytes, l2, l1, registers)))
+
+    def gpu_traffic_pj(self, flops: int, nbytes: int, l2: int | None = None, l1: int = 0,
+                       registers: int = 0) -> tuple[float, float, float]:
+        """``gpu_traffic``'s (DRAM, on chip, MAC) energies as a tuple, for a caller that prices
+        every new step's unfused attention kernels (three per step: no dict built and read
+        back)."""
         if l2 is not None and self.tiled_onchip:
             onchip = l2 * self.l2_pj_per_byte + l1 * self.l1_pj_per_byte + registers * self.register_pj
         else:
             onchip = nbytes * (self.l2_pj_per_byte + self.l1_pj_per_byte)
-        return {"gpu_dram": nbytes * self.gpu_dram_pj_per_byte, "gpu_onchip": onchip,
-                "gpu_mac": flops / 2 * self.mac_pj}
+        return nbytes * self.gpu_dram_pj_per_byte, onchip, flops / 2 * self.mac_pj
 
     def pim(self, column_reads: int, column_bytes: int, lanes: int) -> dict[str, float]:
         """Bank PEs: every MAC command reads one column in each bank and does ``lanes`` MACs."""

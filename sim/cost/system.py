@@ -483,6 +483,15 @@ class System:
             kv_heads, group = shard.kv_heads, shard.group
             one_query = blocks_of(kv_heads, group)
 
+            class PerQuery(dict):
+                """Thread blocks of a request by its query tokens, filled on first use: a TLM
+                pass asks one per request."""
+
+                def __missing__(self, queries: int) -> int:
+                    blocks = self[queries] = blocks_of(kv_heads, queries * group)
+                    return blocks
+            blocks_per = PerQuery()
+
             def whole_step(key: tuple, sums: tuple[int, int, int, int]) -> object:
                 """The step of the memo key ``key``: unfused attention sees the requests only
                 through these sums and its thread-block count, so steps that agree on them
@@ -494,26 +503,49 @@ class System:
                     found = remember(memo, key, whole(head(d, attention), d, sums))
                 return found
 
+            # Steps of n requests of one query each: the sums and blocks follow from n and the
+            # contexts' sum, so they are memoized per n on that sum alone (an int key).
+            by_count: dict[int, dict[int, object]] = {}
+
+            def one_query_steps(n: int) -> dict[int, object]:
+                table = by_count.get(n)
+                if table is None:
+                    table = by_count[n] = {}
+                return table
+
+            def one_query_step(n: int, sum_l: int, table: dict[int, object]) -> object:
+                """The step of n one-query requests whose contexts sum to ``sum_l``, into
+                ``table`` (``one_query_steps(n)``)."""
+                sums = (n, sum_l, n, sum_l)
+                d = dense(n)
+                attention = self._attention_gpu_unfused(shard, n * one_query, d, sums)
+                return remember(table, sum_l, whole(head(d, attention), d, sums))
+
             def price(reqs: tuple[tuple[int, int], ...]) -> object:
                 n, sum_l, tokens, sum_lq = sums = _sums(reqs)
-                # Every q >= 1, so tokens == n means one query each (a draft step): its blocks
-                # without a second pass.
-                blocks = n * one_query if tokens == n else sum(
-                    blocks_of(kv_heads, q * group) for _, q in reqs)
+                # Every q >= 1, so tokens == n means one query each (a draft step).
+                if tokens == n:
+                    return draft_step([L for L, _ in reqs])
+                blocks = sum([blocks_per[q] for _, q in reqs])
                 return whole_step((n, sum_l, tokens, sum_lq, blocks), sums)
 
             def draft_step(contexts: Sequence[int]) -> object:
                 n = len(contexts)
                 sum_l = sum(contexts)
-                return whole_step((n, sum_l, n, sum_l, n * one_query), (n, sum_l, n, sum_l))
+                table = one_query_steps(n)
+                found = table.get(sum_l)
+                return one_query_step(n, sum_l, table) if found is None else found
 
             def draft_round(contexts: Sequence[int], caps: Sequence[int]) -> list:
                 steps = []
+                append = steps.append
                 for span, cs, base in round_spans(contexts, caps):
                     n = len(cs)
+                    table = one_query_steps(n)
                     for s in span:
                         sum_l = base + n * s
-                        steps.append(whole_step((n, sum_l, n, sum_l, n * one_query), (n, sum_l, n, sum_l)))
+                        found = table.get(sum_l)
+                        append(one_query_step(n, sum_l, table) if found is None else found)
                 return steps
         else:
             def price(reqs: tuple[tuple[int, int], ...]) -> object:
@@ -599,18 +631,19 @@ class System:
         request x KV head and block of ``tile_m`` query rows); the score and context products read their
         operands once (their tiles cover a whole head) and make three register accesses per
         multiply-add."""
-        gpu = self.gpu
+        kernel_ps, traffic_pj = self.gpu.kernel_ps, self.energy.gpu_traffic_pj
         ps = 0
-        energy = dict.fromkeys(("gpu_dram", "gpu_onchip", "gpu_mac"), 0.0)
+        dram = onchip = mac = 0.0
         for phase, (fc, bc) in zip(ATTENTION_PHASES, dense.attention_phases):
             flops, nbytes = _bilinear(fc, sums), _bilinear(bc, sums)
-            ps += gpu.kernel_ps(flops, nbytes, blocks)
+            ps += kernel_ps(flops, nbytes, blocks)
             regs = 3 * flops // 2 if phase != "softmax" else 0
-            for k, v in self.energy.gpu_traffic(flops, nbytes, nbytes, nbytes, regs).items():
-                energy[k] += v
+            phase_dram, phase_onchip, phase_mac = traffic_pj(flops, nbytes, nbytes, nbytes, regs)
+            dram += phase_dram
+            onchip += phase_onchip
+            mac += phase_mac
         layers = shard.layers
-        return ps * layers, 0, (energy["gpu_dram"] * layers, energy["gpu_onchip"] * layers,
-                                energy["gpu_mac"] * layers, 0.0, 0.0, 0.0, 0.0)
+        return ps * layers, 0, (dram * layers, onchip * layers, mac * layers, 0.0, 0.0, 0.0, 0.0)
 
     def _pim_attention(self, shard: ModelSpec, power: bool
                        ) -> tuple[Callable, Callable, Callable]:
