@@ -308,7 +308,8 @@ class System:
         one pass over its requests. What the step's price depends on is memoized at the
         coarsest key that determines it exactly: everything but attention's own work per token
         count (``_dense``); with unfused GPU attention the whole step per (request count,
-        sum L, sum q, sum L q, thread blocks); with PIM attention all but the FLOP counts per
+        sum L, sum q, sum L q, thread blocks), or per (request count, sum L) when every request
+        has one query; with PIM attention all but the FLOP counts per
         (the requests' contexts in ``PimStack.context_unit``s, their query tokens; the units
         alone when every request has one query). Three entry points over these memos: one step
         (``step_pricer``), one step of one query per request (``draft_pricer``) and a planned
@@ -483,7 +484,7 @@ class System:
         elif self.gpu.unfused_attention:
             blocks_of = self.gpu.unfused_blocks
             kv_heads, group = shard.kv_heads, shard.group
-            one_query = blocks_of(kv_heads, group)
+            one_query_blocks = blocks_of(kv_heads, group)
 
             class PerQuery(dict):
                 """Thread blocks of a request by its query tokens, filled on first use: a TLM
@@ -520,23 +521,24 @@ class System:
                 ``table`` (``one_query_steps(n)``)."""
                 sums = (n, sum_l, n, sum_l)
                 d = dense(n)
-                attention = self._attention_gpu_unfused(shard, n * one_query, d, sums)
+                attention = self._attention_gpu_unfused(shard, n * one_query_blocks, d, sums)
                 return remember(table, sum_l, whole(head(d, attention), d, sums))
+
+            def one_query_priced(n: int, sum_l: int) -> object:
+                table = one_query_steps(n)
+                found = table.get(sum_l)
+                return one_query_step(n, sum_l, table) if found is None else found
 
             def price(reqs: tuple[tuple[int, int], ...]) -> object:
                 n, sum_l, tokens, sum_lq = sums = _sums(reqs)
                 # Every q >= 1, so tokens == n means one query each (a draft step).
                 if tokens == n:
-                    return draft_step([L for L, _ in reqs])
+                    return one_query_priced(n, sum_l)
                 blocks = sum([blocks_per[q] for _, q in reqs])
                 return whole_step((n, sum_l, tokens, sum_lq, blocks), sums)
 
             def draft_step(contexts: Sequence[int]) -> object:
-                n = len(contexts)
-                sum_l = sum(contexts)
-                table = one_query_steps(n)
-                found = table.get(sum_l)
-                return one_query_step(n, sum_l, table) if found is None else found
+                return one_query_priced(len(contexts), sum(contexts))
 
             def draft_round(contexts: Sequence[int], caps: Sequence[int]) -> list:
                 steps = []
