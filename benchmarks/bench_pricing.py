@@ -4,9 +4,9 @@
 
 Each run (default: the seven below; INDEX picks among runs of that system, pair prefix and
 batch, 1 = the -best variant of gpu-sd / pim-sd) is simulated once while every call to
-``CostAdapter.price`` and ``CostAdapter.price_round`` (a planned draft round's steps) is
-recorded; the calls are then replayed in order on a fresh adapter with every cost cache
-emptied, and the CPU seconds of the replay printed: the run's pricing alone, first call to
+``CostAdapter.price``, ``CostAdapter.price_draft`` (a DLM step by its contexts) and
+``CostAdapter.price_round`` (a planned draft round's steps) is recorded; the calls are then
+replayed in order on a fresh adapter with every cost cache emptied, and the CPU seconds of the replay printed: the run's pricing alone, first call to
 last, cold caches included. The digest is a hash of every priced field (energy to the last
 bit) of every step priced, in order: equal digests from two versions of the code mean they
 price the run identically (a round's steps come in the order the run asked them one by one
@@ -29,10 +29,10 @@ RUNS = ("pim-sd:opt-66b:128", "gpu-sd:opt-66b:128", "saddle:opt-66b:64", "pim-ad
 
 
 def recorded_calls(run) -> list[tuple]:
-    """``(adapter arguments, method, its arguments)`` of every ``CostAdapter.price`` and
-    ``CostAdapter.price_round`` call of ``run``, in order."""
+    """``(adapter arguments, method, its arguments)`` of every ``CostAdapter.price``,
+    ``price_draft`` and ``price_round`` call of ``run``, in order."""
     calls = []
-    methods = {name: getattr(CostAdapter, name) for name in ("price", "price_round")}
+    methods = {name: getattr(CostAdapter, name) for name in ("price", "price_draft", "price_round")}
 
     def recording(name):
         def record(adapter, *args):
@@ -64,10 +64,10 @@ def main(argv: list[str]) -> int:
         start = time.process_time()
         priced = []
         for key, name, args in calls:
-            if name == "price":
-                priced.append(adapters[key].price(*args))
-            else:
+            if name == "price_round":
                 priced += adapters[key].price_round(*args)
+            else:
+                priced.append(getattr(adapters[key], name)(*args))
         seconds = time.process_time() - start
         gc.enable()
         total += seconds

@@ -34,23 +34,39 @@ class EnergyModel:
     def gpu_traffic(self, flops: int, nbytes: int, l2: int | None = None, l1: int = 0,
                     registers: int = 0) -> dict[str, float]:
         """``gpu`` of a kernel given by its L2 and L1 bytes and register accesses (``l2`` None:
-        no kernel), for a caller that has those counts but no ``Kernel`` (one per unfused
-        attention phase of every new step)."""
+        no kernel), for a caller that has those counts but no ``Kernel``."""
+        return dict(zip(("gpu_dram", "gpu_onchip", "gpu_mac"),
+                        self.gpu_traffic_pj(flops, nbytes, l2, l1, registers)))
+
+    def gpu_traffic_pj(self, flops: int, nbytes: int, l2: int | None = None, l1: int = 0,
+                       registers: int = 0) -> tuple[float, float, float]:
+        """``gpu_traffic``'s (DRAM, on chip, MAC) energies as a tuple, for a caller that prices
+        every new step's unfused attention kernels (three per step: no dict built and read
+        back)."""
         if l2 is not None and self.tiled_onchip:
             onchip = l2 * self.l2_pj_per_byte + l1 * self.l1_pj_per_byte + registers * self.register_pj
         else:
             onchip = nbytes * (self.l2_pj_per_byte + self.l1_pj_per_byte)
-        return {"gpu_dram": nbytes * self.gpu_dram_pj_per_byte, "gpu_onchip": onchip,
-                "gpu_mac": flops / 2 * self.mac_pj}
+        return nbytes * self.gpu_dram_pj_per_byte, onchip, flops / 2 * self.mac_pj
 
     def pim(self, column_reads: int, column_bytes: int, lanes: int) -> dict[str, float]:
         """Bank PEs: every MAC command reads one column in each bank and does ``lanes`` MACs."""
-        return {"pim_bank": column_reads * column_bytes * self.pim_bank_read_pj_per_byte,
-                "pim_mac": column_reads * lanes * self.mac_pj}
+        return dict(zip(("pim_bank", "pim_mac"), self.pim_pj(column_reads, column_bytes, lanes)))
+
+    def pim_pj(self, column_reads: int, column_bytes: int, lanes: int) -> tuple[float, float]:
+        """``pim``'s (bank, MAC) energies as a pair, for a caller that prices every new PIM
+        attention step (no dict built and read back)."""
+        return (column_reads * column_bytes * self.pim_bank_read_pj_per_byte,
+                column_reads * lanes * self.mac_pj)
 
     def static(self, time_ps: int, gpus: int, stacks: int) -> float:
         """W x ps = 1 pJ per W ps."""
-        return time_ps * (gpus * self.gpu_static_w + stacks * self.pim_stack_static_w)
+        return time_ps * self.static_w(gpus, stacks)
+
+    def static_w(self, gpus: int, stacks: int) -> float:
+        """Static power of ``gpus`` GPUs and ``stacks`` PIM stacks: ``static`` is the step's
+        time times this (a pricer computes it once per kind of step)."""
+        return gpus * self.gpu_static_w + stacks * self.pim_stack_static_w
 
 
 @lru_cache(maxsize=None)

@@ -21,6 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from types import MappingProxyType
 from functools import lru_cache, partial
+from operator import mul
 from typing import Callable, Mapping, NamedTuple, Sequence
 
 from sim.config import CALIBRATIONS, config_path, get, load_yaml
@@ -99,9 +100,10 @@ STEP_COST = StepForm(StepCost,
 
 
 class _KindPricer(NamedTuple):
-    """One kind of step's two entry points, over the same memos."""
+    """One kind of step's three entry points, over the same memos."""
 
     step: Callable[[tuple[tuple[int, int], ...]], object]
+    draft_step: Callable[[Sequence[int]], object]
     draft_round: Callable[[Sequence[int], Sequence[int]], list]
 
 
@@ -194,6 +196,17 @@ class System:
         caller's own ``form`` of it (``StepForm``)."""
         spec, args = self._step_kind(model, mapping, devices, power_constrained)
         return self._kind_pricer(spec, *args, form).step
+
+    def draft_pricer(self, model: ModelSpec | str, *, mapping: Mapping[str, str] | None = None,
+                     devices: int | None = None, power_constrained: bool = False,
+                     form: StepForm = STEP_COST) -> Callable[[Sequence[int]], object]:
+        """A prediction step (one query per request) of the kind of step ``step_pricer``
+        prices, over its memos: ``pricer(contexts)`` is ``step_pricer(...)(tuple((c, 1) for c
+        in contexts))`` for int contexts >= 1. Every DLM step of the engine has this form, and
+        its contexts as plain ints spare building and hashing a pair per request (a SADDLE run
+        prices ~3 x 10^5 such steps)."""
+        spec, args = self._step_kind(model, mapping, devices, power_constrained)
+        return self._kind_pricer(spec, *args, form).draft_step
 
     def round_pricer(self, model: ModelSpec | str, *, mapping: Mapping[str, str] | None = None,
                      devices: int | None = None, power_constrained: bool = False,
@@ -295,16 +308,17 @@ class System:
         one pass over its requests. What the step's price depends on is memoized at the
         coarsest key that determines it exactly: everything but attention's own work per token
         count (``_dense``); with unfused GPU attention the whole step per (request count,
-        sum L, sum q, sum L q, thread blocks); with PIM attention all but the FLOP counts per
-        (the requests' contexts in ``PimStack.context_unit``s, their query tokens). Two entry
-        points over these memos: one step (``step_pricer``) and a planned draft round's steps
-        (``round_pricer``)."""
+        sum L, sum q, sum L q, thread blocks), or per (request count, sum L) when every request
+        has one query; with PIM attention all but the FLOP counts per
+        (the requests' contexts in ``PimStack.context_unit``s, their query tokens; the units
+        alone when every request has one query). Three entry points over these memos: one step
+        (``step_pricer``), one step of one query per request (``draft_pricer``) and a planned
+        draft round's steps (``round_pricer``)."""
         (_, fc_place), (_, att_place) = mapping
         shard = spec.shard(devices)
         layers = shard.layers
         on_pim = att_place == "pim"
-        static_of = self.energy.static
-        stacks = devices * self.stacks_per_device
+        static_w = self.energy.static_w(devices, devices * self.stacks_per_device)
         dense_of: dict[int, _Dense] = {}
         memo: dict[tuple, tuple] = {}
 
@@ -314,10 +328,10 @@ class System:
                 found = dense_of[tokens] = self._dense(shard, tokens, fc_place, devices, power)
             return found
 
-        def remember(key: tuple, value: tuple) -> tuple:
-            if len(memo) >= _MEMO_LIMIT:    # bounded: a cleared memo only costs recomputation
-                memo.clear()
-            memo[key] = value
+        def remember(into: dict, key: tuple, value: tuple) -> tuple:
+            if len(into) >= _MEMO_LIMIT:    # bounded: a cleared memo only costs recomputation
+                into.clear()
+            into[key] = value
             return value
 
         # Attention's energy is 0.0 but in three consecutive components (PIM bank, PIM MAC and
@@ -337,7 +351,7 @@ class System:
             energy = (*zero[:lo], ((f[lo] + att_energy[lo]) + o[lo] + r[lo]) * devices,
                       ((f[mid] + att_energy[mid]) + o[mid] + r[mid]) * devices,
                       ((f[hi] + att_energy[hi]) + o[hi] + r[hi]) * devices,
-                      *zero[hi + 1:], static_of(time_ps, devices, stacks))
+                      *zero[hi + 1:], time_ps * static_w)
             return (time_ps, att_ps, d.fc_ps, d.comm_ps + att_comm, d.other_ps,
                     d.gpu_ps + (0 if on_pim else att_ps), d.pim_ps + (att_ps if on_pim else 0),
                     energy, sum(energy))
@@ -370,28 +384,59 @@ class System:
             pim, unit, group = self.pim, self.pim.context_unit, shard.group
             instances, uniform, placed = self._pim_attention(shard, power)
 
-            def fresh(key: tuple, sums: tuple[int, int, int, int]) -> object:
-                n, _, tokens, _ = sums
-                d = dense(tokens)
-                units, queries = key
-                if tokens == n:     # one query each
-                    rows = [group] * n
-                    attention = placed(units, rows, *uniform(units, group), d)
-                else:
-                    rows = [q * group for q in queries]
-                    attention = placed(units, rows, *instances(units, rows), d)
-                return remember(key, (whole(head(d, attention), d, sums), d))[0]
+            # Steps of one query per request (draft steps) are memoized apart, on their context
+            # units alone (``memo1``: no query tuple to build and hash), each entry with the
+            # operation counts of its request count as affine in the contexts' sum (``ops1``).
+            memo1: dict[tuple, tuple] = {}
+            affine: dict[int, tuple[int, int, int, int]] = {}
 
-            ones: dict[int, tuple[int, ...]] = {}     # request count -> (1, ..., 1)
+            def ops1(n: int) -> tuple[int, int, int, int]:
+                """``ops`` of n requests of one query each, as (FLOPs at contexts' sum 0, per
+                unit of the sum, FLOPs on PIM at sum 0, per unit): ``ops`` is affine in the sum
+                (integer sums of ``_bilinear``), so a memo hit costs two products, not a call."""
+                found = affine.get(n)
+                if found is None:
+                    d = dense(n)
+                    flops, pim_flops = ops(d, (n, 0, n, 0))
+                    more, pim_more = ops(d, (n, 1, n, 1))
+                    found = affine[n] = (flops, more - flops, pim_flops, pim_more - pim_flops)
+                return found
+
+            def fresh1(units: tuple[int, ...], cycles: list[int], reads: int, sum_l: int,
+                       d: _Dense) -> tuple:
+                """The ``memo1`` entry of the one-query step of these units (instances
+                ``cycles``, ``reads``; contexts' sum ``sum_l``; ``d = dense(len(units))``), the
+                step first."""
+                n = len(units)
+                counts = flops, more, pim_flops, pim_more = ops1(n)
+                step = of(*head(d, placed(units, [group] * n, cycles, reads, d)),
+                          flops + more * sum_l, pim_flops + pim_more * sum_l, devices, mapping)
+                return remember(memo1, units, (step, *counts))
+
+            def fresh(key: tuple, sums: tuple[int, int, int, int]) -> object:
+                d = dense(sums[2])
+                units, queries = key
+                rows = [q * group for q in queries]
+                attention = placed(units, rows, *instances(units, rows), d)
+                return remember(memo, key, (whole(head(d, attention), d, sums), d))[0]
+
+            def draft_step(contexts: Sequence[int]) -> object:
+                sum_l = sum(contexts)
+                units = tuple([-(-c // unit) for c in contexts])
+                found = memo1.get(units)
+                if found is None:
+                    return fresh1(units, *uniform(units, group), sum_l, dense(len(units)))[0]
+                step, flops, more, pim_flops, pim_more = found
+                return with_ops(step, flops + more * sum_l, pim_flops + pim_more * sum_l)
 
             def price(reqs: tuple[tuple[int, int], ...]) -> object:
-                sums = _sums(reqs)
+                contexts, queries = zip(*reqs)      # a step has at least one request
+                sums = _column_sums(contexts, queries)
                 n, _, tokens, _ = sums
-                # Every q >= 1, so tokens == n means one query each (a draft step): the query
-                # tuple is a kept one, not built from the requests.
-                queries = ((ones.get(n) or ones.setdefault(n, (1,) * n)) if tokens == n
-                           else tuple([q for _, q in reqs]))
-                key = (tuple([-(-L // unit) for L, _ in reqs]), queries)
+                # Every q >= 1, so tokens == n means one query each (a draft step).
+                if tokens == n:
+                    return draft_step(contexts)
+                key = (tuple([-(-L // unit) for L in contexts]), queries)
                 found = memo.get(key)
                 if found is None:
                     return fresh(key, sums)
@@ -406,42 +451,49 @@ class System:
                 none does is the previous step's attention; otherwise the instances' channel
                 placement is priced from the carried cycles and reads."""
                 steps = []
+                append = steps.append
                 for span, cs, base in round_spans(contexts, caps):
                     n, start = len(cs), span.start
-                    queries, rows = (1,) * n, [group] * n
+                    d = dense(n)
                     units = [-(-(c + start) // unit) for c in cs]
-                    shapes = [instance(u, group) for u in units]
-                    cycles = [cyc for cyc, _ in shapes]
-                    reads = sum(r for _, r in shapes)
+                    cycles, reads = uniform(units, group)
                     entering: dict[int, list[int]] = {}   # step mod unit -> requests
                     for i, c in enumerate(cs):
                         entering.setdefault((1 - c) % unit, []).append(i)
                     found = None
                     for s in span:
                         sum_l = base + n * s
-                        sums = (n, sum_l, n, sum_l)
                         if s > start:
                             for i in entering.get(s % unit, ()):
+                                reads -= instance(units[i], group)[1]
                                 units[i] += 1
-                                reads -= shapes[i][1]
-                                cycles[i], r = shapes[i] = instance(units[i], group)
+                                cycles[i], r = instance(units[i], group)
                                 reads += r
                                 found = None
                         if found is None:
-                            key = (tuple(units), queries)
-                            found = memo.get(key)
+                            key = tuple(units)
+                            found = memo1.get(key)
                             if found is None:
-                                d = dense(n)
-                                attention = placed(units, rows, cycles, reads, d)
-                                found = remember(key, (whole(head(d, attention), d, sums), d))
-                                steps.append(found[0])
+                                found = fresh1(key, cycles, reads, sum_l, d)
+                                step, flops, more, pim_flops, pim_more = found
+                                append(step)
                                 continue
-                        steps.append(with_ops(found[0], *ops(found[1], sums)))
+                            step, flops, more, pim_flops, pim_more = found
+                        append(with_ops(step, flops + more * sum_l, pim_flops + pim_more * sum_l))
                 return steps
         elif self.gpu.unfused_attention:
             blocks_of = self.gpu.unfused_blocks
             kv_heads, group = shard.kv_heads, shard.group
-            one_query = blocks_of(kv_heads, group)
+            one_query_blocks = blocks_of(kv_heads, group)
+
+            class PerQuery(dict):
+                """Thread blocks of a request by its query tokens, filled on first use: a TLM
+                pass asks one per request."""
+
+                def __missing__(self, queries: int) -> int:
+                    blocks = self[queries] = blocks_of(kv_heads, queries * group)
+                    return blocks
+            blocks_per = PerQuery()
 
             def whole_step(key: tuple, sums: tuple[int, int, int, int]) -> object:
                 """The step of the memo key ``key``: unfused attention sees the requests only
@@ -451,24 +503,53 @@ class System:
                 if found is None:
                     d = dense(sums[2])
                     attention = self._attention_gpu_unfused(shard, key[4], d, sums)
-                    found = remember(key, whole(head(d, attention), d, sums))
+                    found = remember(memo, key, whole(head(d, attention), d, sums))
                 return found
+
+            # Steps of n requests of one query each: the sums and blocks follow from n and the
+            # contexts' sum, so they are memoized per n on that sum alone (an int key).
+            by_count: dict[int, dict[int, object]] = {}
+
+            def one_query_steps(n: int) -> dict[int, object]:
+                table = by_count.get(n)
+                if table is None:
+                    table = by_count[n] = {}
+                return table
+
+            def one_query_step(n: int, sum_l: int, table: dict[int, object]) -> object:
+                """The step of n one-query requests whose contexts sum to ``sum_l``, into
+                ``table`` (``one_query_steps(n)``)."""
+                sums = (n, sum_l, n, sum_l)
+                d = dense(n)
+                attention = self._attention_gpu_unfused(shard, n * one_query_blocks, d, sums)
+                return remember(table, sum_l, whole(head(d, attention), d, sums))
+
+            def one_query_priced(n: int, sum_l: int) -> object:
+                table = one_query_steps(n)
+                found = table.get(sum_l)
+                return one_query_step(n, sum_l, table) if found is None else found
 
             def price(reqs: tuple[tuple[int, int], ...]) -> object:
                 n, sum_l, tokens, sum_lq = sums = _sums(reqs)
-                # Every q >= 1, so tokens == n means one query each (a draft step): its blocks
-                # without a second pass.
-                blocks = n * one_query if tokens == n else sum(
-                    blocks_of(kv_heads, q * group) for _, q in reqs)
+                # Every q >= 1, so tokens == n means one query each (a draft step).
+                if tokens == n:
+                    return one_query_priced(n, sum_l)
+                blocks = sum([blocks_per[q] for _, q in reqs])
                 return whole_step((n, sum_l, tokens, sum_lq, blocks), sums)
+
+            def draft_step(contexts: Sequence[int]) -> object:
+                return one_query_priced(len(contexts), sum(contexts))
 
             def draft_round(contexts: Sequence[int], caps: Sequence[int]) -> list:
                 steps = []
+                append = steps.append
                 for span, cs, base in round_spans(contexts, caps):
                     n = len(cs)
+                    table = one_query_steps(n)
                     for s in span:
                         sum_l = base + n * s
-                        steps.append(whole_step((n, sum_l, n, sum_l, n * one_query), (n, sum_l, n, sum_l)))
+                        found = table.get(sum_l)
+                        append(one_query_step(n, sum_l, table) if found is None else found)
                 return steps
         else:
             def price(reqs: tuple[tuple[int, int], ...]) -> object:
@@ -476,11 +557,15 @@ class System:
                 d = dense(sums[2])
                 return whole(head(d, self._attention_gpu(shard, reqs, d, sums)), d, sums)
 
+            def draft_step(contexts: Sequence[int]) -> object:
+                # Fused kernels count tiles per request: the pairs are needed anyway.
+                return price(tuple([(c, 1) for c in contexts]))
+
             def draft_round(contexts: Sequence[int], caps: Sequence[int]) -> list:
                 # Fused kernels count tiles per request: nothing to carry between steps.
                 return [price(tuple([(c + s, 1) for c in cs]))
                         for span, cs, _ in round_spans(contexts, caps) for s in span]
-        return _KindPricer(price, draft_round)
+        return _KindPricer(price, draft_step, draft_round)
 
     @lru_cache(maxsize=16384)
     def _dense(self, shard: ModelSpec, tokens: int, fc_place: str, devices: int,
@@ -550,18 +635,19 @@ class System:
         request x KV head and block of ``tile_m`` query rows); the score and context products read their
         operands once (their tiles cover a whole head) and make three register accesses per
         multiply-add."""
-        gpu = self.gpu
+        kernel_ps, traffic_pj = self.gpu.kernel_ps, self.energy.gpu_traffic_pj
         ps = 0
-        energy = dict.fromkeys(("gpu_dram", "gpu_onchip", "gpu_mac"), 0.0)
+        dram = onchip = mac = 0.0
         for phase, (fc, bc) in zip(ATTENTION_PHASES, dense.attention_phases):
             flops, nbytes = _bilinear(fc, sums), _bilinear(bc, sums)
-            ps += gpu.kernel_ps(flops, nbytes, blocks)
+            ps += kernel_ps(flops, nbytes, blocks)
             regs = 3 * flops // 2 if phase != "softmax" else 0
-            for k, v in self.energy.gpu_traffic(flops, nbytes, nbytes, nbytes, regs).items():
-                energy[k] += v
+            phase_dram, phase_onchip, phase_mac = traffic_pj(flops, nbytes, nbytes, nbytes, regs)
+            dram += phase_dram
+            onchip += phase_onchip
+            mac += phase_mac
         layers = shard.layers
-        return ps * layers, 0, (energy["gpu_dram"] * layers, energy["gpu_onchip"] * layers,
-                                energy["gpu_mac"] * layers, 0.0, 0.0, 0.0, 0.0)
+        return ps * layers, 0, (dram * layers, onchip * layers, mac * layers, 0.0, 0.0, 0.0, 0.0)
 
     def _pim_attention(self, shard: ModelSpec, power: bool
                        ) -> tuple[Callable, Callable, Callable]:
@@ -578,7 +664,7 @@ class System:
         pim, kvh, layers, heads = self.pim, shard.kv_heads, shard.layers, shard.heads
         channels, unit, tck = pim.channels * self.stacks_per_device, pim.context_unit, pim.tck_ps
         unit_tail = pim.unit_tails(shard.head_dim, shard.bpe, power)
-        slowest, pim_energy = pim.placed, self.energy.pim
+        slowest, pim_pj = pim.placed, self.energy.pim_pj
         column_bytes, lanes = pim.column_bytes, pim.lanes
         overlap = self.gpu_pim_link.overlap_attention
         extras: dict[int, int] = {}     # pair_extra per longest context unit (all it depends on)
@@ -593,7 +679,7 @@ class System:
             # Instances request-major: request r's KV heads are jobs r * kvh ... r * kvh + kvh - 1.
             tail = None if unit_tail is None else partial(unit_tail, units, rows)
             att_ps = slowest(cycles, channels, kvh, extra, tail)[0] * tck * layers
-            parts = pim_energy(reads, column_bytes, lanes)
+            bank_pj, mac_pj = pim_pj(reads, column_bytes, lanes)
             comm_ps, link_pj = dense.attention_transfer
             if overlap:
                 # Heads pipelined: the transfers of one head overlap the attention of the
@@ -602,7 +688,7 @@ class System:
                 comm_ps = (-(-comm_ps // heads) if att_ps > comm_ps
                            else comm_ps - att_ps + -(-att_ps // heads))
             return (att_ps, comm_ps,
-                    (0.0, 0.0, 0.0, parts["pim_bank"] * layers, parts["pim_mac"] * layers, link_pj, 0.0))
+                    (0.0, 0.0, 0.0, bank_pj * layers, mac_pj * layers, link_pj, 0.0))
         return (pim.unit_instances(shard.head_dim, shard.bpe, power),
                 pim.uniform_instances(shard.head_dim, shard.bpe, power), placed)
 
@@ -679,14 +765,16 @@ def _bilinear_coefficients(shard: ModelSpec, count) -> tuple[int, int, int, int]
 
 def _sums(reqs: tuple[tuple[int, int], ...]) -> tuple[int, int, int, int]:
     """``(n, sum L, sum q, sum L q)`` of a step's requests: its token count and all its
-    attention counts depend on (``_bilinear``). Plain Python: steps have few requests (a
-    micro-batch's), for which a loop beats numpy's per-call overhead."""
-    sum_l = tokens = sum_lq = 0
-    for L, q in reqs:
-        sum_l += L
-        tokens += q
-        sum_lq += L * q
-    return len(reqs), sum_l, tokens, sum_lq
+    attention counts depend on (``_bilinear``)."""
+    return _column_sums(*zip(*reqs)) if reqs else (0, 0, 0, 0)
+
+
+def _column_sums(contexts: tuple[int, ...], queries: tuple[int, ...]
+                 ) -> tuple[int, int, int, int]:
+    """``_sums`` of the requests ``zip(contexts, queries)``: summed in C by the builtins (half
+    the time of a Python loop over a pass's 128 requests; no numpy call, whose overhead a
+    micro-batch's few requests would not repay)."""
+    return len(contexts), sum(contexts), sum(queries), sum(map(mul, contexts, queries))
 
 
 def _bilinear(coefficients: tuple[int, int, int, int], sums: tuple[int, int, int, int]) -> int:

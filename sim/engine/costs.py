@@ -4,7 +4,8 @@ The engine asks for the price of one step of one model: a DLM prediction step of
 on its device, or a TLM pass over all devices, for given requests (each with its own context
 length and query count) and a mapping of the model's FC and attention to GPU or PIM. The
 adapter prices through ``System.step_pricer`` (``System.price_step`` without its cache and
-its request check: the engine's requests are int pairs by construction) and turns the
+its request check: the engine's requests are int pairs by construction; a DLM step of one
+query per request, ``price_draft``, through ``System.draft_pricer``) and turns the
 ``StepCost`` into what the engine needs: the ``Work`` (duration and device busy times),
 dynamic energy, operation counts. Identical questions are answered from a cache; keys
 are exact, never bucketed. A planned draft round's steps (``price_round``) are priced
@@ -67,7 +68,9 @@ class CostAdapter:
         self.dlm = load_model(dlm) if dlm else None
         self.n_devices = int(self.system.devices)
         self._cache: dict[tuple, Priced] = {}
-        # (entry, role, fc, attention, devices) -> System.step_pricer or round_pricer
+        # (fc, attention) -> (cache of price_draft by contexts, System.draft_pricer)
+        self._drafts: dict[tuple[str, str], tuple[dict, Callable]] = {}
+        # (entry, role, fc, attention, devices) -> System.step_pricer, draft_pricer or round_pricer
         self._pricers: dict[tuple, Callable] = {}
         self.calls = 0
 
@@ -84,6 +87,23 @@ class CostAdapter:
         priced = self._cache[key] = pricer(requests)
         return priced
 
+    def price_draft(self, contexts: tuple[int, ...], fc: str, attention: str) -> Priced:
+        """``price("dlm", tuple((c, 1) for c in contexts), fc, attention, 1)``: a DLM
+        prediction step of one micro-batch on its device, one query per request, keyed by the
+        contexts alone (a tuple of ints hashes several times faster than one of pairs: CPython
+        does not keep a tuple's hash, and a SADDLE run asks ~3 x 10^5 of these)."""
+        found = self._drafts.get((fc, attention))
+        if found is None:
+            found = self._drafts[fc, attention] = (
+                {}, self._pricers.get(("draft", "dlm", fc, attention, 1))
+                or self._pricer(("draft", "dlm", fc, attention, 1)))
+        cache, pricer = found
+        hit = cache.get(contexts)
+        if hit is None:
+            self.calls += 1
+            hit = cache[contexts] = pricer(contexts)
+        return hit
+
     def price_round(self, role: str, contexts: list[int], caps: list[int], fc: str,
                     attention: str, devices: int) -> list[Priced]:
         """The prediction steps of a planned draft round (``System.round_pricer``): step s
@@ -97,7 +117,8 @@ class CostAdapter:
 
     def _pricer(self, kind: tuple[str, str, str, str, int]) -> Callable:
         entry, role, fc, attention, devices = kind
-        make = self.system.step_pricer if entry == "step" else self.system.round_pricer
+        make = {"step": self.system.step_pricer, "draft": self.system.draft_pricer,
+                "round": self.system.round_pricer}[entry]
         pricer = self._pricers[kind] = make(
             self.tlm if role == "tlm" else self.dlm, mapping={"fc": fc, "attention": attention},
             devices=devices, form=_priced_on(devices))

@@ -172,9 +172,10 @@ class BaseRun:
         self.flops += priced.flops
         self.pim_flops += priced.pim_flops
 
-    def price_dlm(self, requests: list[tuple[int, int]], fc: str | None = None) -> Priced:
+    def price_dlm(self, contexts: tuple[int, ...], fc: str | None = None) -> Priced:
+        """A DLM prediction step of one micro-batch: one query per request, at ``contexts``."""
         m = self.setup.mapping
-        priced = self.costs.price("dlm", tuple(requests), fc or m["dlm_fc"], m["dlm_attention"], 1)
+        priced = self.costs.price_draft(contexts, fc or m["dlm_fc"], m["dlm_attention"])
         self.book(priced)
         return priced
 

@@ -307,7 +307,7 @@ class LockstepRun(BaseRun):
             if not lives:
                 end = max(end, start)
                 continue
-            priced = self.price_dlm([(l.context(l.extra["drafted"]), 1) for l in lives])
+            priced = self.price_dlm(tuple([l.context(l.extra["drafted"]) for l in lives]))
             self.after_draft(lives)
             drafting = len(lives)
             done = self.devices.run_alone(mb, self.dlm_lanes[mb], priced.work, start)

@@ -223,7 +223,7 @@ class PooledRun(BaseRun):
         # the slots and a lookup of each.
         rounds = self.stepping[mb] = sorted(ready.values(), key=_SLOT)
         fc = self.dlm_fc[mb]
-        priced = self.price_dlm([(rnd.start + rnd.pos, 1) for rnd in rounds], fc=fc)
+        priced = self.price_dlm(tuple([rnd.start + rnd.pos for rnd in rounds]), fc=fc)
         if fc == "gpu" or self.dlm_attention_gpu:
             self.gpu_steps.add(mb)
         self.mb_wait[mb] = True

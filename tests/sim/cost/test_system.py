@@ -235,6 +235,26 @@ def test_round_robin_equals_placing_every_job():
         assert got.cycles == slowest
 
 
+def test_channel_loads_of_a_job_per_channel():
+    """``_channel_loads`` lists a job per channel (run once) without the placement's matrix
+    product: the same loads as placing every job, with and without the odd-count extra (and
+    with more copies or jobs than channels, through the product)."""
+    import random
+    from sim.cost.pim import PimStack
+    rng = random.Random(5)
+    for _ in range(300):
+        channels, repeat = rng.randint(1, 90), rng.choice((1, 1, rng.randint(1, 12)))
+        cycles = [rng.randint(0, 10**6) for _ in range(rng.randint(1, channels // repeat + 3))]
+        odd_extra = rng.choice((0, rng.randint(1, 10**6)))
+        loads, counts = [0] * channels, [0] * channels
+        for i in range(len(cycles) * repeat):
+            loads[i % channels] += cycles[i // repeat]
+            counts[i % channels] += 1
+        want = [load + odd_extra * (count % 2) for load, count in zip(loads, counts) if count]
+        got = PimStack._channel_loads(cycles, channels, repeat, odd_extra)
+        assert got == want and all(type(load) is int for load in got)
+
+
 def test_a_context_unit_is_all_an_instance_sees():
     """PIM attention is memoized per context unit (``PimStack.context_unit``): AttAcc's
     schedule lays keys out over 2 pseudo-channels x 2 stack IDs x 4 bank groups = 16 token
