@@ -6,10 +6,10 @@ and interleaved with the step pricer (the two share their memos)."""
 
 import random
 
-import pytest
-
 from sim.cost.system import clear_caches, load_system
 from sim.engine.costs import CostAdapter
+
+from tests.sim.cost.placements import EVERY_SYSTEM, pricers
 
 
 def _steps(seed: int, count: int) -> list[tuple[int, ...]]:
@@ -29,27 +29,20 @@ def _pairs(contexts: tuple[int, ...]) -> tuple[tuple[int, int], ...]:
     return tuple((c, 1) for c in contexts)
 
 
-@pytest.mark.parametrize("calibration", ["attacc", "physical"])
-@pytest.mark.parametrize("name", ["saddle", "dgx-a100"])
+@EVERY_SYSTEM
 def test_a_draft_step_is_the_step_of_its_pairs(name, calibration):
     system = load_system(name, calibration)
-    places = ("gpu", "pim") if system.pim else ("gpu",)
-    for fc in places:
-        for attention in places:
-            mapping = {"fc": fc, "attention": attention}
+    for mapping, step, draft in pricers(system, "draft_pricer"):
+        for i, contexts in enumerate(_steps(1, 15)):
+            # alternate which entry point fills the shared memos first
+            first, second = (draft(contexts), step(_pairs(contexts)))[::1 if i % 2 else -1]
+            assert first == second, (name, mapping, contexts)
+        # each step alone on cold caches, against price_step
+        for contexts in _steps(2, 3):
+            got = draft(contexts)
             clear_caches()
-            step = system.step_pricer("opt-1.3b", mapping=mapping, devices=1)
-            draft = system.draft_pricer("opt-1.3b", mapping=mapping, devices=1)
-            for i, contexts in enumerate(_steps(1, 15)):
-                # alternate which entry point fills the shared memos first
-                first, second = (draft(contexts), step(_pairs(contexts)))[::1 if i % 2 else -1]
-                assert first == second, (name, mapping, contexts)
-            # each step alone on cold caches, against price_step
-            for contexts in _steps(2, 3):
-                got = draft(contexts)
-                clear_caches()
-                assert got == system.price_step("opt-1.3b", _pairs(contexts), mapping=mapping,
-                                                devices=1), (name, mapping, contexts)
+            assert got == system.price_step("opt-1.3b", _pairs(contexts), mapping=mapping,
+                                            devices=1), (name, mapping, contexts)
 
 
 def test_the_adapters_draft_step_is_its_price():

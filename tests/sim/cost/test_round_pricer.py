@@ -5,10 +5,10 @@ unfused and fused GPU kernels), FC on GPU and PIM, with the memos cold and warm.
 
 import random
 
-import pytest
-
 from sim.cost.system import clear_caches, load_system
 from sim.engine.costs import CostAdapter
+
+from tests.sim.cost.placements import EVERY_SYSTEM, pricers
 
 
 def _rounds(seed: int, count: int) -> list[tuple[list[int], list[int]]]:
@@ -29,26 +29,19 @@ def _steps(contexts: list[int], caps: list[int]) -> list[tuple[tuple[int, int], 
     return [tuple((c + s, 1) for c, cap in zip(contexts, caps) if cap > s) for s in range(max(caps))]
 
 
-@pytest.mark.parametrize("calibration", ["attacc", "physical"])
-@pytest.mark.parametrize("name", ["saddle", "dgx-a100"])
+@EVERY_SYSTEM
 def test_a_round_is_its_steps_priced_one_by_one(name, calibration):
     system = load_system(name, calibration)
-    places = ("gpu", "pim") if system.pim else ("gpu",)
-    for fc in places:
-        for attention in places:
-            mapping = {"fc": fc, "attention": attention}
-            clear_caches()
-            step = system.step_pricer("opt-1.3b", mapping=mapping, devices=1)
-            draft_round = system.round_pricer("opt-1.3b", mapping=mapping, devices=1)
-            for contexts, caps in _rounds(1, 12):
-                got = draft_round(contexts, caps)
-                assert got == [step(reqs) for reqs in _steps(contexts, caps)], (name, mapping, contexts, caps)
-            # and each step priced alone on cold caches
-            contexts, caps = _rounds(2, 1)[0]
+    for mapping, step, draft_round in pricers(system, "round_pricer"):
+        for contexts, caps in _rounds(1, 12):
             got = draft_round(contexts, caps)
-            for priced, reqs in zip(got, _steps(contexts, caps), strict=True):
-                clear_caches()
-                assert priced == system.price_step("opt-1.3b", reqs, mapping=mapping, devices=1)
+            assert got == [step(reqs) for reqs in _steps(contexts, caps)], (name, mapping, contexts, caps)
+        # and each step priced alone on cold caches
+        contexts, caps = _rounds(2, 1)[0]
+        got = draft_round(contexts, caps)
+        for priced, reqs in zip(got, _steps(contexts, caps), strict=True):
+            clear_caches()
+            assert priced == system.price_step("opt-1.3b", reqs, mapping=mapping, devices=1)
 
 
 def test_the_adapters_round_is_its_steps():
