@@ -6,8 +6,8 @@ Each run (default: the seven below; INDEX picks among runs of that system, pair 
 batch, 1 = the -best variant of gpu-sd / pim-sd) is simulated once while every call to
 ``CostAdapter.price``, ``CostAdapter.price_draft`` (a DLM step by its contexts) and
 ``CostAdapter.price_round`` (a planned draft round's steps) is recorded; the calls are then
-replayed in order on a fresh adapter with every cost cache emptied, and the CPU seconds of the replay printed: the run's pricing alone, first call to
-last, cold caches included. The digest is a hash of every priced field (energy to the last
+replayed in order on a fresh adapter with every cost cache emptied, and the CPU seconds of
+the replay printed: the run's pricing alone, first call to last, cold caches included. The digest is a hash of every priced field (energy to the last
 bit) of every step priced, in order: equal digests from two versions of the code mean they
 price the run identically (a round's steps come in the order the run asked them one by one
 before ``price_round``).

@@ -97,10 +97,10 @@ class DeviceSet:
 
     def start_background(self, device: int, lane: str, work: Work,
                          on_done: Callable[[], None]) -> None:
+        if not 0 <= device < self.n_devices:
+            raise ValueError(f"device {device} out of range 0..{self.n_devices - 1}")
         background = self.background
-        if device in background or not 0 <= device < self.n_devices:
-            if not 0 <= device < self.n_devices:
-                raise ValueError(f"device {device} out of range 0..{self.n_devices - 1}")
+        if device in background:
             raise RuntimeError(f"device {device} background busy with {background[device].lane}")
         now = self.queue.now
         rate = 1.0 if self.foreground is None else self._background_rate(work)

@@ -133,7 +133,7 @@ class LockstepRun(BaseRun):
         # batch changes, not per pass.
         self.current: list[tuple] = []
         self._next_rounds: list[Iterator[tuple]] | None = None
-        self._mb_rounds: list[slice | list[int]] = []
+        self._mb_rounds: list[list[int]] = []
         self._ad_passes: list[Priced] = []    # autoregressive: the passes priced ahead, last first
 
     # -- rounds --------------------------------------------------------------------------
@@ -191,15 +191,12 @@ class LockstepRun(BaseRun):
 
     def _arrange(self) -> None:
         """After the batch changed: the live requests' round iterators in slot order, and where
-        each micro-batch's requests are in it (slot s belongs to micro-batch s mod n: in a full
-        batch, slots 0 .. b - 1, micro-batch m is every n-th from m)."""
-        slots = sorted(self.live)
-        rounds, n = self.rounds, self.n_devices
-        self._next_rounds = [rounds[slot] for slot in slots]
-        if slots[-1] == len(slots) - 1:
-            self._mb_rounds = [slice(mb, None, n) for mb in range(n)]
-        else:
-            self._mb_rounds = [[i for i, slot in enumerate(slots) if slot % n == mb] for mb in range(n)]
+        each micro-batch's requests are in it."""
+        live, slots = self.live, sorted(self.live)
+        self._next_rounds = [self.rounds[slot] for slot in slots]
+        self._mb_rounds = [[] for _ in range(self.n_devices)]
+        for i, slot in enumerate(slots):
+            self._mb_rounds[live[slot].mb].append(i)
 
     def draft_planned(self) -> int:
         """A planned round's prediction steps; returns when the last micro-batch has finished
@@ -218,8 +215,7 @@ class LockstepRun(BaseRun):
         priced, starts, ends = [], [], []
         finish = now
         for mb, where in enumerate(self._mb_rounds):
-            caps, contexts = self._drafting(current[where] if type(where) is slice
-                                            else [current[i] for i in where])
+            caps, contexts = self._drafting([current[i] for i in where])
             steps = self.costs.price_round("dlm", contexts, caps, fc, attention, 1) if caps else []
             mb_starts, mb_ends, done = self._run_steps(mb, steps, caps, now)
             finish = max(finish, done)

@@ -180,15 +180,14 @@ class PooledRun(BaseRun):
             self.new_round(live)
 
     def new_round(self, live: Live) -> None:
-        t, remaining = live.t, live.out_len - live.t
-        cap = self.max_draft_len if self.max_draft_len < remaining else remaining
-        plan = self.planned(live.trace, t, remaining)
-        probs, accepted = live.trace.draft_prob_list(t, cap)
-        extra = live.extra
-        old = extra.get("round")
+        remaining = live.remaining
+        cap = min(self.max_draft_len, remaining)
+        plan = self.planned(live.trace, live.t, remaining)
+        probs, accepted = live.trace.draft_prob_list(live.t, cap)
+        old = live.extra.get("round")
         if old is not None:
             old.stale = True
-        extra["round"] = _Round(live, cap if plan is None else min(plan, cap), probs, accepted)
+        live.extra["round"] = _Round(live, cap if plan is None else min(plan, cap), probs, accepted)
         self.update_ready(live)
 
     def can_draft(self, live: Live) -> bool:
@@ -342,11 +341,7 @@ class PooledRun(BaseRun):
             positions = groups[slot]
             first, k = positions[0], len(positions)
             rnd = live.extra["round"]
-            a = rnd.run - first + 1         # clipped to [0, k]
-            if a > k:
-                a = k
-            elif a < 0:
-                a = 0
+            a = max(0, min(k, rnd.run - (first - 1)))
             waiting = result(slot, a, _token_id(rnd.base + first - 1 + a))
             accepted_all += a
             if a < k:
