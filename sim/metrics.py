@@ -103,7 +103,7 @@ class RunMetrics:
     batch: int
     draft_length: int | None
     time_ps: int
-    energy_pj: float
+    energy_fj: int                     # dynamic + static, femtojoules
     tokens: TokenCounts
     breakdown_ps: dict[str, int]
     gpu_busy_ps: int
@@ -115,7 +115,7 @@ class RunMetrics:
     request_tokens: list[int]          # output tokens of each request, as request_latency_ps
     window_ps: int
     window_tokens: int
-    window_energy_pj: float
+    window_energy_fj: int
     extra: dict = field(default_factory=dict)
 
     def to_dict(self) -> dict:
@@ -130,12 +130,12 @@ class RunMetrics:
             "draft_length": self.draft_length,
             "time_s": seconds,
             "tokens_per_s": self.window_tokens / (self.window_ps / PS_PER_S) if self.window_ps else 0.0,
-            "tokens_per_joule": self.window_tokens / (self.window_energy_pj * 1e-12)
-            if self.window_energy_pj else 0.0,
+            "tokens_per_joule": self.window_tokens / (self.window_energy_fj * 1e-15)
+            if self.window_energy_fj else 0.0,
             "window_s": self.window_ps / PS_PER_S,
             "run_tokens_per_s": self.tokens.generated / seconds if seconds else 0.0,
-            "run_tokens_per_joule": self.tokens.generated / (self.energy_pj * 1e-12) if self.energy_pj else 0.0,
-            "energy_j": self.energy_pj * 1e-12,
+            "run_tokens_per_joule": self.tokens.generated / (self.energy_fj * 1e-15) if self.energy_fj else 0.0,
+            "energy_j": self.energy_fj * 1e-15,
             "latency_breakdown": {k: v / PS_PER_S for k, v in self.breakdown_ps.items()},
             "utilization": {
                 "gpu": self.gpu_busy_ps / (self.time_ps * self.n_devices) if self.time_ps else 0.0,

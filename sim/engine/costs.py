@@ -26,7 +26,8 @@ class Priced(NamedTuple):
     every step a run prices, and a tuple is built several times faster."""
 
     work: Work
-    energy_pj: float          # dynamic energy (static is charged once per run, for its duration)
+    energy_fj: int            # dynamic energy in femtojoules (static is charged once per run,
+                              # for its duration); integers, so a run's sum is order-free
     attention_ps: int
     fc_ps: int
     comm_ps: int
@@ -47,7 +48,7 @@ def _priced_on(devices: int) -> StepForm:
         """The ``Priced`` of the ``StepCost`` of these fields (``StepForm.of``)."""
         return _new_priced(Priced, (
             Work(time_ps, gpu_busy_ps, pim_busy_ps, devices),
-            energy_pj - energy[-1],     # static is last
+            round((energy_pj - energy[-1]) * 1000),     # static is last
             attention_ps, fc_ps, comm_ps, flops, pim_flops))
 
     def with_ops(step: Priced, flops: int, pim_flops: int) -> Priced:
@@ -124,11 +125,11 @@ class CostAdapter:
             devices=devices, form=_priced_on(devices))
         return pricer
 
-    def static_energy_pj(self, total_ps: int) -> float:
-        """Static power of every GPU and stack of the system over the run: charged once, so
-        overlapping steps do not count it twice."""
+    def static_energy_fj(self, total_ps: int) -> int:
+        """Static energy of every GPU and stack of the system over ``total_ps``, in fJ:
+        charged once per run, so overlapping steps do not count it twice."""
         n = self.n_devices
-        return self.system.energy.static(total_ps, n, n * self.system.stacks_per_device)
+        return round(self.system.energy.static(total_ps, n, n * self.system.stacks_per_device) * 1000)
 
     def tlm_fc_compute_bound(self, tokens: int) -> bool:
         """Whether a TLM pass of ``tokens`` tokens over all devices has a compute-bound FC GEMM."""

@@ -76,7 +76,7 @@ class BaseRun:
         self.log = IntervalLog()
         self.devices = DeviceSet(self.queue, self.n_devices, self.log)
         self.tokens = TokenCounts()
-        self.energy_pj = 0
+        self.energy_fj = 0
         self.flops = 0
         self.pim_flops = 0
         self.verify_ps = 0
@@ -151,7 +151,7 @@ class BaseRun:
     def settle_window(self) -> None:
         """Close the window after every commit of the current pass is booked."""
         if self._window_due and self.window is None:
-            self.window = (self.queue.now, self.tokens.generated, self.energy_pj)
+            self.window = (self.queue.now, self.tokens.generated, self.energy_fj)
 
     def release(self, live: Live) -> None:
         """The request finished: record its latency and free its slot."""
@@ -168,7 +168,7 @@ class BaseRun:
         return [group[s] for s in sorted(group)]
 
     def book(self, priced: Priced) -> None:
-        self.energy_pj += priced.energy_pj
+        self.energy_fj += priced.energy_fj
         self.flops += priced.flops
         self.pim_flops += priced.pim_flops
 
@@ -226,17 +226,17 @@ class BaseRun:
                                f"{len(self.live)} requests unfinished")
         self.finish_checks()
         self.tokens.check(self.setup.workload.total_output)
-        window = self.window or (end, self.tokens.generated, self.energy_pj)
+        window = self.window or (end, self.tokens.generated, self.energy_fj)
         return RunMetrics(
             system=self.spec.name, pair=self.setup.pair, batch=self.setup.batch,
             draft_length=self.setup.draft_length, time_ps=end,
-            energy_pj=self.energy_pj + self.static_energy_pj(end), tokens=self.tokens,
+            energy_fj=self.energy_fj + self.costs.static_energy_fj(end), tokens=self.tokens,
             breakdown_ps=latency_breakdown(self.log, end),
             gpu_busy_ps=self.devices.gpu_busy_ps, pim_busy_ps=self.devices.pim_busy_ps,
             n_devices=self.n_devices, pim_ops=self.pim_flops, total_ops=self.flops,
             request_latency_ps=self.latencies, request_tokens=self.request_tokens,
             window_ps=window[0], window_tokens=window[1],
-            window_energy_pj=window[2] + self.static_energy_pj(window[0]),
+            window_energy_fj=window[2] + self.costs.static_energy_fj(window[0]),
             extra={"verification_comm_share": self.verify_comm_ps / self.verify_ps
                    if self.verify_ps else 0.0,
                    "verification_s": self.verify_ps / PS_PER_S,
@@ -244,9 +244,6 @@ class BaseRun:
                    "verification_compute_s": (self.verify_ps - self.verify_comm_ps) / PS_PER_S,
                    "verification_passes": self.passes,
                    "mapping": dict(self.setup.mapping)})
-
-    def static_energy_pj(self, total_ps: int) -> int:
-        return self.costs.static_energy_pj(total_ps)
 
     def finish_checks(self) -> None:
         """Per-system end-of-run invariants (the Manager's own conservation check)."""

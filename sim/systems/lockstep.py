@@ -268,19 +268,19 @@ class LockstepRun(BaseRun):
         """Add the steps' energies in the order one event per step would have run them (see
         ``draft_planned``): the event queue's heap of (start, end of the previous step, start
         order of the previous step, micro-batch), the first steps in micro-batch order."""
-        energy = self.energy_pj
+        energy = self.energy_fj
         heap = [(now, -1, mb, mb) for mb in range(len(priced)) if priced[mb]]
         taken = [0] * len(priced)
         order = 0
         while heap:
             mb = heappop(heap)[3]
             steps, s = priced[mb], taken[mb]
-            energy += steps[s].energy_pj
+            energy += steps[s].energy_fj
             s = taken[mb] = s + 1
             if s < len(steps):
                 heappush(heap, (starts[mb][s], ends[mb][s - 1], order, mb))
             order += 1
-        self.energy_pj = energy
+        self.energy_fj = energy
 
     def draft(self) -> None:
         """A Controller-decided round's prediction steps, then its verification. Nothing else

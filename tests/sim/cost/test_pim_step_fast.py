@@ -103,7 +103,7 @@ def test_the_engines_form_is_the_step_cost():
         cost = system.price_step("opt-1.3b", reqs, mapping={"fc": "gpu", "attention": "pim"}, devices=1)
         assert got.work.time_ps == cost.time_ps and got.work.gpu_ps == cost.gpu_busy_ps
         assert got.work.pim_ps == cost.pim_busy_ps and got.work.devices == 1
-        assert got.energy_pj == cost.energy_pj - cost.energy[-1]
+        assert got.energy_fj == round((cost.energy_pj - cost.energy[-1]) * 1000)
         assert got[2:] == (cost.attention_ps, cost.fc_ps, cost.comm_ps, cost.flops, cost.pim_flops)
 
 
