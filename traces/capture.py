@@ -1,6 +1,6 @@
 """`saddle trace capture`: record a real decoding trace from a Hugging Face target/draft pair.
 
-Per request (DESIGN.md section 6): the target generates greedily once; the draft is then
+Per request: the target generates greedily once; the draft is then
 teacher-forced over prompt + output, giving at each output position its greedy token, that
 token's probability and whether it equals the target's; at each mismatch the draft is rolled
 out up to M steps along its own tokens (the off-path probabilities).

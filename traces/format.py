@@ -20,7 +20,7 @@ from sim.errors import SaddleError
 
 SCHEMA_VERSION = "saddle-trace/1"
 
-# Dolly (databricks-dolly-15k) categories, in the order of DESIGN.md section 4.
+# Dolly (databricks-dolly-15k) categories, most requests first.
 CATEGORIES = (
     "open_qa", "general_qa", "classification", "closed_qa", "brainstorming",
     "information_extraction", "summarization", "creative_writing",

@@ -30,7 +30,7 @@ TABLES = HERE / "tables"
 SCHEMA = "saddle-validation/1"
 
 # AttAcc's A100 preset is the HBM3 "A100a" at 3352 GB/s; the paper's A100 has 2039 GB/s
-# (DESIGN.md section 7), so every GPU point overrides the bandwidth.
+# (SADDLE (HPCA 2026), evaluation), so every GPU point overrides the bandwidth.
 A100_BANDWIDTH = 2039e9
 GPUS = 8
 STACKS_PER_GPU = 5

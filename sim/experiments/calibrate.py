@@ -1,5 +1,5 @@
 """``saddle calibrate --pair PAIR``: fit a pair's synthetic acceptance level to the published
-shape of the motivation experiment (DESIGN.md section 3), the one result we may fit to.
+shape of the motivation experiment (SADDLE (HPCA 2026), fig3), the one result we may fit to.
 
 Knob. One number, delta: every category's ``accept_start`` and ``accept_end`` in
 ``configs/traces/PAIR.yaml`` move by delta in log-odds (the relative shape across categories,

@@ -1,5 +1,5 @@
 """The synthetic generator: determinism, Dolly's mix, length caps, the calibration curve, bursts,
-config errors, the shipped traces, and the published shape of acceptance (DESIGN.md s.6)."""
+config errors, the shipped traces, and the published shape of acceptance (SADDLE (HPCA 2026), motivation)."""
 from __future__ import annotations
 
 import dataclasses
@@ -204,7 +204,7 @@ def test_shipped_trace_is_a_fresh_generation(tmp_path, monkeypatch, pair):
     assert all(r.prompt_len + r.output_len == header.max_seq_len for r in reqs)
 
 
-# -- the published shape (DESIGN.md section 6) -------------------------------------------------
+# -- the published shape (SADDLE (HPCA 2026), motivation) ------------------------------------------
 
 @pytest.mark.parametrize("pair", PAIRS)
 def test_acceptance_falls_as_d_grows_for_every_category(pair):
@@ -225,7 +225,7 @@ def test_accepted_per_round_changes_over_a_requests_life(pair):
 def test_opt66_creative_writing_falls_from_about_five_to_about_one():
     rounds = shipped_stats(OPT66)["accepted_per_round"]["by_category"]
     cw = rounds["creative_writing"]["mean"]
-    # "About 5 ... about 1" (DESIGN.md s.6), with room for `saddle calibrate`'s level shift.
+    # "About 5 ... about 1" (SADDLE (HPCA 2026), motivation), with room for `saddle calibrate`'s level shift.
     assert 3.5 <= cw[0] <= 6.5
     assert np.mean(cw[10:13]) <= 1.75
     for category, row in rounds.items():   # every OPT-66B category accepts less later on
