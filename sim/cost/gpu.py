@@ -94,7 +94,6 @@ class GPU:
         """One FC operator as one GEMM kernel (output tiles over tokens x n)."""
         return self.fc_kernel(op).ps
 
-    @lru_cache(maxsize=65536)
     def fc_kernel(self, op: FC) -> "Kernel":
         """Time and traffic of one FC operator's GEMM kernel."""
         m, n, k, b = op.tokens, op.n, op.k, op.bpe
