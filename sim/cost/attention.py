@@ -39,7 +39,9 @@ class Sums(NamedTuple):
     @classmethod
     def of(cls, contexts: Sequence[int], queries: Sequence[int]) -> Sums:
         # Builtins over lists beat numpy for the few requests of a micro-batch.
-        return cls(len(contexts), sum(contexts), sum(queries), sum(map(mul, contexts, queries)))
+        n, sum_l, sum_q = len(contexts), sum(contexts), sum(queries)
+        # Every query count is at least 1: sum_q == n means one query each.
+        return cls(n, sum_l, sum_q, sum_l if sum_q == n else sum(map(mul, contexts, queries)))
 
 
 class Bilinear(NamedTuple):
@@ -62,7 +64,9 @@ class Bilinear(NamedTuple):
         return cls(f(1, 1) - b - c - e, b, c, e)
 
     def __call__(self, s: Sums) -> int:
-        return self.a * s.n + self.b * s.contexts + self.c * s.queries + self.e * s.products
+        a, b, c, e = self
+        n, contexts, queries, products = s
+        return a * n + b * contexts + c * queries + e * products
 
 
 class AttentionCost(NamedTuple):
@@ -126,6 +130,8 @@ class UnfusedGpuAttention:
     def key(self, contexts: Sequence[int], queries: Sequence[int], sums: Sums) -> Hashable:
         """The kernels see the requests only through their sums and thread blocks."""
         blocks = self.blocks
+        if sums.queries == sums.n and 1 in blocks:      # one query each
+            return sums, sums.n * blocks[1]
         try:
             return sums, sum([blocks[q] for q in queries])
         except KeyError:
@@ -172,6 +178,7 @@ class PimAttention:
         self.tails: dict[tuple[int, int, bool], int] = tables("pim tail", *shape)
         self.placements: dict[tuple[int, int, int], ChannelPlacement] = tables("pim placement", self.pim)
         self.extras: dict[int, int] = tables("pim pair extra", self.pim)
+        self.transfers: dict[int, tuple[int, float]] = {}     # by the step's tokens
 
     def key(self, contexts: Sequence[int], queries: Sequence[int], sums: Sums) -> Hashable:
         """An instance depends on its context only through its count of ``context_unit``s."""
@@ -180,23 +187,30 @@ class PimAttention:
 
     def price(self, key: tuple[tuple[int, ...], tuple[int, ...]], sums: Sums) -> AttentionCost:
         units, queries = key
-        shard, pim = self.shard, self.pim
-        rows = [q * shard.group for q in queries]
+        shard, pim, instances = self.shard, self.pim, self.instances
+        group = shard.group
+        rows = [q * group for q in queries]
         cycles, reads = [], 0
         for shape in zip(units, rows):
-            c, r = self.instances.get(shape) or self._instance(*shape)
-            cycles.append(c)
-            reads += r
+            found = instances.get(shape)
+            if found is None:
+                found = self._instance(*shape)
+            cycles.append(found[0])
+            reads += found[1]
         longest = max(units)
         extra = self.extras.get(longest)
         if extra is None:
             extra = self.extras[longest] = pim.pair_extra(longest * self.unit)
-        kvh = shard.kv_heads
-        placement = self._placement(len(cycles), kvh)
+        placement = self.placements.get((len(cycles), self.channels, shard.kv_heads))
+        if placement is None:
+            placement = self._placement(len(cycles))
         tail = partial(self._tail, units, rows) if pim.refresh == "until_last_activate" else None
         att_ps = placement.placed(cycles, extra, pim.with_refresh, tail)[0] * pim.tck_ps * shard.layers
-        bank_pj, mac_pj = self.energy.pim_pj(reads * kvh, pim.column_bytes, pim.lanes)
-        comm_ps, link_pj = self.transfer(sums.queries)
+        bank_pj, mac_pj = self.energy.pim_pj(reads * shard.kv_heads, pim.column_bytes, pim.lanes)
+        transfer = self.transfers.get(sums.queries)
+        if transfer is None:
+            transfer = self.transfers[sums.queries] = self.transfer(sums.queries)
+        comm_ps, link_pj = transfer
         if self.link.overlap_attention:
             # Heads pipelined: one head's transfers overlap the others' attention, so 1/heads of
             # them shows when attention is the longer, and otherwise what attention cannot hide.
@@ -221,11 +235,9 @@ class PimAttention:
         found = self.instances[units, rows] = (work.cycles, work.column_reads)
         return found
 
-    def _placement(self, requests: int, kv_heads: int) -> ChannelPlacement:
-        key = (requests, self.channels, kv_heads)
-        found = self.placements.get(key)
-        if found is None:
-            found = self.placements[key] = ChannelPlacement(*key)
+    def _placement(self, requests: int) -> ChannelPlacement:
+        key = (requests, self.channels, self.shard.kv_heads)   # a request's KV heads in a row
+        found = self.placements[key] = ChannelPlacement(*key)
         return found
 
     def _tail(self, units: Sequence[int], rows: Sequence[int], job: int, paired: bool) -> int:

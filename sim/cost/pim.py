@@ -80,7 +80,12 @@ class ChannelPlacement:
         if self.groups is None:
             return max(self.loads(cycles, odd_extra))
         take = cycles.__getitem__
-        return int(max(sum(map(take, jobs)) + odd_extra * odd for jobs, odd in self.groups))
+        busiest = 0
+        for jobs, odd in self.groups:
+            load = sum(map(take, jobs)) + odd_extra * odd
+            if load > busiest:
+                busiest = load
+        return int(busiest)
 
     def loads(self, cycles: Sequence[int], odd_extra: int) -> list[int]:
         """Each used channel's summed job cycles, plus ``odd_extra`` if it runs an odd number."""

@@ -16,7 +16,7 @@ Partitioning (sim/cost/README.md):
 """
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Hashable, Mapping, NamedTuple, Sequence
 
@@ -59,10 +59,38 @@ class PriceCache:
         self._tables.clear()
 
 
-class StepCost(NamedTuple):
-    """Cost of one step. Times are integer picoseconds of wall time; the ``*_busy_ps`` are per
+@dataclass(slots=True, eq=False)
+class StepTimes:
+    """A step's times and energies, shared by every step of one memo key (so compared and
+    hashed by identity; not frozen only because a frozen dataclass is slower to build, and
+    every new step builds one: do not change one). Times are integer picoseconds of wall time; the ``*_busy_ps`` are per
     device (all devices of the step are busy in parallel). Energy covers all devices: per
     component in ``COMPONENTS`` order (static last), and ``energy_pj`` their sum."""
+
+    time_ps: int
+    attention_ps: int
+    fc_ps: int
+    comm_ps: int
+    other_ps: int
+    gpu_busy_ps: int
+    pim_busy_ps: int
+    energy: tuple[float, ...]
+    energy_pj: float
+    devices: int
+    mapping: tuple[tuple[str, str], ...]
+
+
+class StepPrice(NamedTuple):
+    """``StepModel.price``'s answer: the step's times and energies, and its own operation
+    counts (all devices)."""
+
+    times: StepTimes
+    flops: int
+    pim_flops: int
+
+
+class StepCost(NamedTuple):
+    """One step's ``StepPrice`` in one flat record (``StepTimes``' fields and the counts)."""
 
     time_ps: int
     attention_ps: int
@@ -77,6 +105,15 @@ class StepCost(NamedTuple):
     pim_flops: int
     devices: int
     mapping: tuple[tuple[str, str], ...]
+
+    @classmethod
+    def of(cls, price: StepPrice) -> StepCost:
+        t = price.times
+        return cls(time_ps=t.time_ps, attention_ps=t.attention_ps, fc_ps=t.fc_ps,
+                   comm_ps=t.comm_ps, other_ps=t.other_ps, gpu_busy_ps=t.gpu_busy_ps,
+                   pim_busy_ps=t.pim_busy_ps, energy=t.energy, energy_pj=t.energy_pj,
+                   flops=price.flops, pim_flops=price.pim_flops, devices=t.devices,
+                   mapping=t.mapping)
 
     @property
     def energy_by_component_pj(self) -> Mapping[str, float]:
@@ -228,13 +265,15 @@ class StepModel:
         self.dense = DenseModel(system, self.shard, fc_place, devices, power, cache)
         self.attention: Placement = placement(system, self.shard, attention_place, power,
                                               cache.table)
+        self.no_energy = [0.0] * STATIC
+        self.flops_per_layer_flop = self.shard.layers * devices     # every layer, every device
         self.static_w = system.energy.static_w(devices, devices * system.stacks_per_device)
         self.dense_memo: dict[int, DensePrice] = cache.table("dense", system, self.shard, fc_place,
                                                              devices, power)
-        self.memo: dict[Hashable, StepCost] = cache.table("step", system, spec, mapping, devices,
+        self.memo: dict[Hashable, StepPrice] = cache.table("step", system, spec, mapping, devices,
                                                           power)
 
-    def price(self, contexts: Sequence[int], queries: Sequence[int]) -> StepCost:
+    def price(self, contexts: Sequence[int], queries: Sequence[int]) -> StepPrice:
         """The step of requests ``zip(contexts, queries)``: ints, 1 <= query <= context (not
         checked: ``sim.model.check_requests`` checks requests from outside)."""
         sums = Sums.of(contexts, queries)
@@ -245,11 +284,11 @@ class StepModel:
             head = self.cache.remember(self.memo, key, self._head(key, sums))
         # Operation counts differ between steps of one key: FLOPs of the dense part are in
         # the memoized head, attention's are added here.
-        flops = attention.flops(sums) * self.shard.layers * self.devices
-        return head._replace(flops=head.flops + flops,
-                             pim_flops=head.pim_flops + (flops if attention.on_pim else 0))
+        times, flops, pim_flops = head
+        more = attention.flops(sums) * self.flops_per_layer_flop
+        return StepPrice(times, flops + more, pim_flops + more if attention.on_pim else pim_flops)
 
-    def _head(self, key: Hashable, sums: Sums) -> StepCost:
+    def _head(self, key: Hashable, sums: Sums) -> StepPrice:
         """The step of ``key`` with the dense part's operation counts only."""
         tokens, devices, on_pim = sums.queries, self.devices, self.attention.on_pim
         d = self.dense_memo.get(tokens)
@@ -257,16 +296,17 @@ class StepModel:
             d = self.cache.remember(self.dense_memo, tokens, self.dense.price(tokens))
         att = self.attention.price(key, sums)
         time_ps = att.ps + d.fc_ps + d.comm_ps + att.comm_ps + d.other_ps
-        attention_energy = [0.0] * len(COMPONENTS)
+        attention_energy = self.no_energy.copy()
         first = self.attention.energy_from
         attention_energy[first:first + 3] = att.energy
         # Added in the order fc, attention, other, all-reduce, component by component.
-        energy = tuple([((f + a) + o + r) * devices for f, a, o, r in zip(
-            d.fc_energy[:STATIC], attention_energy, d.other_energy, d.allreduce_energy)]
-            + [time_ps * self.static_w])
-        return StepCost(time_ps=time_ps, attention_ps=att.ps, fc_ps=d.fc_ps,
-                        comm_ps=d.comm_ps + att.comm_ps, other_ps=d.other_ps,
-                        gpu_busy_ps=d.gpu_ps + (0 if on_pim else att.ps),
-                        pim_busy_ps=d.pim_ps + (att.ps if on_pim else 0),
-                        energy=energy, energy_pj=sum(energy), flops=d.flops * devices,
-                        pim_flops=d.pim_flops * devices, devices=devices, mapping=self.mapping)
+        energy = (*[((f + a) + o + r) * devices for f, a, o, r in zip(
+            d.fc_energy[:STATIC], attention_energy, d.other_energy, d.allreduce_energy)],
+            time_ps * self.static_w)
+        times = StepTimes(time_ps=time_ps, attention_ps=att.ps, fc_ps=d.fc_ps,
+                          comm_ps=d.comm_ps + att.comm_ps, other_ps=d.other_ps,
+                          gpu_busy_ps=d.gpu_ps + (0 if on_pim else att.ps),
+                          pim_busy_ps=d.pim_ps + (att.ps if on_pim else 0),
+                          energy=energy, energy_pj=sum(energy), devices=devices,
+                          mapping=self.mapping)
+        return StepPrice(times, flops=d.flops * devices, pim_flops=d.pim_flops * devices)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from sim.cost.step import PriceCache, StepCost, StepModel
+from sim.cost.step import PriceCache, StepModel, StepPrice, StepTimes
 from sim.cost.system import System, load_system
 from sim.engine.devices import Work
 from sim.model import ModelSpec, load_model
@@ -29,14 +29,6 @@ class Priced(NamedTuple):
     flops: int
     pim_flops: int
 
-    @classmethod
-    def of(cls, cost: StepCost) -> Priced:
-        return cls(work=Work(cost.time_ps, cost.gpu_busy_ps, cost.pim_busy_ps, cost.devices),
-                   energy_fj=round((cost.energy_pj - cost.energy[-1]) * 1000),   # static last
-                   attention_ps=cost.attention_ps, fc_ps=cost.fc_ps, comm_ps=cost.comm_ps,
-                   flops=cost.flops, pim_flops=cost.pim_flops)
-
-
 class CostAdapter:
     def __init__(self, system: System, tlm: ModelSpec, dlm: ModelSpec | None) -> None:
         self.system, self.tlm, self.dlm = system, tlm, dlm
@@ -46,6 +38,7 @@ class CostAdapter:
         # draft steps of micro-batches whose contexts happen to agree).
         self._steps: dict[tuple, Priced] = self.cache.table("engine step")
         self._models: dict[tuple[str, str, str, int], StepModel] = self.cache.table("engine model")
+        self._booked: dict[StepTimes, tuple[Work, int]] = self.cache.table("engine work")
         self.calls = 0      # steps priced, not answered from the cache
 
     @classmethod
@@ -61,7 +54,7 @@ class CostAdapter:
         if hit is None:
             self.calls += 1
             contexts, queries = zip(*requests)
-            hit = self._steps[key] = Priced.of(
+            hit = self._steps[key] = self._priced(
                 self._model(role, fc, attention, devices).price(contexts, queries))
         return hit
 
@@ -71,7 +64,7 @@ class CostAdapter:
         hit = self._steps.get(key)
         if hit is None:
             self.calls += 1
-            hit = self._steps[key] = Priced.of(
+            hit = self._steps[key] = self._priced(
                 self._model("dlm", fc, attention, 1).price(contexts, (1,) * len(contexts)))
         return hit
 
@@ -80,13 +73,28 @@ class CostAdapter:
         """The prediction steps of a planned draft round: step s holds the requests i with
         ``caps[i] > s``, in order, each at context ``contexts[i] + s`` with one query. Not
         cached as whole steps: a round's steps are nearly all new."""
-        model = self._model(role, fc, attention, devices)
+        price, priced = self._model(role, fc, attention, devices).price, self._priced
         steps = []
-        for s in range(max(caps, default=0)):
-            drafting = [c + s for c, cap in zip(contexts, caps) if cap > s]
-            steps.append(Priced.of(model.price(drafting, (1,) * len(drafting))))
+        start = 0
+        for stop in sorted(set(caps)):      # the drafting requests change where a cap ends
+            drafting = [c for c, cap in zip(contexts, caps) if cap > start]
+            ones = (1,) * len(drafting)
+            for s in range(start, stop):
+                steps.append(priced(price([c + s for c in drafting], ones)))
+            start = stop
         self.calls += len(steps)
         return steps
+
+    def _priced(self, price: StepPrice) -> Priced:
+        t = price.times
+        booked = self._booked.get(t)       # steps of one memo key share their StepTimes
+        if booked is None:
+            booked = self.cache.remember(self._booked, t, (
+                Work(t.time_ps, t.gpu_busy_ps, t.pim_busy_ps, t.devices),
+                round((t.energy_pj - t.energy[-1]) * 1000)))        # static is last
+        work, energy_fj = booked
+        return Priced(work=work, energy_fj=energy_fj, attention_ps=t.attention_ps, fc_ps=t.fc_ps,
+                      comm_ps=t.comm_ps, flops=price.flops, pim_flops=price.pim_flops)
 
     def _model(self, role: str, fc: str, attention: str, devices: int) -> StepModel:
         kind = (role, fc, attention, devices)
