@@ -13,9 +13,10 @@ in ``placement()``.
 """
 from __future__ import annotations
 
+from collections.abc import Callable, Hashable, Sequence
 from functools import partial
 from operator import mul
-from typing import TYPE_CHECKING, Callable, Hashable, NamedTuple, Protocol, Sequence
+from typing import TYPE_CHECKING, NamedTuple, Protocol
 
 from sim.cost.energy import COMPONENTS
 from sim.cost.pim import ChannelPlacement, PimStack
@@ -67,6 +68,11 @@ class Bilinear(NamedTuple):
         a, b, c, e = self
         n, contexts, queries, products = s
         return a * n + b * contexts + c * queries + e * products
+
+
+def _in_phase(phase: str, count: str) -> Callable[[Attention], int]:
+    """An operator's ``count`` if it is ``phase``, else 0."""
+    return lambda op: getattr(op, count) if op.name == phase else 0
 
 
 class AttentionCost(NamedTuple):
@@ -122,9 +128,8 @@ class UnfusedGpuAttention:
     def __init__(self, system: System, shard: ModelSpec) -> None:
         self.gpu, self.energy, self.shard = system.gpu, system.energy, shard
         self.flops = Bilinear.fit(shard, lambda op: op.flops)
-        self.phases = [(p, Bilinear.fit(shard, lambda op, p=p: op.flops if op.name == p else 0),
-                        Bilinear.fit(shard, lambda op, p=p: op.bytes_total if op.name == p else 0))
-                       for p in PHASES]
+        self.phases = [(p, Bilinear.fit(shard, _in_phase(p, "flops")),
+                        Bilinear.fit(shard, _in_phase(p, "bytes_total"))) for p in PHASES]
         self.blocks: dict[int, int] = {}    # thread blocks of a request by its query tokens
 
     def key(self, contexts: Sequence[int], queries: Sequence[int], sums: Sums) -> Hashable:
@@ -165,7 +170,7 @@ class PimAttention:
     energy_from = COMPONENTS.index("pim_bank")
 
     def __init__(self, system: System, shard: ModelSpec, power: bool,
-                 tables: Callable[[str], dict]) -> None:
+                 tables: Callable[..., dict]) -> None:
         assert system.pim is not None and system.gpu_pim_link is not None
         self.pim: PimStack = system.pim
         self.link, self.energy, self.shard, self.power = system.gpu_pim_link, system.energy, shard, power

@@ -21,9 +21,10 @@ from __future__ import annotations
 
 import math
 from collections import Counter
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any, Callable, NamedTuple, Sequence
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -180,7 +181,7 @@ class PimStack:
     softmax_elements_per_cycle: int
     partial_sum_bytes: int
     # None: the command model below; else AttAcc's schedule (``attacc_attention``)
-    attacc: "AttaccSchedule | None" = None
+    attacc: AttaccSchedule | None = None
     # Which refreshes delay a job: ``every`` one falling due while it runs, or only those falling
     # due before its last row activation (``until_last_activate``; see ``with_refresh``).
     refresh: str = "every"
@@ -281,6 +282,7 @@ class PimStack:
         (``pair_overlap``): this instance is charged half of it (``round_robin`` gives an odd
         channel's last instance the other half back)."""
         a = self.attacc
+        assert a is not None
         streams, groups, dims, macs = self.attacc_layout(context, head_dim, queries, bpe,
                                                          self.spacing(power_constrained))
         cycles = streams + groups * a.per_score_group + dims * a.per_context_group + a.fixed
@@ -292,6 +294,7 @@ class PimStack:
         AttAcc's layout: the MACs back to back plus the row changes (what the fitted counts of
         ``AttaccSchedule`` do not cover)."""
         a, t = self.attacc, self.t
+        assert a is not None
         tokens = -(-context // a.token_units)
         dims = -(-head_dim * bpe // (a.dim_banks * self.column_bytes))
         cols = tokens * dims                       # columns per bank, for K and for V each
@@ -304,6 +307,7 @@ class PimStack:
         """Cycles two instances on one channel save by overlapping (AttAcc's head pairs): one's
         probability broadcasts and ``pair_overlap`` more."""
         a = self.attacc
+        assert a is not None
         tokens = -(-context // a.token_units)
         return -(-tokens // 16) * a.per_score_group + a.pair_overlap
 
@@ -315,6 +319,7 @@ class PimStack:
         generator (as published) issues the first instance's context MACs again for the second,
         so when V fits in one row the second needs no ACT and the tail is both context phases."""
         a, t = self.attacc, self.t
+        assert a is not None
         tokens = -(-context // a.token_units)
         dims = -(-head_dim * bpe // (a.dim_banks * self.column_bytes))
         cols = tokens * dims                       # V columns per bank, token-major per group
@@ -345,7 +350,8 @@ class PimStack:
         s = self.spacing(power_constrained)
         B = self.banks_per_channel
         cb = self.column_bytes
-        k_cols = -(-(-(-context // B)) * head_dim * bpe // cb)
+        keys_per_bank = -(-context // B)
+        k_cols = -(-keys_per_bank * head_dim * bpe // cb)
         dim_slots = min(head_dim, B)
         token_groups = B // dim_slots
         v_cols = -(-(-(-head_dim // dim_slots) * -(-context // token_groups)) * bpe // cb)
@@ -410,7 +416,7 @@ class PimStack:
     # --- FC (GEMV) ------------------------------------------------------------------------
 
     def gemv(self, tokens: int, k: int, n: int, bpe: int, stacks: int,
-             power_constrained: bool) -> "GemvWork":
+             power_constrained: bool) -> GemvWork:
         """``tokens`` products with a ``k x n`` weight stored over all banks of ``stacks``
         stacks: output rows spread over the banks (a bank holds whole rows, so it produces
         complete dot products); with fewer rows than banks the input dimension is split
@@ -509,7 +515,7 @@ def load_pim(name: str = "hbm3_pim", calibration: str = "physical") -> PimStack:
         attacc=attacc, refresh=refresh)
 
 
-def _attacc_schedule(pim: dict, org: dict, path) -> "AttaccSchedule | None":
+def _attacc_schedule(pim: dict, org: dict, path) -> AttaccSchedule | None:
     model = get(pim, "attention_schedule", str, source=path, prefix="pim", default="command")
     if model == "command":
         return None

@@ -16,9 +16,10 @@ Partitioning (sim/cost/README.md):
 """
 from __future__ import annotations
 
+from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Hashable, Mapping, NamedTuple, Sequence
+from typing import TYPE_CHECKING, NamedTuple
 
 from sim.cost.attention import Placement, Sums, placement
 from sim.cost.energy import COMPONENTS

@@ -4,9 +4,9 @@ step is priced is in ``sim.cost.step`` (dense part) and ``sim.cost.attention`` (
 """
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from functools import lru_cache
-from typing import Mapping, Sequence
 
 from sim.config import CALIBRATIONS, config_path, get, load_yaml
 from sim.cost.energy import EnergyModel, load_energy

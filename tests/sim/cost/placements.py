@@ -1,8 +1,7 @@
 """The systems and placements the pricer tests sweep: PIM under AttAcc's schedule (context unit
 16) and the command model (unit 1), unfused and fused GPU kernels, FC and attention on every
 device the system has."""
-from collections.abc import Iterator
-from typing import Callable
+from collections.abc import Callable, Iterator
 
 import pytest
 

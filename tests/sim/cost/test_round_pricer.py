@@ -7,7 +7,6 @@ import random
 
 from sim.cost.system import load_system
 from sim.engine.costs import CostAdapter
-
 from tests.sim.cost.placements import EVERY_SYSTEM, pricers
 
 

@@ -230,7 +230,7 @@ def test_round_robin_equals_placing_every_job():
                                               tails[last[c], 1 - count % 2])
                       for c, (load, count) in enumerate(zip(loads, counts)) if count)
         got = SADDLE.pim.round_robin(cycles, channels, 0, repeat=repeat, odd_extra=odd_extra,
-                                     tail=lambda r, paired: tails[r, int(paired)])
+                                     tail=lambda r, paired, tails=tails: tails[r, int(paired)])
         assert got.cycles == slowest
 
 
