@@ -59,7 +59,7 @@ def main(argv: list[str]) -> int:
                   and p.batch == int(batch)]
         calls = recorded_calls(chosen[int(index[0]) if index else 0])
         clear_caches()
-        adapters = {key: CostAdapter(*key) for key in {key for key, _, _ in calls}}
+        adapters = {key: CostAdapter.named(*key) for key in {key for key, _, _ in calls}}
         gc.disable()        # as simulate() prices: without the cycle collector
         start = time.process_time()
         priced = []

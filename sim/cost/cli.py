@@ -130,8 +130,14 @@ def _roofline(args) -> int:
 
 def _validate(args) -> int:
     from sim.cost.pim import load_pim
-    from sim.cost.validation import (TABLE_FILES, compare, fit_attacc_schedule, known_deviations,
-                                     load_table, summarize)
+    from sim.cost.validation import (
+        TABLE_FILES,
+        compare,
+        fit_attacc_schedule,
+        known_deviations,
+        load_table,
+        summarize,
+    )
 
     calibrations = CALIBRATIONS if args.calibration == "all" else (args.calibration,)
     schedule = load_pim("hbm3_pim", "attacc").attacc

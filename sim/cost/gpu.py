@@ -15,9 +15,9 @@ Two calibrations (``configs/hardware/a100.yaml``, sim/cost/README.md):
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from collections.abc import Iterable
+from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import Iterable
 
 import numpy as np
 
@@ -50,6 +50,7 @@ class GPU:
     unfused_attention: bool = False
     # kind -> (fixed ps, ps per byte at this GPU's bandwidth); empty: roofline kernels
     elementwise_fit: tuple[tuple[str, int, float], ...] = ()
+    _sustained: tuple[float, float] = field(default=(0.0, 0.0), init=False, repr=False, compare=False)
 
     @property
     def sustained_flops(self) -> float:
@@ -94,8 +95,7 @@ class GPU:
         """One FC operator as one GEMM kernel (output tiles over tokens x n)."""
         return self.fc_kernel(op).ps
 
-    @lru_cache(maxsize=65536)
-    def fc_kernel(self, op: FC) -> "Kernel":
+    def fc_kernel(self, op: FC) -> Kernel:
         """Time and traffic of one FC operator's GEMM kernel."""
         m, n, k, b = op.tokens, op.n, op.k, op.bpe
         if not self.tile_candidates:

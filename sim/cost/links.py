@@ -27,7 +27,6 @@ class Link:
             return 0
         return self.latency_ps + math.ceil(nbytes / (self.bandwidth * self.efficiency) * 1e12)
 
-    @lru_cache(maxsize=4096)
     def allreduce_ps(self, nbytes: int, devices: int) -> int:
         """All-reduce of an ``nbytes`` buffer over ``devices``: ``steps_per_peer`` x (p-1) steps
         (a ring: reduce-scatter then all-gather), each sending nbytes/p to the next device."""

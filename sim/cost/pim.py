@@ -20,11 +20,11 @@ Command model (see sim/cost/README.md for every assumption):
 from __future__ import annotations
 
 import math
-import weakref
 from collections import Counter
-from dataclasses import dataclass, field
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from functools import lru_cache
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -35,36 +35,22 @@ TIMING_KEYS = ("CL", "RCD", "RP", "RAS", "RC", "WR", "RTP_L", "CCD_S", "CCD_L", 
                "FAW", "REFI")
 
 
-_LIVE_STACKS: "weakref.WeakSet[PimStack]" = weakref.WeakSet()
-
-
-def clear_memos() -> None:
-    """Forget the memoized instance prices of every stack object alive."""
-    for stack in list(_LIVE_STACKS):
-        stack._memo.clear()
-    _channel_groups.cache_clear()
-    _placement.cache_clear()
-
-
-@lru_cache(maxsize=4096)
 def _channel_groups(n_cycles: int, channels: int, repeat: int
                     ) -> tuple[tuple[tuple[int, ...], int], ...] | None:
-    """The channels of ``PimStack.round_robin``'s placement (more jobs than channels) as
-    ``(job indices, parity of their count)``: one entry per distinct set of jobs, without the
-    sets another entry dominates (a superset with an odd count, or with an even count when
-    the set's own is even: job cycles and the odd-count extra are never negative), so the
-    slowest channel is the slowest entry. Steps price thousands of distinct cycle lists on a
-    few placements: a step's busiest channel then costs a few sums, not one per channel.
-    None when the entries hold more jobs than there are jobs and channels: summing every
-    channel's load (``PimStack._channel_loads``) is then cheaper."""
+    """The channels of a round-robin placement of more jobs than channels as ``(job indices,
+    parity of their count)``: one entry per distinct set of jobs, without the sets another
+    entry dominates (a superset with an odd count, or with an even count when the set's own is
+    even: job cycles and the odd-count extra are never negative), so the slowest channel is the
+    slowest entry and costs a few sums, not one per channel. None when the entries hold more
+    jobs than there are jobs and channels: summing every channel's load is then cheaper."""
     jobs: list[list[int]] = [[] for _ in range(channels)]
     for i in range(n_cycles * repeat):
         jobs[i % channels].append(i // repeat)
     # A job's copies are consecutive, so a channel runs one job twice only if it has more
     # copies than there are channels: sets suffice then, multisets (Counters) otherwise.
-    bag = Counter if repeat > channels else frozenset
+    bag: Callable[[tuple[int, ...]], Any] = Counter if repeat > channels else frozenset
     sets = sorted({tuple(j) for j in jobs}, key=len, reverse=True)
-    kept: list[tuple[tuple[int, ...], int, object]] = []
+    kept: list[tuple[tuple[int, ...], int, Any]] = []
     for s in sets:
         mine = bag(s)
         if not any(len(s) < len(k) and mine <= theirs and (len(s) % 2 == 0 or odd)
@@ -75,16 +61,69 @@ def _channel_groups(n_cycles: int, channels: int, repeat: int
     return tuple((s, odd) for s, odd, _ in kept)
 
 
-@lru_cache(maxsize=256)
-def _placement(n_cycles: int, channels: int, repeat: int) -> tuple[np.ndarray, np.ndarray]:
-    """``PimStack.round_robin``'s placement as ``(copies, odd)``: ``copies[c, r]`` copies of
-    job r run on channel c (used channels only), ``odd[c]`` is 1 when channel c runs an odd
-    number of jobs. A channel's load is then one row of a matrix product: a TLM pass places
-    hundreds of jobs, and one numpy product costs less than a Python pass over them."""
-    jobs = np.arange(n_cycles * repeat)
-    copies = np.zeros((min(len(jobs), channels), n_cycles), dtype=np.int64)
-    np.add.at(copies, (jobs % channels, jobs // repeat), 1)
-    return copies, copies.sum(axis=1) % 2
+class ChannelPlacement:
+    """Jobs ``cycles[0]`` x ``repeat``, then ``cycles[1]`` x ``repeat``, ...: job ``i`` of that
+    sequence runs on channel ``i mod channels``, the jobs of a channel one after another, and
+    the slowest channel, refresh included, sets the time. A channel with an odd number of jobs
+    takes ``odd_extra`` more (its last job runs without a partner). Built once per (jobs,
+    channels, repeat) and kept by its user: the channels' job sets cost more than a step."""
+
+    def __init__(self, n_cycles: int, channels: int, repeat: int) -> None:
+        self.n_cycles, self.channels, self.repeat = n_cycles, channels, repeat
+        self.spread = n_cycles * repeat <= channels      # at most one job per channel
+        self.groups = None if self.spread else _channel_groups(n_cycles, channels, repeat)
+        self._copies: tuple[np.ndarray, np.ndarray] | None = None
+
+    def busiest(self, cycles: Sequence[int], odd_extra: int) -> int:
+        """The slowest channel's summed job cycles, without refresh."""
+        if self.spread:
+            return int(max(cycles)) + odd_extra
+        if self.groups is None:
+            return max(self.loads(cycles, odd_extra))
+        take = cycles.__getitem__
+        busiest = 0
+        for jobs, odd in self.groups:
+            load = sum(map(take, jobs)) + odd_extra * odd
+            if load > busiest:
+                busiest = load
+        return int(busiest)
+
+    def loads(self, cycles: Sequence[int], odd_extra: int) -> list[int]:
+        """Each used channel's summed job cycles, plus ``odd_extra`` if it runs an odd number."""
+        if self.repeat == 1 and self.spread:
+            return [c + odd_extra for c in cycles]
+        if self._copies is None:
+            # copies[c, r]: copies of job r on channel c; a load is one row of a product.
+            jobs = np.arange(self.n_cycles * self.repeat)
+            copies = np.zeros((min(len(jobs), self.channels), self.n_cycles), dtype=np.int64)
+            np.add.at(copies, (jobs % self.channels, jobs // self.repeat), 1)
+            self._copies = copies, copies.sum(axis=1) % 2
+        copies, odd = self._copies
+        return (copies @ np.asarray(cycles, dtype=np.int64) + odd_extra * odd).tolist()
+
+    def placed(self, cycles: Sequence[int], odd_extra: int, refresh: Callable[..., int],
+               tail: Callable[[int, bool], int] | None = None) -> tuple[int, int]:
+        """``(cycles, busy cycles)`` of the slowest channel with and without refresh (at least
+        one job). ``refresh(busy, tail)``: ``PimStack.with_refresh``. ``tail(r, paired)``:
+        cycles of job ``cycles[r]`` after its last row activation when it is a channel's last
+        job (``paired``: that channel runs an even number); None: every refresh that falls due
+        is charged."""
+        busiest = self.busiest(cycles, odd_extra)
+        refreshed = refresh(busiest)
+        if tail is None or refreshed == busiest:
+            return refreshed, busiest
+        loads = self.loads(cycles, odd_extra)
+        n, channels = self.n_cycles * self.repeat, self.channels
+        # Busiest channels first, stopping where no channel left can be slower: a tail only
+        # delays refreshes, and refresh(load) never decreases with the load.
+        slowest = 0
+        for c in sorted(range(len(loads)), key=loads.__getitem__, reverse=True):
+            if refresh(loads[c]) <= slowest:
+                break
+            count = (n - 1 - c) // channels + 1            # jobs on channel c
+            last = (c + (count - 1) * channels) // self.repeat
+            slowest = max(slowest, refresh(loads[c], tail(last, count % 2 == 0)))
+        return slowest, busiest
 
 
 @dataclass(frozen=True)
@@ -142,14 +181,10 @@ class PimStack:
     softmax_elements_per_cycle: int
     partial_sum_bytes: int
     # None: the command model below; else AttAcc's schedule (``attacc_attention``)
-    attacc: "AttaccSchedule | None" = None
+    attacc: AttaccSchedule | None = None
     # Which refreshes delay a job: ``every`` one falling due while it runs, or only those falling
     # due before its last row activation (``until_last_activate``; see ``with_refresh``).
     refresh: str = "every"
-    _memo: dict = field(default_factory=dict, init=False, repr=False, compare=False)
-
-    def __post_init__(self):
-        _LIVE_STACKS.add(self)
 
     @property
     def banks(self) -> int:
@@ -234,12 +269,6 @@ class PimStack:
 
     # --- attention ------------------------------------------------------------------------
 
-    def attention_cycles(self, context: int, head_dim: int, queries: int, bpe: int,
-                         power_constrained: bool) -> tuple[int, int]:
-        if self.attacc is not None:
-            return self.attacc_attention(context, head_dim, queries, bpe, power_constrained)
-        return self.command_attention(context, head_dim, queries, bpe, power_constrained)
-
     def attacc_attention(self, context: int, head_dim: int, queries: int, bpe: int,
                          power_constrained: bool) -> tuple[int, int]:
         """One attention instance as AttAcc's bank-level PIM runs it (its trace generator and
@@ -253,6 +282,7 @@ class PimStack:
         (``pair_overlap``): this instance is charged half of it (``round_robin`` gives an odd
         channel's last instance the other half back)."""
         a = self.attacc
+        assert a is not None
         streams, groups, dims, macs = self.attacc_layout(context, head_dim, queries, bpe,
                                                          self.spacing(power_constrained))
         cycles = streams + groups * a.per_score_group + dims * a.per_context_group + a.fixed
@@ -264,6 +294,7 @@ class PimStack:
         AttAcc's layout: the MACs back to back plus the row changes (what the fitted counts of
         ``AttaccSchedule`` do not cover)."""
         a, t = self.attacc, self.t
+        assert a is not None
         tokens = -(-context // a.token_units)
         dims = -(-head_dim * bpe // (a.dim_banks * self.column_bytes))
         cols = tokens * dims                       # columns per bank, for K and for V each
@@ -276,6 +307,7 @@ class PimStack:
         """Cycles two instances on one channel save by overlapping (AttAcc's head pairs): one's
         probability broadcasts and ``pair_overlap`` more."""
         a = self.attacc
+        assert a is not None
         tokens = -(-context // a.token_units)
         return -(-tokens // 16) * a.per_score_group + a.pair_overlap
 
@@ -287,6 +319,7 @@ class PimStack:
         generator (as published) issues the first instance's context MACs again for the second,
         so when V fits in one row the second needs no ACT and the tail is both context phases."""
         a, t = self.attacc, self.t
+        assert a is not None
         tokens = -(-context // a.token_units)
         dims = -(-head_dim * bpe // (a.dim_banks * self.column_bytes))
         cols = tokens * dims                       # V columns per bank, token-major per group
@@ -298,50 +331,11 @@ class PimStack:
             macs, groups = (cols - before) * queries, dims - before // tokens
         return t.RCD + macs * spacing + groups * a.per_context_group
 
-    def refresh_tail(self, instances: list[tuple[int, int, int]], bpe: int,
-                     power_constrained: bool):
-        """``tail(job, paired)`` for ``round_robin``: cycles of instance ``instances[job]`` =
-        ``(context, head_dim, queries)`` after its last ACT, alone or as the second of a pair;
-        None when every refresh that falls due is charged (``refresh: every``)."""
-        tail = self._tails(bpe, power_constrained)
-        if tail is None:
-            return None
-        return lambda job, paired: tail(*instances[job], paired)
-
-    def _tails(self, bpe: int, power_constrained: bool):
-        """``tail(context, head_dim, queries, paired)``: ``attacc_tail`` memoized like the
-        instances' cycles (a step asks one tail per channel, and consecutive steps ask mostly
-        the same ones); None under ``refresh: every``."""
-        if self.refresh != "until_last_activate":
-            return None
-        s = self.spacing(power_constrained)
-        memo = self._memo.get(("tail", bpe, s))
-        if memo is None:
-            memo = self._memo[("tail", bpe, s)] = {}
-
-        def tail(context: int, head_dim: int, queries: int, paired: bool) -> int:
-            key = (context, head_dim, queries, paired)
-            hit = memo.get(key)
-            if hit is None:
-                hit = memo[key] = self.attacc_tail(int(context), int(head_dim), int(queries), bpe,
-                                                   s, paired)
-            return hit
-        return tail
-
-    def unit_tails(self, head_dim: int, bpe: int, power_constrained: bool):
-        """``tail(units, queries, job, paired)``: ``refresh_tail``'s tail of the instances with
-        contexts of ``units[job]`` x ``context_unit`` keys (all a tail depends on) and
-        ``queries[job]`` query rows; None under ``refresh: every``. Built once per instance
-        shape: a step binds its own ``units`` and ``queries`` (``functools.partial``), which
-        costs less than building closures for tails that ``round_robin`` seldom asks."""
-        tail = self._tails(bpe, power_constrained)
-        if tail is None:
-            return None
-        unit = self.context_unit
-
-        def unit_tail(units, queries, job: int, paired: bool) -> int:
-            return tail(units[job] * unit, head_dim, queries[job], paired)
-        return unit_tail
+    def instance_tail(self, context: int, head_dim: int, queries: int, bpe: int,
+                      power_constrained: bool, paired: bool) -> int:
+        """``attacc_tail`` of one instance (``refresh: until_last_activate`` only)."""
+        return self.attacc_tail(context, head_dim, queries, bpe, self.spacing(power_constrained),
+                                paired)
 
     def command_attention(self, context: int, head_dim: int, queries: int, bpe: int,
                           power_constrained: bool) -> tuple[int, int]:
@@ -356,7 +350,8 @@ class PimStack:
         s = self.spacing(power_constrained)
         B = self.banks_per_channel
         cb = self.column_bytes
-        k_cols = -(-(-(-context // B)) * head_dim * bpe // cb)
+        keys_per_bank = -(-context // B)
+        k_cols = -(-keys_per_bank * head_dim * bpe // cb)
         dim_slots = min(head_dim, B)
         token_groups = B // dim_slots
         v_cols = -(-(-(-head_dim // dim_slots) * -(-context // token_groups)) * bpe // cb)
@@ -375,9 +370,10 @@ class PimStack:
 
     def attention_instance(self, context: int, head_dim: int, queries: int, bpe: int,
                            power_constrained: bool) -> PimWork:
-        """One instance (see ``attention_cycles``)."""
-        cycles, reads = self.attention_many([context], head_dim, [queries], bpe, power_constrained)
-        return PimWork(cycles[0], reads)
+        """Cycles and PE column reads of one attention instance (one request x one KV head;
+        ``queries`` = query tokens x query heads per KV head) on all banks of one channel."""
+        price = self.command_attention if self.attacc is None else self.attacc_attention
+        return PimWork(*price(context, head_dim, queries, bpe, power_constrained))
 
     @property
     def context_unit(self) -> int:
@@ -386,194 +382,41 @@ class PimStack:
         schedule lays keys out in whole token units; the command model sees every L)."""
         return self.attacc.token_units if self.attacc is not None else 1
 
-    def attention_many(self, contexts, head_dim: int, queries, bpe: int,
-                       power_constrained: bool) -> tuple[list[int], int]:
-        """Cycles of each instance (``contexts[i]`` keys, ``queries[i]`` query rows) and their
-        total PE column reads (``attention_units``)."""
-        unit = self.context_unit
-        return self.attention_units([-(-int(L) // unit) for L in contexts], head_dim, queries,
-                                    bpe, power_constrained)
+    def pair_extra(self, longest: int) -> int:
+        """What a channel's unpaired last instance gives back (0 but for AttAcc's schedule),
+        for instances of at most ``longest`` keys (the overlap grows with the context)."""
+        return 0 if self.attacc is None else self.attacc_overlap(longest) // 2
 
-    def attention_units(self, units, head_dim: int, queries, bpe: int,
-                        power_constrained: bool) -> tuple[list[int], int]:
-        """``attention_many`` of contexts given in ``context_unit``s (``units[i]`` of them),
-        memoized per instance shape, each priced at the unit's longest context."""
-        return self.unit_instances(head_dim, bpe, power_constrained)(units, queries)
-
-    def unit_instances(self, head_dim: int, bpe: int, power_constrained: bool):
-        """``instances(units, queries)``: ``attention_units(units, head_dim, queries, ...)``
-        over its memo, for a caller that prices many steps of one instance shape. Plain
-        Python: a step has few requests, for which a dict lookup each beats any numpy call
-        (inline: a TLM pass looks up hundreds)."""
-        memo = self._instance_memo(head_dim, bpe, power_constrained)
-        get = memo.get
-
-        def instances(units, queries) -> tuple[list[int], int]:
-            cycles = []
-            reads = 0
-            for shape in zip(units, queries):
-                hit = get(shape)
-                if hit is None:
-                    hit = self._new_instance(memo, shape, head_dim, bpe, power_constrained)
-                cycles.append(hit[0])
-                reads += hit[1]
-            return cycles, reads
-        return instances
-
-    def uniform_instances(self, head_dim: int, bpe: int, power_constrained: bool):
-        """``instances(units, rows)``: ``unit_instances(...)(units, [rows] * len(units))``, for
-        steps whose instances all have ``rows`` query rows (a draft step, a pass of one query
-        per request): looked up by context units alone, an int key per request instead of a
-        (units, rows) pair built and hashed for each."""
-        instance = self.unit_instance(head_dim, bpe, power_constrained)
-        by_rows = self._memo.setdefault(("rows", head_dim, bpe, power_constrained), {})
-
-        def instances(units, rows: int) -> tuple[list[int], int]:
-            table = by_rows.get(rows)
-            if table is None:
-                table = by_rows[rows] = {}
-            get = table.get
-            cycles = []
-            reads = 0
-            for u in units:
-                hit = get(u)
-                if hit is None:
-                    hit = table[u] = instance(u, rows)
-                cycles.append(hit[0])
-                reads += hit[1]
-            return cycles, reads
-        return instances
-
-    def unit_instance(self, head_dim: int, bpe: int, power_constrained: bool):
-        """``instance(units, queries)``: (cycles, PE column reads) of one instance over
-        ``units`` x ``context_unit`` keys with ``queries`` query rows, from
-        ``attention_units``' memo."""
-        memo = self._instance_memo(head_dim, bpe, power_constrained)
-
-        def instance(units: int, queries: int) -> tuple[int, int]:
-            hit = memo.get((units, queries))
-            if hit is None:
-                hit = self._new_instance(memo, (units, queries), head_dim, bpe, power_constrained)
-            return hit
-        return instance
-
-    def _instance_memo(self, head_dim: int, bpe: int, power_constrained: bool) -> dict:
-        key = (head_dim, bpe, power_constrained)
-        memo = self._memo.get(key)
-        if memo is None:
-            memo = self._memo[key] = {}
-        return memo
-
-    def _new_instance(self, memo: dict, shape: tuple[int, int], head_dim: int, bpe: int,
-                      power_constrained: bool) -> tuple[int, int]:
-        """An instance of ``shape`` = (context units, query rows), priced at the unit's
-        longest context, into ``memo``."""
-        units, queries = shape
-        hit = memo[shape] = self.attention_cycles(int(units) * self.context_unit, head_dim,
-                                                  int(queries), bpe, power_constrained)
-        return hit
-
-    def attention_channels(self, instances: list[tuple[int, int, int]], bpe: int,
-                           power_constrained: bool, channels: int | None = None) -> "ChannelLoad":
+    def attention_channels(self, instances: Sequence[tuple[int, int, int]], bpe: int,
+                           power_constrained: bool, channels: int | None = None) -> ChannelLoad:
         """``instances`` = ``[(context, head_dim, queries), ...]`` placed round-robin on
         ``channels`` channels (default: this stack's), in order."""
-        by_dim: dict[int, list[int]] = {}
-        for i, (_, d, _) in enumerate(instances):
-            by_dim.setdefault(d, []).append(i)
-        cycles = np.zeros(len(instances), dtype=np.int64)
-        reads = 0
-        for d, idx in by_dim.items():
-            c, r = self.attention_many([instances[i][0] for i in idx], d,
-                                       [instances[i][2] for i in idx], bpe, power_constrained)
-            cycles[idx] = c
-            reads += r
-        return self.round_robin(cycles, channels or self.channels, reads,
-                                odd_extra=self.pair_extra([c for c, _, _ in instances]),
-                                tail=self.refresh_tail(instances, bpe, power_constrained))
+        works = [self.attention_instance(L, d, q, bpe, power_constrained) for L, d, q in instances]
+        tail = None
+        if self.refresh == "until_last_activate":
+            tail = lambda job, paired: self.instance_tail(*instances[job], bpe, power_constrained,
+                                                          paired)
+        return self.round_robin([w.cycles for w in works], channels or self.channels,
+                                sum(w.column_reads for w in works),
+                                odd_extra=self.pair_extra(max((L for L, _, _ in instances), default=0)),
+                                tail=tail)
 
-    def round_robin(self, cycles, channels: int, column_reads: int,
-                    repeat: int = 1, odd_extra: int = 0, tail=None) -> "ChannelLoad":
-        """Jobs ``cycles[0]`` x ``repeat``, then ``cycles[1]`` x ``repeat``, ...: job ``i`` of
-        that sequence runs on channel ``i mod channels``, jobs of one channel one after
-        another; the slowest channel, refresh included, sets the time. A channel with an odd
-        number of jobs takes ``odd_extra`` more (its last job runs without a partner).
-        ``tail(r, paired)``: cycles of job ``cycles[r]`` after its last row activation, when it
-        is a channel's last job (``paired``: that channel has an even number of jobs), for
-        ``with_refresh``; None: every refresh that falls due is charged."""
-        n = len(cycles) * repeat
-        if n == 0:
+    def round_robin(self, cycles: Sequence[int], channels: int, column_reads: int,
+                    repeat: int = 1, odd_extra: int = 0,
+                    tail: Callable[[int, bool], int] | None = None) -> ChannelLoad:
+        """Jobs placed as ``ChannelPlacement`` places them; ``tail(r, paired)`` as there."""
+        if len(cycles) * repeat == 0:
             return ChannelLoad(0, 0, 0, 0)
-        refreshed, busiest = self.placed(cycles, channels, repeat, odd_extra, tail)
+        refreshed, busiest = ChannelPlacement(len(cycles), channels, repeat).placed(
+            cycles, odd_extra, self.with_refresh, tail)
         return ChannelLoad(cycles=refreshed, busy_cycles=busiest,
-                           channels_used=min(n, channels), column_reads=column_reads)
-
-    def placed(self, cycles, channels: int, repeat: int, odd_extra: int, tail
-               ) -> tuple[int, int]:
-        """``(cycles, busy_cycles)`` of ``round_robin``'s ``ChannelLoad`` for at least one
-        job: all a step's price needs of it."""
-        loads = None
-        if len(cycles) * repeat <= channels:
-            busiest = int(max(cycles)) + odd_extra
-        elif (groups := _channel_groups(len(cycles), channels, repeat)) is not None:
-            take = cycles.__getitem__
-            busiest = 0
-            for jobs, odd in groups:
-                load = sum(map(take, jobs)) + odd_extra * odd
-                if load > busiest:
-                    busiest = load
-            busiest = int(busiest)
-        else:
-            loads = self._channel_loads(cycles, channels, repeat, odd_extra)
-            busiest = max(loads)
-        refreshed = self.with_refresh(busiest)
-        if tail is not None and refreshed > busiest:
-            if loads is None:
-                loads = self._channel_loads(cycles, channels, repeat, odd_extra)
-            refreshed = self._refreshed_by_channel(loads, len(cycles), channels, repeat, tail)
-        return refreshed, busiest
-
-    def _refreshed_by_channel(self, loads: list[int], n_cycles: int, channels: int, repeat: int,
-                              tail) -> int:
-        """The slowest channel under ``round_robin``'s placement (``loads``: each used
-        channel's, ``_channel_loads``), each with the refreshes that fall due before its last
-        job's last row activation."""
-        n = n_cycles * repeat
-        # Busiest channels first, stopping where no channel left can be slower: a tail only
-        # delays refreshes (with_refresh(load, tail) <= with_refresh(load)), and
-        # with_refresh(load) never decreases with the load.
-        slowest = 0
-        for c in sorted(range(len(loads)), key=loads.__getitem__, reverse=True):
-            if self.with_refresh(loads[c]) <= slowest:
-                break
-            count = (n - 1 - c) // channels + 1            # jobs on channel c
-            last = (c + (count - 1) * channels) // repeat  # index into ``cycles`` of its last job
-            slowest = max(slowest, self.with_refresh(loads[c], tail(last, count % 2 == 0)))
-        return slowest
-
-    @staticmethod
-    def _channel_loads(cycles, channels: int, repeat: int, odd_extra: int) -> list[int]:
-        """Each used channel's summed job cycles under ``round_robin``'s placement, plus
-        ``odd_extra`` if it runs an odd number of jobs."""
-        if repeat == 1 and len(cycles) <= channels and type(cycles) is list:
-            # A job per channel, each run once: the loads are the jobs' own cycles (a TLM pass
-            # of one KV head per device, when refreshes make round_robin ask every channel),
-            # listed in a quarter of the time of a product with an identity matrix.
-            return [c + odd_extra for c in cycles]
-        copies, odd = _placement(len(cycles), channels, repeat)
-        return (copies @ np.asarray(cycles, dtype=np.int64) + odd_extra * odd).tolist()
-
-    def pair_extra(self, contexts) -> int:
-        """What a channel's unpaired last instance gives back (0 but for AttAcc's schedule)."""
-        if self.attacc is None:
-            return 0
-        # attacc_overlap never decreases with the context: the longest gives the most back.
-        return self.attacc_overlap(int(max(contexts))) // 2
+                           channels_used=min(len(cycles) * repeat, channels),
+                           column_reads=column_reads)
 
     # --- FC (GEMV) ------------------------------------------------------------------------
 
-    @lru_cache(maxsize=65536)
     def gemv(self, tokens: int, k: int, n: int, bpe: int, stacks: int,
-             power_constrained: bool) -> "GemvWork":
+             power_constrained: bool) -> GemvWork:
         """``tokens`` products with a ``k x n`` weight stored over all banks of ``stacks``
         stacks: output rows spread over the banks (a bank holds whole rows, so it produces
         complete dot products); with fewer rows than banks the input dimension is split
@@ -672,7 +515,7 @@ def load_pim(name: str = "hbm3_pim", calibration: str = "physical") -> PimStack:
         attacc=attacc, refresh=refresh)
 
 
-def _attacc_schedule(pim: dict, org: dict, path) -> "AttaccSchedule | None":
+def _attacc_schedule(pim: dict, org: dict, path) -> AttaccSchedule | None:
     model = get(pim, "attention_schedule", str, source=path, prefix="pim", default="command")
     if model == "command":
         return None

@@ -61,6 +61,7 @@ def plot_roofline(pair_name: str, out: str | Path, *, system: str = "saddle",
     points = roofline_points(pair_name, system=system, context=context)
     sysm = load_system(system)
     gpu, pim, stacks = sysm.gpu, sysm.pim, sysm.stacks_per_device
+    assert pim is not None      # roofline_points checked it
     x = np.logspace(-1, 3, 200)
     fig, ax = plt.subplots(figsize=(11, 5.5))
     ax.loglog(x, np.minimum(gpu.sustained_flops, x * gpu.sustained_bandwidth), "C0-",

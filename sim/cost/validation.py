@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, replace
-from functools import lru_cache
 from pathlib import Path
 
 import yaml
@@ -82,7 +81,6 @@ def pim_points(calibration: str, folder: Path = TABLES) -> list[Point]:
     return out
 
 
-@lru_cache(maxsize=None)
 def _attacc_model(name: str):
     """Our model as AttAcc models it: no grouped-query attention (one KV head per head)."""
     from sim.model import load_model
@@ -118,6 +116,7 @@ def fit_attacc_schedule(folder: Path = TABLES) -> dict[str, int]:
     instances per channel (32 heads, same selection) save beyond their score groups. Rounded to
     whole cycles. The power-constrained points and the other head counts are not used."""
     import numpy as np
+
     from sim.cost.pim import load_pim
     pim = load_pim("hbm3_pim", "attacc")
     s = pim.mac_spacing

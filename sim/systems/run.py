@@ -135,7 +135,7 @@ def _calibration(trace: str, seed: int, fraction: float, max_seq: int, source: s
 
 @lru_cache(maxsize=None)
 def adapter(hardware: str, tlm: str, dlm: str) -> CostAdapter:
-    return CostAdapter(hardware, tlm, dlm)
+    return CostAdapter.named(hardware, tlm, dlm)
 
 
 @lru_cache(maxsize=32)

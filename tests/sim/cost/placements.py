@@ -1,24 +1,25 @@
 """The systems and placements the pricer tests sweep: PIM under AttAcc's schedule (context unit
 16) and the command model (unit 1), unfused and fused GPU kernels, FC and attention on every
 device the system has."""
-from collections.abc import Iterator
-from typing import Callable
+from collections.abc import Callable, Iterator
 
 import pytest
 
-from sim.cost.system import System, clear_caches
+from sim.cost.step import PriceCache, StepCost
+from sim.cost.system import System
 
 EVERY_SYSTEM = pytest.mark.parametrize(("name", "calibration"), [
     (name, calibration) for calibration in ("attacc", "physical") for name in ("saddle", "dgx-a100")])
 
 
-def pricers(system: System, other: str) -> Iterator[tuple[dict[str, str], Callable, Callable]]:
-    """For every (FC, attention) mapping ``system`` can run OPT-1.3B with, on cold memos:
-    (mapping, its ``step_pricer``, its pricer ``other``, e.g. ``round_pricer``) on one device."""
+def pricers(system: System) -> Iterator[tuple[dict[str, str], Callable[..., StepCost]]]:
+    """For every (FC, attention) mapping ``system`` can run OPT-1.3B with, on one device:
+    (mapping, ``price(contexts, queries)`` through one ``StepModel`` whose memos start cold
+    and stay warm between calls)."""
     places = ("gpu", "pim") if system.pim else ("gpu",)
     for fc in places:
         for attention in places:
             mapping = {"fc": fc, "attention": attention}
-            clear_caches()
-            yield (mapping, system.step_pricer("opt-1.3b", mapping=mapping, devices=1),
-                   getattr(system, other)("opt-1.3b", mapping=mapping, devices=1))
+            model = system.step_model("opt-1.3b", mapping=mapping, devices=1, cache=PriceCache())
+            yield mapping, lambda contexts, queries, model=model: StepCost.of(
+                model.price(contexts, queries))

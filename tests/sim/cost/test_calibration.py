@@ -12,8 +12,16 @@ from sim.cost.gpu import load_gpu
 from sim.cost.links import load_link
 from sim.cost.pim import load_pim
 from sim.cost.system import load_system
-from sim.cost.validation import (BOUNDS, TABLE_FILES, Point, compare, fit_attacc_schedule,
-                                 known_deviations, load_table, summarize)
+from sim.cost.validation import (
+    BOUNDS,
+    TABLE_FILES,
+    Point,
+    compare,
+    fit_attacc_schedule,
+    known_deviations,
+    load_table,
+    summarize,
+)
 from sim.errors import ConfigError
 from sim.model import FC, load_model
 
@@ -81,6 +89,7 @@ def test_unfused_attention_by_hand():
 def _times(op, n):
     """``op`` for ``n`` identical requests (array-valued counts)."""
     import dataclasses
+
     import numpy as np
     return dataclasses.replace(op, context=np.full(n, op.context), queries=np.full(n, op.queries))
 

@@ -1,13 +1,12 @@
-"""The planned draft round's pricer (``System.round_pricer``, ``CostAdapter.price_round``) is
-the step pricer applied to each of the round's steps: checked on random rounds on every kind
-of attention (PIM under AttAcc's schedule, context unit 16, and the command model, unit 1;
-unfused and fused GPU kernels), FC on GPU and PIM, with the memos cold and warm."""
+"""A planned draft round is the one entry point, ``StepModel.price``, applied to each of the
+round's steps: ``CostAdapter.price_round`` against ``CostAdapter.price`` step by step on a
+fresh adapter, and the round's steps on warm memos against ``price_step`` on cold ones, on
+every kind of attention and FC on GPU and PIM."""
 
 import random
 
-from sim.cost.system import clear_caches, load_system
+from sim.cost.system import load_system
 from sim.engine.costs import CostAdapter
-
 from tests.sim.cost.placements import EVERY_SYSTEM, pricers
 
 
@@ -30,27 +29,20 @@ def _steps(contexts: list[int], caps: list[int]) -> list[tuple[tuple[int, int], 
 
 
 @EVERY_SYSTEM
-def test_a_round_is_its_steps_priced_one_by_one(name, calibration):
+def test_a_rounds_steps_on_warm_memos_are_their_cold_prices(name, calibration):
     system = load_system(name, calibration)
-    for mapping, step, draft_round in pricers(system, "round_pricer"):
-        for contexts, caps in _rounds(1, 12):
-            got = draft_round(contexts, caps)
-            assert got == [step(reqs) for reqs in _steps(contexts, caps)], (name, mapping, contexts, caps)
-        # and each step priced alone on cold caches
-        contexts, caps = _rounds(2, 1)[0]
-        got = draft_round(contexts, caps)
-        for priced, reqs in zip(got, _steps(contexts, caps), strict=True):
-            clear_caches()
-            assert priced == system.price_step("opt-1.3b", reqs, mapping=mapping, devices=1)
+    for mapping, price in pricers(system):
+        for contexts, caps in _rounds(1, 4):
+            for reqs in _steps(contexts, caps):
+                got = price([c for c, _ in reqs], [1] * len(reqs))
+                assert got == system.price_step("opt-1.3b", reqs, mapping=mapping, devices=1)
 
 
 def test_the_adapters_round_is_its_steps():
-    """The engine's form (``Priced``, one ``Work`` shared by the steps of a memo entry, their
-    own operation counts) against ``CostAdapter.price`` step by step, on a fresh adapter."""
     for fc in ("gpu", "pim"):
-        clear_caches()
-        rounds = CostAdapter("saddle", "opt-66b", "opt-1.3b")
+        rounds = CostAdapter.named("saddle", "opt-66b", "opt-1.3b")
         for contexts, caps in _rounds(3, 10):
             got = rounds.price_round("dlm", contexts, caps, fc, "pim", 1)
-            steps = CostAdapter("saddle", "opt-66b", "opt-1.3b")
+            steps = CostAdapter.named("saddle", "opt-66b", "opt-1.3b")
             assert got == [steps.price("dlm", reqs, fc, "pim", 1) for reqs in _steps(contexts, caps)]
+        assert rounds.price_round("dlm", [], [], fc, "pim", 1) == []

@@ -86,7 +86,6 @@ def test_draft_on_one_device_verify_on_all():
 def test_determinism_and_cache_are_transparent():
     reqs = [(700, 3), (20, 1)]
     a = SADDLE.price_step("llama-3.1-70b", reqs)
-    SADDLE._price_cached.cache_clear()
     b = SADDLE.price_step("llama-3.1-70b", list(reqs))
     assert a == b and a.as_dict() == b.as_dict()
 
@@ -231,16 +230,17 @@ def test_round_robin_equals_placing_every_job():
                                               tails[last[c], 1 - count % 2])
                       for c, (load, count) in enumerate(zip(loads, counts)) if count)
         got = SADDLE.pim.round_robin(cycles, channels, 0, repeat=repeat, odd_extra=odd_extra,
-                                     tail=lambda r, paired: tails[r, int(paired)])
+                                     tail=lambda r, paired, tails=tails: tails[r, int(paired)])
         assert got.cycles == slowest
 
 
 def test_channel_loads_of_a_job_per_channel():
-    """``_channel_loads`` lists a job per channel (run once) without the placement's matrix
-    product: the same loads as placing every job, with and without the odd-count extra (and
-    with more copies or jobs than channels, through the product)."""
+    """``ChannelPlacement.loads`` lists a job per channel (run once) without the placement's
+    matrix product: the same loads as placing every job, with and without the odd-count extra
+    (and with more copies or jobs than channels, through the product)."""
     import random
-    from sim.cost.pim import PimStack
+
+    from sim.cost.pim import ChannelPlacement
     rng = random.Random(5)
     for _ in range(300):
         channels, repeat = rng.randint(1, 90), rng.choice((1, 1, rng.randint(1, 12)))
@@ -251,7 +251,7 @@ def test_channel_loads_of_a_job_per_channel():
             loads[i % channels] += cycles[i // repeat]
             counts[i % channels] += 1
         want = [load + odd_extra * (count % 2) for load, count in zip(loads, counts) if count]
-        got = PimStack._channel_loads(cycles, channels, repeat, odd_extra)
+        got = ChannelPlacement(len(cycles), channels, repeat).loads(cycles, odd_extra)
         assert got == want and all(type(load) is int for load in got)
 
 
@@ -266,20 +266,19 @@ def test_a_context_unit_is_all_an_instance_sees():
     for L in range(1, 300):
         top = -(-L // 16) * 16
         for rows in (1, 8):
-            assert pim.attention_cycles(L, 64, rows, 2, False) == pim.attention_cycles(top, 64, rows, 2, False)
+            assert pim.attention_instance(L, 64, rows, 2, False) == pim.attention_instance(top, 64, rows, 2, False)
             for paired in (False, True):
                 assert pim.attacc_tail(L, 128, rows, 2, 4, paired) == pim.attacc_tail(top, 128, rows, 2, 4, paired)
         assert pim.attacc_overlap(L) == pim.attacc_overlap(top)
-    assert pim.attention_cycles(33, 64, 1, 2, False) != pim.attention_cycles(32, 64, 1, 2, False)
+    assert pim.attention_instance(33, 64, 1, 2, False) != pim.attention_instance(32, 64, 1, 2, False)
 
 
 @pytest.mark.parametrize("calibration", ["attacc", "physical"])
-def test_step_pricer_equals_price_step_through_its_memos(calibration):
-    """The engine's pricer (no request check, memos per kind of step) against ``price_step``
-    with every cache emptied before each step: steps that hit its memos (contexts within one
+def test_step_model_equals_price_step_through_its_memos(calibration):
+    """``StepModel.price`` on memos kept between steps against ``price_step`` on cold ones: steps that hit its memos (contexts within one
     PIM context unit, requests reordered to the same unfused-GPU sums) and steps that miss, on
     PIM and GPU attention, FC on GPU and PIM, one device and all."""
-    from sim.cost.system import clear_caches
+    from sim.cost.step import PriceCache, StepCost
     cases = []
     for name in ("saddle", "dgx-a100"):
         system = load_system(name, calibration)
@@ -291,9 +290,8 @@ def test_step_pricer_equals_price_step_through_its_memos(calibration):
     steps = [((100, 1), (300, 1)), ((101, 1), (305, 1)), ((305, 1), (101, 1)), ((112, 1), (320, 1)),
              ((113, 1), (321, 1)), ((40, 3), (700, 9), (5, 1)), ((41, 3), (701, 9), (6, 1))]
     for system, model, mapping, devices in cases:
-        pricer = system.step_pricer(model, mapping=mapping, devices=devices)
+        step = system.step_model(model, mapping=mapping, devices=devices, cache=PriceCache())
         for reqs in steps:
-            got = pricer(reqs)
-            clear_caches()
+            got = StepCost.of(step.price(*zip(*reqs)))
             ref = system.price_step(model, reqs, mapping=mapping, devices=devices)
             assert got == ref, (system.name, mapping, reqs)

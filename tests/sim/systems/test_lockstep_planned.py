@@ -103,10 +103,10 @@ def test_autoregressive_passes_priced_together_equal_one_by_one(hardware, attent
     rng = random.Random(5)
     contexts = [rng.choice((rng.randint(1, 900), 16 * rng.randint(1, 50))) for _ in range(128)]
     clear_caches()
-    together = CostAdapter(hardware, "opt-66b", "opt-1.3b")
+    together = CostAdapter.named(hardware, "opt-66b", "opt-1.3b")
     n = together.n_devices
     got = together.price_round("tlm", contexts, [19] * len(contexts), "gpu", attention, n)
-    one = CostAdapter(hardware, "opt-66b", "opt-1.3b")
+    one = CostAdapter.named(hardware, "opt-66b", "opt-1.3b")
     assert got == [one.price("tlm", tuple((c + s, 1) for c in contexts), "gpu", attention, n)
                    for s in range(19)]
 

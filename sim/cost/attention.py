@@ -1,0 +1,265 @@
+"""Attention placements: one class per place attention can run, each pricing every layer's
+attention of one step on one device.
+
+A placement answers two questions about a step's requests, given as their contexts, query
+token counts and ``Sums`` of those:
+
+- ``key``: what its time and energy depend on (a hashable; steps with equal keys cost the
+  same, so ``StepModel`` memoizes on it). Keys are exact, never bucketed.
+- ``price``: that time and energy (``AttentionCost``), for a step of ``tokens`` query tokens.
+
+A new placement is a class with these two methods, ``on_pim`` and ``energy_from``, and a line
+in ``placement()``.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable, Hashable, Sequence
+from functools import partial
+from operator import mul
+from typing import TYPE_CHECKING, NamedTuple, Protocol
+
+from sim.cost.energy import COMPONENTS
+from sim.cost.pim import ChannelPlacement, PimStack
+
+if TYPE_CHECKING:
+    from sim.cost.system import System
+    from sim.model import Attention, ModelSpec
+
+PHASES = ("scores", "softmax", "context")
+
+
+class Sums(NamedTuple):
+    """What a step's token count and every attention count depend on: the number of
+    requests, and the sums of their contexts L, query tokens q and products L q."""
+
+    n: int
+    contexts: int
+    queries: int
+    products: int
+
+    @classmethod
+    def of(cls, contexts: Sequence[int], queries: Sequence[int]) -> Sums:
+        # Builtins over lists beat numpy for the few requests of a micro-batch.
+        n, sum_l, sum_q = len(contexts), sum(contexts), sum(queries)
+        # Every query count is at least 1: sum_q == n means one query each.
+        return cls(n, sum_l, sum_q, sum_l if sum_q == n else sum(map(mul, contexts, queries)))
+
+
+class Bilinear(NamedTuple):
+    """A count summed over a step's requests, a + b L + c q + e L q per request (one layer)."""
+
+    a: int
+    b: int
+    c: int
+    e: int
+
+    @classmethod
+    def fit(cls, shard: ModelSpec, count: Callable[[Attention], int]) -> Bilinear:
+        """``count`` summed over one request's attention phases. Every count of
+        ``sim.model.Attention`` is a multiple of heads x queries x head dim, KV heads x context x
+        head dim or heads x queries x context, so four requests determine it exactly."""
+        f = lambda L, q: sum(count(op) for op in shard.attention_ops(L, q))
+        e = f(2, 2) - f(2, 1) - f(1, 2) + f(1, 1)
+        b = f(2, 1) - f(1, 1) - e
+        c = f(1, 2) - f(1, 1) - e
+        return cls(f(1, 1) - b - c - e, b, c, e)
+
+    def __call__(self, s: Sums) -> int:
+        a, b, c, e = self
+        n, contexts, queries, products = s
+        return a * n + b * contexts + c * queries + e * products
+
+
+def _in_phase(phase: str, count: str) -> Callable[[Attention], int]:
+    """An operator's ``count`` if it is ``phase``, else 0."""
+    return lambda op: getattr(op, count) if op.name == phase else 0
+
+
+class AttentionCost(NamedTuple):
+    """Every layer's attention of a step on one device."""
+
+    ps: int
+    comm_ps: int                           # GPU <-> PIM transfers it adds
+    energy: tuple[float, float, float]     # pJ in COMPONENTS[energy_from : energy_from + 3]
+
+
+class Placement(Protocol):
+    on_pim: bool        # its time counts as PIM busy time (else GPU)
+    energy_from: int    # its energy's first component in COMPONENTS (three consecutive)
+    flops: Bilinear     # attention FLOPs of one layer
+
+    def key(self, contexts: Sequence[int], queries: Sequence[int], sums: Sums) -> Hashable: ...
+
+    def price(self, key, sums: Sums) -> AttentionCost: ...
+
+
+class FusedGpuAttention:
+    """One flash-decoding kernel per layer: one tile per (request, KV head, block of query
+    rows, block of keys); DRAM traffic is K, V, Q and the output (``GPU.attention_ps``)."""
+
+    on_pim = False
+    energy_from = COMPONENTS.index("gpu_dram")
+
+    def __init__(self, system: System, shard: ModelSpec) -> None:
+        self.gpu, self.energy, self.shard = system.gpu, system.energy, shard
+        self.flops = Bilinear.fit(shard, lambda op: op.flops)
+        self.bytes = Bilinear.fit(shard, lambda op: op.streamed_bytes)
+
+    def key(self, contexts: Sequence[int], queries: Sequence[int], sums: Sums) -> Hashable:
+        tiles_of, g = self.gpu.tiles_per_kv_head, self.shard.group
+        return sums, self.shard.kv_heads * sum([tiles_of(L, q * g) for L, q in zip(contexts, queries)])
+
+    def price(self, key: tuple[Sums, int], sums: Sums) -> AttentionCost:
+        _, tiles = key
+        flops, nbytes, layers = self.flops(sums), self.bytes(sums), self.shard.layers
+        ps = self.gpu.fused_attention_ps(flops, nbytes, tiles)
+        dram, onchip, mac = self.energy.gpu_traffic_pj(flops, nbytes)
+        return AttentionCost(ps * layers, 0, (dram * layers, onchip * layers, mac * layers))
+
+
+class UnfusedGpuAttention:
+    """Scores, softmax and context as three kernels per layer, each of one thread block per
+    (request, KV head, block of ``tile_m`` query rows); the products read their operands once
+    and make three register accesses per multiply-add."""
+
+    on_pim = False
+    energy_from = COMPONENTS.index("gpu_dram")
+
+    def __init__(self, system: System, shard: ModelSpec) -> None:
+        self.gpu, self.energy, self.shard = system.gpu, system.energy, shard
+        self.flops = Bilinear.fit(shard, lambda op: op.flops)
+        self.phases = [(p, Bilinear.fit(shard, _in_phase(p, "flops")),
+                        Bilinear.fit(shard, _in_phase(p, "bytes_total"))) for p in PHASES]
+        self.blocks: dict[int, int] = {}    # thread blocks of a request by its query tokens
+
+    def key(self, contexts: Sequence[int], queries: Sequence[int], sums: Sums) -> Hashable:
+        """The kernels see the requests only through their sums and thread blocks."""
+        blocks = self.blocks
+        if sums.queries == sums.n and 1 in blocks:      # one query each
+            return sums, sums.n * blocks[1]
+        try:
+            return sums, sum([blocks[q] for q in queries])
+        except KeyError:
+            for q in queries:
+                blocks[q] = self.gpu.unfused_blocks(self.shard.kv_heads, q * self.shard.group)
+            return sums, sum([blocks[q] for q in queries])
+
+    def price(self, key: tuple[Sums, int], sums: Sums) -> AttentionCost:
+        _, blocks = key
+        ps = 0
+        dram = onchip = mac = 0.0
+        for phase, flops_of, bytes_of in self.phases:
+            flops, nbytes = flops_of(sums), bytes_of(sums)
+            ps += self.gpu.kernel_ps(flops, nbytes, blocks)
+            registers = 3 * flops // 2 if phase != "softmax" else 0
+            d, o, m = self.energy.gpu_traffic_pj(flops, nbytes, nbytes, nbytes, registers)
+            dram += d
+            onchip += o
+            mac += m
+        layers = self.shard.layers
+        return AttentionCost(ps * layers, 0, (dram * layers, onchip * layers, mac * layers))
+
+
+class PimAttention:
+    """One instance per request x KV head on the device's PIM channels, never split, placed
+    round-robin in request-major order (a request's heads on neighbouring channels); instances
+    on one channel run back to back. Q and the new K, V entries go down the GPU-PIM link and
+    the outputs come back, every layer."""
+
+    on_pim = True
+    energy_from = COMPONENTS.index("pim_bank")
+
+    def __init__(self, system: System, shard: ModelSpec, power: bool,
+                 tables: Callable[..., dict]) -> None:
+        assert system.pim is not None and system.gpu_pim_link is not None
+        self.pim: PimStack = system.pim
+        self.link, self.energy, self.shard, self.power = system.gpu_pim_link, system.energy, shard, power
+        self.channels = self.pim.channels * system.stacks_per_device
+        self.unit = self.pim.context_unit
+        self.flops = Bilinear.fit(shard, lambda op: op.flops)
+        # Shared by every kind of step on this stack and head shape.
+        shape = (self.pim, shard.head_dim, shard.bpe, power)
+        self.instances: dict[tuple[int, int], tuple[int, int]] = tables("pim instance", *shape)
+        self.tails: dict[tuple[int, int, bool], int] = tables("pim tail", *shape)
+        self.placements: dict[tuple[int, int, int], ChannelPlacement] = tables("pim placement", self.pim)
+        self.extras: dict[int, int] = tables("pim pair extra", self.pim)
+        self.transfers: dict[int, tuple[int, float]] = {}     # by the step's tokens
+
+    def key(self, contexts: Sequence[int], queries: Sequence[int], sums: Sums) -> Hashable:
+        """An instance depends on its context only through its count of ``context_unit``s."""
+        unit = self.unit
+        return tuple([-(-c // unit) for c in contexts]), tuple(queries)
+
+    def price(self, key: tuple[tuple[int, ...], tuple[int, ...]], sums: Sums) -> AttentionCost:
+        units, queries = key
+        shard, pim, instances = self.shard, self.pim, self.instances
+        group = shard.group
+        rows = [q * group for q in queries]
+        cycles, reads = [], 0
+        for shape in zip(units, rows):
+            found = instances.get(shape)
+            if found is None:
+                found = self._instance(*shape)
+            cycles.append(found[0])
+            reads += found[1]
+        longest = max(units)
+        extra = self.extras.get(longest)
+        if extra is None:
+            extra = self.extras[longest] = pim.pair_extra(longest * self.unit)
+        placement = self.placements.get((len(cycles), self.channels, shard.kv_heads))
+        if placement is None:
+            placement = self._placement(len(cycles))
+        tail = partial(self._tail, units, rows) if pim.refresh == "until_last_activate" else None
+        att_ps = placement.placed(cycles, extra, pim.with_refresh, tail)[0] * pim.tck_ps * shard.layers
+        bank_pj, mac_pj = self.energy.pim_pj(reads * shard.kv_heads, pim.column_bytes, pim.lanes)
+        transfer = self.transfers.get(sums.queries)
+        if transfer is None:
+            transfer = self.transfers[sums.queries] = self.transfer(sums.queries)
+        comm_ps, link_pj = transfer
+        if self.link.overlap_attention:
+            # Heads pipelined: one head's transfers overlap the others' attention, so 1/heads of
+            # them shows when attention is the longer, and otherwise what attention cannot hide.
+            heads = shard.heads
+            comm_ps = (-(-comm_ps // heads) if att_ps > comm_ps
+                       else comm_ps - att_ps + -(-att_ps // heads))
+        layers = shard.layers
+        return AttentionCost(att_ps, comm_ps, (bank_pj * layers, mac_pj * layers, link_pj))
+
+    def transfer(self, tokens: int) -> tuple[int, float]:
+        """(ps, link pJ) of every layer's Q and new K, V down to the stacks and outputs up."""
+        s = self.shard
+        q_bytes = tokens * s.heads * s.head_dim * s.bpe
+        down = q_bytes + tokens * s.kv_heads * s.head_dim * s.bpe * 2
+        ps = (self.link.transfer_ps(down) + self.link.transfer_ps(q_bytes)) * s.layers
+        return ps, (down + q_bytes) * self.link.energy_pj_per_byte * s.layers
+
+    def _instance(self, units: int, rows: int) -> tuple[int, int]:
+        """(cycles, PE column reads) of one instance, priced at its unit's longest context."""
+        work = self.pim.attention_instance(units * self.unit, self.shard.head_dim, rows,
+                                           self.shard.bpe, self.power)
+        found = self.instances[units, rows] = (work.cycles, work.column_reads)
+        return found
+
+    def _placement(self, requests: int) -> ChannelPlacement:
+        key = (requests, self.channels, self.shard.kv_heads)   # a request's KV heads in a row
+        found = self.placements[key] = ChannelPlacement(*key)
+        return found
+
+    def _tail(self, units: Sequence[int], rows: Sequence[int], job: int, paired: bool) -> int:
+        key = (units[job], rows[job], paired)
+        found = self.tails.get(key)
+        if found is None:
+            found = self.tails[key] = self.pim.instance_tail(
+                units[job] * self.unit, self.shard.head_dim, rows[job], self.shard.bpe,
+                self.power, paired)
+        return found
+
+
+def placement(system: System, shard: ModelSpec, place: str, power: bool,
+              tables: Callable[..., dict]) -> Placement:
+    """The attention placement of ``place`` ("gpu" or "pim") on ``system``."""
+    if place == "pim":
+        return PimAttention(system, shard, power, tables)
+    if system.gpu.unfused_attention:
+        return UnfusedGpuAttention(system, shard)
+    return FusedGpuAttention(system, shard)

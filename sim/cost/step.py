@@ -1,0 +1,313 @@
+"""A step's price: the dense part (FC, elementwise operators, all-reduces), which depends on
+the step's token count only, plus attention priced by its placement (``sim.cost.attention``).
+
+A model split over ``devices`` devices is tensor-parallel: every device runs the same share at
+the same time, so the step takes one device's time. Within a layer the operators run one after
+another (no overlap of GPU, PIM and link work): the step time is the sum of FC, attention,
+other (norms, activations, residuals, on the GPU) and communication.
+
+Partitioning (sim/cost/README.md):
+- FC on the GPUs: weights column-/row-split over the devices, two all-reduces per layer (after
+  the output projection and after the last FFN matrix) over the device link.
+- FC on PIM: weights spread over all banks of the device's stacks; inputs go GPU -> stacks and
+  results (or partial sums) come back over the GPU-PIM link for every FC operator, because
+  norms and activations stay on the GPU.
+- Attention: heads split over the devices; placed as its ``Placement`` says.
+"""
+from __future__ import annotations
+
+from collections.abc import Hashable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from types import MappingProxyType
+from typing import TYPE_CHECKING, NamedTuple
+
+from sim.cost.attention import Placement, Sums, placement
+from sim.cost.energy import COMPONENTS
+from sim.cost.gpu import Kernel
+from sim.cost.links import Link
+from sim.model import FC, Elementwise, ModelSpec
+
+if TYPE_CHECKING:
+    from sim.cost.system import System
+
+GPU_DRAM, GPU_ONCHIP, GPU_MAC, PIM_BANK, PIM_MAC, LINK, STATIC = range(len(COMPONENTS))
+ELEMENTWISE_KIND = {"attn_norm": "norm", "ffn_norm": "norm", "final_norm": "norm",
+                    "activation": "activation"}
+
+
+class PriceCache:
+    """Every memo of pricing, in named tables: whoever prices owns one (a ``CostAdapter``, and
+    so every run of a process that shares it). A table reaching ``limit`` entries is emptied
+    (a forgotten price only costs recomputation); keys are exact, never bucketed."""
+
+    def __init__(self, limit: int = 1 << 16) -> None:
+        self.limit = limit
+        self._tables: dict[tuple, dict] = {}
+
+    def table(self, *name: Hashable) -> dict:
+        found = self._tables.get(name)
+        if found is None:
+            found = self._tables[name] = {}
+        return found
+
+    def remember(self, table: dict, key: Hashable, value):
+        if len(table) >= self.limit:
+            table.clear()
+        table[key] = value
+        return value
+
+    def clear(self) -> None:
+        self._tables.clear()
+
+
+@dataclass(slots=True, eq=False)
+class StepTimes:
+    """A step's times and energies, shared by every step of one memo key (so compared and
+    hashed by identity; not frozen only because a frozen dataclass is slower to build, and
+    every new step builds one: do not change one). Times are integer picoseconds of wall time; the ``*_busy_ps`` are per
+    device (all devices of the step are busy in parallel). Energy covers all devices: per
+    component in ``COMPONENTS`` order (static last), and ``energy_pj`` their sum."""
+
+    time_ps: int
+    attention_ps: int
+    fc_ps: int
+    comm_ps: int
+    other_ps: int
+    gpu_busy_ps: int
+    pim_busy_ps: int
+    energy: tuple[float, ...]
+    energy_pj: float
+    devices: int
+    mapping: tuple[tuple[str, str], ...]
+
+
+class StepPrice(NamedTuple):
+    """``StepModel.price``'s answer: the step's times and energies, and its own operation
+    counts (all devices)."""
+
+    times: StepTimes
+    flops: int
+    pim_flops: int
+
+
+class StepCost(NamedTuple):
+    """One step's ``StepPrice`` in one flat record (``StepTimes``' fields and the counts)."""
+
+    time_ps: int
+    attention_ps: int
+    fc_ps: int
+    comm_ps: int
+    other_ps: int
+    gpu_busy_ps: int
+    pim_busy_ps: int
+    energy: tuple[float, ...]
+    energy_pj: float
+    flops: int
+    pim_flops: int
+    devices: int
+    mapping: tuple[tuple[str, str], ...]
+
+    @classmethod
+    def of(cls, price: StepPrice) -> StepCost:
+        t = price.times
+        return cls(time_ps=t.time_ps, attention_ps=t.attention_ps, fc_ps=t.fc_ps,
+                   comm_ps=t.comm_ps, other_ps=t.other_ps, gpu_busy_ps=t.gpu_busy_ps,
+                   pim_busy_ps=t.pim_busy_ps, energy=t.energy, energy_pj=t.energy_pj,
+                   flops=price.flops, pim_flops=price.pim_flops, devices=t.devices,
+                   mapping=t.mapping)
+
+    @property
+    def energy_by_component_pj(self) -> Mapping[str, float]:
+        return MappingProxyType(dict(zip(COMPONENTS, self.energy)))
+
+    @property
+    def pim_flop_share(self) -> float:
+        """Share of the step's operations (FLOPs) executed on PIM."""
+        return self.pim_flops / self.flops
+
+    def as_dict(self) -> dict:
+        """JSON form: times in ns."""
+        ns = lambda ps: ps / 1000
+        return {"time_ns": ns(self.time_ps),
+                "breakdown": {"attention_ns": ns(self.attention_ps), "fc_ns": ns(self.fc_ps),
+                              "comm_ns": ns(self.comm_ps), "other_ns": ns(self.other_ps)},
+                "gpu_busy_ns": ns(self.gpu_busy_ps), "pim_busy_ns": ns(self.pim_busy_ps),
+                "energy_pj": self.energy_pj,
+                "energy_by_component_pj": dict(self.energy_by_component_pj),
+                "flops": self.flops, "pim_flop_share": self.pim_flop_share,
+                "devices": self.devices, "mapping": dict(self.mapping)}
+
+
+class DensePrice(NamedTuple):
+    """The part of a step that depends on its token count only, on one device; energies in pJ
+    per component in ``COMPONENTS`` order."""
+
+    fc_ps: int
+    other_ps: int
+    comm_ps: int
+    gpu_ps: int
+    pim_ps: int
+    fc_energy: tuple[float, ...]
+    other_energy: tuple[float, ...]
+    allreduce_energy: tuple[float, ...]
+    flops: int
+    pim_flops: int
+
+
+class _Tally:
+    """Times and energies added up operator by operator (energy per component, in order)."""
+
+    def __init__(self) -> None:
+        self.fc = self.comm = self.gpu = self.pim = self.pim_flops = 0
+        self.energy = [0.0] * len(COMPONENTS)
+
+    def add(self, first: int, parts: Sequence[float], times: int) -> None:
+        for i, pj in enumerate(parts):
+            self.energy[first + i] += pj * times
+
+    def transfer(self, link: Link, down: int, up: int, times: int) -> None:
+        """GPU <-> PIM traffic: ``down`` bytes to the stacks and ``up`` back, ``times`` times."""
+        self.comm += (link.transfer_ps(down) + link.transfer_ps(up)) * times
+        self.energy[LINK] += (down + up) * link.energy_pj_per_byte * times
+
+
+class DenseModel:
+    """FC (on the GPUs or on PIM), elementwise operators and all-reduces of one model share."""
+
+    def __init__(self, system: System, shard: ModelSpec, fc_place: str, devices: int,
+                 power: bool, cache: PriceCache) -> None:
+        self.system, self.shard, self.fc_place = system, shard, fc_place
+        self.devices, self.power = devices, power
+        self.kernels: dict[FC, Kernel] = cache.table("gpu fc kernel", system.gpu)
+
+    def price(self, tokens: int) -> DensePrice:
+        fc, other = self.shard.dense_ops(tokens)
+        tally = _Tally()
+        if self.fc_place == "gpu":
+            self._fc_gpu(fc, tally)
+        else:
+            self._fc_pim(fc, tally)
+        other_ps, other_energy = self._other(other)
+        allreduce_ps, allreduce_energy = self._allreduce(tokens)
+        return DensePrice(fc_ps=tally.fc, other_ps=other_ps, comm_ps=tally.comm + allreduce_ps,
+                          gpu_ps=tally.gpu + other_ps, pim_ps=tally.pim,
+                          fc_energy=tuple(tally.energy), other_energy=other_energy,
+                          allreduce_energy=allreduce_energy,
+                          flops=sum(op.flops * op.repeat for op in fc + other),
+                          pim_flops=tally.pim_flops)
+
+    def _fc_gpu(self, fc: tuple[FC, ...], tally: _Tally) -> None:
+        system = self.system
+        for op in fc:
+            kernel = self.kernels.get(op)
+            if kernel is None:
+                kernel = self.kernels[op] = system.gpu.fc_kernel(op)
+            ps = kernel.ps * op.repeat
+            tally.fc += ps
+            tally.gpu += ps
+            parts = system.energy.gpu_traffic_pj(op.flops, kernel.dram, kernel.l2, kernel.l1,
+                                                 kernel.registers)
+            tally.add(GPU_DRAM, parts, op.repeat)
+
+    def _fc_pim(self, fc: tuple[FC, ...], tally: _Tally) -> None:
+        system = self.system
+        pim, stacks, link = system.pim, system.stacks_per_device, system.gpu_pim_link
+        assert pim is not None and link is not None
+        for op in fc:
+            work = pim.gemv(op.tokens, op.k, op.n, op.bpe, stacks, self.power)
+            ps = work.cycles * pim.tck_ps * op.repeat
+            tally.fc += ps
+            tally.pim += ps
+            tally.pim_flops += op.flops * op.repeat
+            tally.add(PIM_BANK, system.energy.pim_pj(work.column_reads, pim.column_bytes, pim.lanes),
+                      op.repeat)
+            tally.transfer(link, op.tokens * op.k * op.bpe * stacks, work.result_bytes, op.repeat)
+
+    def _other(self, ops: tuple[Elementwise, ...]) -> tuple[int, tuple[float, ...]]:
+        """Norms, activations, residual adds and rotary embedding on the GPU. With fitted
+        kernels (``elementwise_fit``) as they run: each norm also reads the residual stream
+        (the residual add fused into it), rotary embedding runs inside the attention kernel."""
+        gpu = self.system.gpu
+        if gpu.elementwise_fit:
+            ops = tuple(replace(op, inputs=op.inputs + 1)
+                        if ELEMENTWISE_KIND.get(op.name) == "norm" else op
+                        for op in ops if op.name not in ("attn_residual", "ffn_residual", "rope"))
+        ps = sum(gpu.elementwise_ps(op.flops, op.bytes_total, ELEMENTWISE_KIND.get(op.name, ""))
+                 * op.repeat for op in ops)
+        flops = sum(op.flops * op.repeat for op in ops)
+        nbytes = sum(op.bytes_total * op.repeat for op in ops)
+        return ps, (*self.system.energy.gpu_traffic_pj(flops, nbytes), 0.0, 0.0, 0.0, 0.0)
+
+    def _allreduce(self, tokens: int) -> tuple[int, tuple[float, ...]]:
+        """Two all-reduces per layer of the hidden state over the device link."""
+        energy = [0.0] * len(COMPONENTS)
+        link, devices = self.system.device_link, self.devices
+        if devices == 1 or link is None:
+            return 0, tuple(energy)
+        nbytes = tokens * self.shard.hidden * self.shard.bpe
+        count = 2 * self.shard.layers
+        energy[LINK] += Link.allreduce_bytes_sent(nbytes, devices) * link.energy_pj_per_byte * count
+        return link.allreduce_ps(nbytes, devices) * count, tuple(energy)
+
+
+class StepModel:
+    """Prices one kind of step (a model share on ``devices`` devices, its FC and attention
+    placed, under one power constraint) from its requests' contexts and query token counts.
+
+    Prices are memoized in the ``PriceCache``: the dense part per token count, the rest of the
+    step (but its operation counts) per ``Placement.key``; a run prices ~10^5 steps of a few
+    kinds, and consecutive steps mostly share a key."""
+
+    def __init__(self, system: System, spec: ModelSpec, mapping: tuple[tuple[str, str], ...],
+                 devices: int, power: bool, cache: PriceCache) -> None:
+        (_, fc_place), (_, attention_place) = mapping
+        self.shard = spec.shard(devices)
+        self.devices, self.mapping, self.cache = devices, mapping, cache
+        self.dense = DenseModel(system, self.shard, fc_place, devices, power, cache)
+        self.attention: Placement = placement(system, self.shard, attention_place, power,
+                                              cache.table)
+        self.no_energy = [0.0] * STATIC
+        self.flops_per_layer_flop = self.shard.layers * devices     # every layer, every device
+        self.static_w = system.energy.static_w(devices, devices * system.stacks_per_device)
+        self.dense_memo: dict[int, DensePrice] = cache.table("dense", system, self.shard, fc_place,
+                                                             devices, power)
+        self.memo: dict[Hashable, StepPrice] = cache.table("step", system, spec, mapping, devices,
+                                                          power)
+
+    def price(self, contexts: Sequence[int], queries: Sequence[int]) -> StepPrice:
+        """The step of requests ``zip(contexts, queries)``: ints, 1 <= query <= context (not
+        checked: ``sim.model.check_requests`` checks requests from outside)."""
+        sums = Sums.of(contexts, queries)
+        attention = self.attention
+        key = attention.key(contexts, queries, sums)
+        head = self.memo.get(key)
+        if head is None:
+            head = self.cache.remember(self.memo, key, self._head(key, sums))
+        # Operation counts differ between steps of one key: FLOPs of the dense part are in
+        # the memoized head, attention's are added here.
+        times, flops, pim_flops = head
+        more = attention.flops(sums) * self.flops_per_layer_flop
+        return StepPrice(times, flops + more, pim_flops + more if attention.on_pim else pim_flops)
+
+    def _head(self, key: Hashable, sums: Sums) -> StepPrice:
+        """The step of ``key`` with the dense part's operation counts only."""
+        tokens, devices, on_pim = sums.queries, self.devices, self.attention.on_pim
+        d = self.dense_memo.get(tokens)
+        if d is None:
+            d = self.cache.remember(self.dense_memo, tokens, self.dense.price(tokens))
+        att = self.attention.price(key, sums)
+        time_ps = att.ps + d.fc_ps + d.comm_ps + att.comm_ps + d.other_ps
+        attention_energy = self.no_energy.copy()
+        first = self.attention.energy_from
+        attention_energy[first:first + 3] = att.energy
+        # Added in the order fc, attention, other, all-reduce, component by component.
+        energy = (*[((f + a) + o + r) * devices for f, a, o, r in zip(
+            d.fc_energy[:STATIC], attention_energy, d.other_energy, d.allreduce_energy)],
+            time_ps * self.static_w)
+        times = StepTimes(time_ps=time_ps, attention_ps=att.ps, fc_ps=d.fc_ps,
+                          comm_ps=d.comm_ps + att.comm_ps, other_ps=d.other_ps,
+                          gpu_busy_ps=d.gpu_ps + (0 if on_pim else att.ps),
+                          pim_busy_ps=d.pim_ps + (att.ps if on_pim else 0),
+                          energy=energy, energy_pj=sum(energy), devices=devices,
+                          mapping=self.mapping)
+        return StepPrice(times, flops=d.flops * devices, pim_flops=d.pim_flops * devices)
