@@ -130,7 +130,8 @@ class Manager:
         return pool, stop
 
     def _draft(self, txn: DraftToken) -> list:
-        pool, stop = self.draft(txn.request, txn.microbatch, txn.position, txn.token, txn.prob)
+        # The Manager's own draft, not an override's: RecordingManager.draft comes through here.
+        pool, stop = Manager.draft(self, txn.request, txn.microbatch, txn.position, txn.token, txn.prob)
         if stop is None:
             return [Refused(txn.request, txn.position, pool)]
         return [Drafted(txn.request, txn.position, pool, self.controller.slots[txn.request].h, stop)]
@@ -315,7 +316,7 @@ class Manager:
         return mapping
 
     def _query(self, txn: SchedulerQuery) -> list:
-        return [self.query(txn.microbatch)]
+        return [Manager.query(self, txn.microbatch)]    # not an override's (as _draft)
 
     def _end_round(self, txn: EndRound) -> list:
         _field(REQUEST_ID, txn.request, "EndRound.request")

@@ -50,6 +50,13 @@ class DiscardReason(str, Enum):
     EAGER_AFTER_REJECT = "eager_after_reject"
     # Still in a pool when the simulator retired its request (output complete).
     REQUEST_RETIRED = "request_retired"
+    # Drafted by a prediction step that outlived its round (the request was rejected or retired
+    # while the step ran): the simulator drops it before it reaches the Manager.
+    STALE_CONTEXT = "stale_context"
+
+
+# The reasons the Manager itself discards for (the RTL's codes).
+MANAGER_DISCARDS = tuple(r for r in DiscardReason if r is not DiscardReason.STALE_CONTEXT)
 
 
 class NotIssuedReason(str, Enum):

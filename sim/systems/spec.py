@@ -4,19 +4,58 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from enum import Enum
 
 from sim.config import check_keys, config_path, get, load_yaml
 from sim.errors import ConfigError
 
-DECODING = ("autoregressive", "speculative")
-VERIFY = ("lockstep", "shared_pool")
-MAPPING = ("static", "specpim", "dynamic")
+
+
+class Kind(str, Enum):
+    """A configuration choice: equal to its YAML spelling, so a spec read as text compares
+    equal to it."""
+
+    def __str__(self) -> str:
+        return self.value
+
+
+class Decoding(Kind):
+    AUTOREGRESSIVE = "autoregressive"
+    SPECULATIVE = "speculative"
+
+
+class Verify(Kind):
+    LOCKSTEP = "lockstep"          # every request's round verified by one pass, in step
+    SHARED_POOL = "shared_pool"    # the Manager's pools decide what a pass verifies
+
+
+class MappingKind(Kind):
+    STATIC = "static"
+    SPECPIM = "specpim"            # SpecPIM's offline search (sim/systems/offline.py)
+    DYNAMIC = "dynamic"            # the Manager's Scheduler
+
+
+class IssueRule(Kind):
+    """When a verification may start with fewer tokens than one pass holds (pooled.py)."""
+    GPU_IDLE = "gpu-idle"
+    TLM_IDLE = "tlm-idle"
+    DRAINED = "drained"
+
+
+class CapacityRule(Kind):
+    """How many tokens one TLM pass verifies (sim/systems/offline.py)."""
+    RIDGE = "ridge"
+    FC_SLACK = "fc_slack"
+    POOL = "pool"
+
+
+DECODING = tuple(k.value for k in Decoding)
+VERIFY = tuple(k.value for k in Verify)
+MAPPING = tuple(k.value for k in MappingKind)
 OPERATORS = ("dlm_fc", "dlm_attention", "tlm_fc", "tlm_attention")
 DEVICES = ("gpu", "pim")
-# When a verification may start with fewer tokens than one pass holds (sim/systems/pooled.py).
-ISSUE_RULES = ("gpu-idle", "tlm-idle", "drained")
-# How many tokens one TLM pass verifies, "what the GPU can verify at once" (sim/systems/offline.py).
-CAPACITY_RULES = ("ridge", "fc_slack", "pool")
+ISSUE_RULES = tuple(k.value for k in IssueRule)
+CAPACITY_RULES = tuple(k.value for k in CapacityRule)
 SYSTEM_KEYS = ("hardware", "decoding", "stop", "verify", "eager", "mapping", "static_mapping",
                "manager_hardware", "capacity_rule", "capacity_slack", "issue_rule")
 
@@ -25,20 +64,28 @@ SYSTEM_KEYS = ("hardware", "decoding", "stop", "verify", "eager", "mapping", "st
 class SystemSpec:
     name: str
     hardware: str                     # configs/hardware/<name>.yaml (the cost model's system)
-    decoding: str
-    stop: str | None                  # stop rule name (sim/systems/registry.py)
-    verify: str | None
+    decoding: Decoding
+    stop: str | None                  # stop rule name (the rules' registry, registry.py)
+    verify: Verify | None
     eager: bool
-    mapping: str
+    mapping: MappingKind
     static_mapping: dict[str, str] | None
     manager_hardware: bool            # Manager latency (monitoring, decision) is charged
-    capacity_rule: str | None = None      # shared_pool: how the TLM pass capacity is chosen
+    capacity_rule: CapacityRule | None = None   # shared_pool: how the TLM pass capacity is chosen
     capacity_slack: float | None = None   # capacity_rule fc_slack: FC time within 1 + slack
-    issue_rule: str | None = None         # eager: when a pass below capacity may start (ISSUE_RULES)
+    issue_rule: IssueRule | None = None   # eager: when a pass below capacity may start
+
+    def __post_init__(self) -> None:
+        # The kinds as enums, whatever spelling the spec was built with.
+        for name, kind in (("decoding", Decoding), ("verify", Verify), ("mapping", MappingKind),
+                           ("capacity_rule", CapacityRule), ("issue_rule", IssueRule)):
+            value = getattr(self, name)
+            if value is not None:
+                object.__setattr__(self, name, kind(value))
 
     @property
     def speculative(self) -> bool:
-        return self.decoding == "speculative"
+        return self.decoding is Decoding.SPECULATIVE
 
 
 def _choice(data: dict, key: str, choices: tuple[str, ...], source: str, default=...) -> str:
