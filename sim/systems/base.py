@@ -236,7 +236,7 @@ class BaseRun:
         self.tokens.check(self.setup.workload.total_output)
         window = self.window or (end, self.tokens.generated, self.energy_fj)
         static = self.costs.static_energy_fj
-        measured = Measured(
+        measured = self.measured = Measured(
             time_ps=end, energy_fj=self.energy_fj + static(end), tokens=self.tokens,
             breakdown_ps=latency_breakdown(self.log, end), gpu_busy_ps=self.devices.gpu_busy_ps,
             pim_busy_ps=self.devices.pim_busy_ps, n_devices=self.n_devices,
