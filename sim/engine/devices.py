@@ -18,7 +18,7 @@ from __future__ import annotations
 import math
 from array import array
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import partial
 from typing import Callable
 
@@ -39,14 +39,14 @@ class Work:
     gpu_ps: int
     pim_ps: int
     devices: int = 1
+    shares: tuple[float, float] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if self.time_ps < 0 or self.gpu_ps < 0 or self.pim_ps < 0:
             raise ValueError(f"negative work {self}")
         if self.gpu_ps > self.time_ps or self.pim_ps > self.time_ps:
             raise ValueError(f"a device is busy longer than the step lasts: {self}")
-        # Asked for every background step's rate while a pass runs, and a step's Work comes
-        # from the cost cache: computed once, stored as a plain attribute (not a field).
+        # Asked for every background step's rate while a pass runs: computed once.
         t = self.time_ps
         object.__setattr__(self, "shares", (self.gpu_ps / t, self.pim_ps / t) if t else (0.0, 0.0))
 
@@ -191,6 +191,7 @@ class DeviceSet:
 
     def _finish_foreground(self) -> None:
         job = self.foreground
+        assert job is not None
         self.foreground = None
         self.log.add(job.lane, job.start, self.queue.now, job.work)
         self._rerate()

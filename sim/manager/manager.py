@@ -13,6 +13,7 @@ checks and state change; ``apply`` builds each one's events from the same code.
 from __future__ import annotations
 
 from operator import attrgetter
+from typing import Any, Callable
 
 from sim.manager.config import ManagerConfig
 from sim.manager.conservation import ACCEPTED, REJECTED, Conservation, Ledger
@@ -62,7 +63,7 @@ class Manager:
         self._rejected: dict[int, int] = {}   # request -> micro-batch, rejected in this pass
         # Per micro-batch, its drafting count -> the SchedulerQuery's answer (query).
         self._dlm_fc_mappings: list[dict[int, Mapping]] = [{} for _ in range(c.micro_batches)]
-        self._handlers = {
+        self._handlers: dict[type, Callable[[Any], list]] = {
             Admit: self._admit, DraftToken: self._draft, DraftLogits: self._draft_logits,
             VerifyIssue: self._issue, VerifyResult: self._result, Unlock: self._unlock,
             SchedulerQuery: self._query, EndRound: self._end_round, Retire: self._retire,
@@ -162,14 +163,14 @@ class Manager:
         the Mapping's TLM attention device). The same checks and state change; one per pass
         (and per refused attempt) without a SelectedToken per token."""
         selection = self._select(tlm_idle, capacity)
-        if type(selection) is NotIssued:
+        if isinstance(selection, NotIssued):
             return None
         _, device, _, _ = selection
         return self.shared_pool.in_flight_positions(), device
 
     def _issue(self, txn: VerifyIssue) -> list:
         selection = self._select(txn.tlm_idle, txn.capacity)
-        if type(selection) is NotIssued:
+        if isinstance(selection, NotIssued):
             return [selection]
         chosen, device, num, den = selection
         vid = self.verification

@@ -85,6 +85,7 @@ class _Environment:
 
     def logits(self) -> tuple[int, ...]:
         """Raw LOGIT vectors: flat (low probability), peaked (near 1.0), tied maxima."""
+        assert self.softmax is not None
         rng, n = self.rng, self.softmax.vocab
         shape = rng.random()
         if shape < 0.3:
@@ -124,6 +125,7 @@ class _Environment:
             if payload is None:
                 use_logits = self.softmax is not None and rng.random() < 0.3
                 payload = (self.logits(),) if use_logits else (rng.randrange(VOCAB), self.prob())
+            txn: DraftLogits | DraftToken
             if len(payload) == 1:
                 txn = DraftLogits(r, slot.microbatch, slot.t + 1, payload[0])
             else:
@@ -264,7 +266,7 @@ def coverage(pairs: Iterable[tuple[object, list]]) -> Counter:
                 for a, b in zip(e.tokens, e.tokens[1:]):
                     if a.h == b.h:
                         cov["tie_same_request" if a.request == b.request else "tie_across_requests"] += 1
-                if len(e.tokens) == txn.capacity:
+                if isinstance(txn, VerifyIssue) and len(e.tokens) == txn.capacity:
                     cov["issued_full_pass"] += 1
             elif isinstance(e, NotIssued):
                 cov[f"not_issued_{e.reason.value}"] += 1

@@ -79,7 +79,7 @@ class PlannedRun(LockstepRun):
 
     def draft(self, mb: int, start: int) -> int:
         """Request r drafts in steps 0 .. cap_r - 1, step s at context ``context(s)``."""
-        drafting = [live for live in self.members(mb) if live.drafted]    # type: ignore[attr-defined]
+        drafting = [self.live[slot] for slot in sorted(self.by_mb[mb]) if self.live[slot].drafted]
         if not drafting:
             return start
         m = self.setup.mapping

@@ -57,7 +57,7 @@ class StopRule:
                                   f"in [0, 1], found {param!r}")
         elif param is not None:
             raise ConfigError(f"stop rule {self.name!r} takes no parameter (found {param!r})")
-        self.param = param
+        self.param: float = 0.0 if param is None else param     # (rules without one ignore it)
 
     @property
     def controller_tau(self) -> int:

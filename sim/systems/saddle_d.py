@@ -36,6 +36,7 @@ class SaddleDRun(LockstepRun):
 
     def new_round(self, batch) -> None:
         rule, max_len = self.setup.stop, self.setup.manager_config.max_draft_len
+        assert rule is not None
         for live in batch:
             live.drafted = 0
             plan = rule.planned(live.trace, live.t, live.remaining)
@@ -50,10 +51,10 @@ class SaddleDRun(LockstepRun):
     def draft(self, mb: int, start: int) -> int:
         """One step for the requests still drafting, each token to the Controller, until none
         is."""
-        members = self.members(mb)
+        members = [self.live[slot] for slot in sorted(self.by_mb[mb])]
         t = start
         while True:
-            lives = [live for live in members if live.drafting]    # type: ignore[attr-defined]
+            lives = [live for live in members if live.drafting]
             if not lives:
                 return t
             priced = self.price_dlm(tuple([live.context(live.drafted) for live in lives]))

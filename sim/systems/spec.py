@@ -10,7 +10,6 @@ from sim.config import check_keys, config_path, get, load_yaml
 from sim.errors import ConfigError
 
 
-
 class Kind(str, Enum):
     """A configuration choice: equal to its YAML spelling, so a spec read as text compares
     equal to it."""
@@ -75,14 +74,6 @@ class SystemSpec:
     capacity_slack: float | None = None   # capacity_rule fc_slack: FC time within 1 + slack
     issue_rule: IssueRule | None = None   # eager: when a pass below capacity may start
 
-    def __post_init__(self) -> None:
-        # The kinds as enums, whatever spelling the spec was built with.
-        for name, kind in (("decoding", Decoding), ("verify", Verify), ("mapping", MappingKind),
-                           ("capacity_rule", CapacityRule), ("issue_rule", IssueRule)):
-            value = getattr(self, name)
-            if value is not None:
-                object.__setattr__(self, name, kind(value))
-
     @property
     def speculative(self) -> bool:
         return self.decoding is Decoding.SPECULATIVE
@@ -143,10 +134,12 @@ def load_system(name: str) -> SystemSpec:
         raise ConfigError(f"{src}: issue_rule: only systems with an Eager Pool (eager: true) choose it; "
                           "without one, drafting and verification alternate")
     return SystemSpec(name=name, hardware=get(data, "hardware", str, source=src),
-                      decoding=decoding, stop=stop, verify=verify, eager=eager, mapping=mapping,
+                      decoding=Decoding(decoding), stop=stop, verify=Verify(verify) if verify else None,
+                      eager=eager, mapping=MappingKind(mapping),
                       static_mapping=dict(static) if static else None,
                       manager_hardware=get(data, "manager_hardware", bool, source=src, default=False),
-                      capacity_rule=rule, capacity_slack=slack, issue_rule=issue_rule)
+                      capacity_rule=CapacityRule(rule) if rule else None, capacity_slack=slack,
+                      issue_rule=IssueRule(issue_rule) if issue_rule else None)
 
 
 def check_slack(value: float, where: str) -> float:
