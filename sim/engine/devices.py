@@ -17,10 +17,9 @@ from __future__ import annotations
 
 import math
 from array import array
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import partial
-from typing import Callable
 
 import numpy as np
 
@@ -67,7 +66,7 @@ class DeviceSet:
     """``n_devices`` identical devices (one GPU and its PIM stacks each), one foreground slot
     spanning all of them and one background slot per device."""
 
-    def __init__(self, queue: EventQueue, n_devices: int, log: "IntervalLog") -> None:
+    def __init__(self, queue: EventQueue, n_devices: int, log: IntervalLog) -> None:
         self.queue = queue
         self.n_devices = n_devices
         self.log = log

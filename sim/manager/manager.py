@@ -12,24 +12,59 @@ checks and state change; ``apply`` builds each one's events from the same code.
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from operator import attrgetter
-from typing import Any, Callable
+from typing import Any
 
+from sim.manager import controller
 from sim.manager.config import ManagerConfig
 from sim.manager.conservation import ACCEPTED, REJECTED, Conservation, Ledger
-from sim.manager import controller
 from sim.manager.controller import Controller
 from sim.manager.eager_pool import EagerPools
-from sim.manager.formats import LOGIT, POOL_COUNT, POSITION, PROB_ONE, REQUEST_ID, TOKEN_ID, VERIFY_ID
+from sim.manager.formats import (
+    LOGIT,
+    POOL_COUNT,
+    POSITION,
+    PROB_ONE,
+    REQUEST_ID,
+    TOKEN_ID,
+    VERIFY_ID,
+)
 from sim.manager.scheduler import Scheduler, dlm_fc_estimate, tlm_attention_estimate
 from sim.manager.shared_pool import PoolEntry, SharedPool
 from sim.manager.softmax import SoftmaxParams, softmax_greedy
 from sim.manager.transactions import (
-    Admit, Admitted, Device, Discarded, DiscardReason, DraftLogits, DraftToken, Drafted, EndRound, Issued,
-    Locked, Mapping, Moved, NotIssued, NotIssuedReason, Op, Pool, ProtocolError, Refused, Resumed,
-    Retire, Retired, RoundEnded, SchedulerQuery, SelectedToken, Unlock, Unlocked, Verified,
-    VerifyIssue, VerifyResult)
-
+    Admit,
+    Admitted,
+    Device,
+    Discarded,
+    DiscardReason,
+    Drafted,
+    DraftLogits,
+    DraftToken,
+    EndRound,
+    Issued,
+    Locked,
+    Mapping,
+    Moved,
+    NotIssued,
+    NotIssuedReason,
+    Op,
+    Pool,
+    ProtocolError,
+    Refused,
+    Resumed,
+    Retire,
+    Retired,
+    RoundEnded,
+    SchedulerQuery,
+    SelectedToken,
+    Unlock,
+    Unlocked,
+    Verified,
+    VerifyIssue,
+    VerifyResult,
+)
 
 # Read for every draft token: a module constant, not a lookup through the enum's metaclass.
 SHARED, EAGER = Pool.SHARED, Pool.EAGER

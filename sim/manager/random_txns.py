@@ -25,8 +25,29 @@ from sim.manager.formats import PROB_ONE
 from sim.manager.manager import Manager
 from sim.manager.softmax import SoftmaxParams
 from sim.manager.transactions import (
-    Admit, Discarded, DraftLogits, DraftToken, Drafted, EndRound, Issued, Mapping, Moved, NotIssued, Pool, Refused,
-    Resumed, Retire, Retired, RoundEnded, SchedulerQuery, Unlock, Unlocked, Verified, VerifyIssue, VerifyResult)
+    Admit,
+    Discarded,
+    Drafted,
+    DraftLogits,
+    DraftToken,
+    EndRound,
+    Issued,
+    Mapping,
+    Moved,
+    NotIssued,
+    Pool,
+    Refused,
+    Resumed,
+    Retire,
+    Retired,
+    RoundEnded,
+    SchedulerQuery,
+    Unlock,
+    Unlocked,
+    Verified,
+    VerifyIssue,
+    VerifyResult,
+)
 
 PHASES = ("steady", "flood", "long_lock", "reject_first", "accept_all", "ties")
 VOCAB = 128256

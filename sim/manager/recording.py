@@ -6,9 +6,22 @@ plain Manager's do."""
 from __future__ import annotations
 
 from sim.manager.manager import Manager, positions_by_request
-from sim.manager.transactions import (Device, Discarded, DiscardReason, DraftToken, Issued,
-                                      Mapping, Op, Pool, Refused, Resumed, SchedulerQuery, Unlock,
-                                      VerifyIssue, VerifyResult)
+from sim.manager.transactions import (
+    Device,
+    Discarded,
+    DiscardReason,
+    DraftToken,
+    Issued,
+    Mapping,
+    Op,
+    Pool,
+    Refused,
+    Resumed,
+    SchedulerQuery,
+    Unlock,
+    VerifyIssue,
+    VerifyResult,
+)
 
 
 class RecordingManager(Manager):

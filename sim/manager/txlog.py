@@ -53,7 +53,7 @@ class TxLogWriter:
     def close(self) -> None:
         self._file.close()
 
-    def __enter__(self) -> "TxLogWriter":
+    def __enter__(self) -> TxLogWriter:
         return self
 
     def __exit__(self, *exc) -> None:

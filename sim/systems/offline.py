@@ -29,7 +29,6 @@
 from __future__ import annotations
 
 import itertools
-from functools import lru_cache
 
 import numpy as np
 

@@ -52,8 +52,15 @@ from operator import attrgetter
 from sim.manager.formats import PROB_ONE, TOKEN_ID, quantize_prob
 from sim.manager.manager import Manager
 from sim.manager.recording import RecordingManager
-from sim.manager.transactions import (Admit, Device, Discarded, DiscardReason, EndRound, Resumed,
-                                      Retire)
+from sim.manager.transactions import (
+    Admit,
+    Device,
+    Discarded,
+    DiscardReason,
+    EndRound,
+    Resumed,
+    Retire,
+)
 from sim.systems.base import BaseRun, Live
 from sim.systems.spec import IssueRule
 
@@ -106,7 +113,6 @@ class PooledRun(BaseRun):
         self.dlm_fc = {mb: setup.mapping["dlm_fc"] for mb in range(self.n_devices)}
         self.dlm_attention_gpu = setup.mapping["dlm_attention"] == "gpu"
         self.in_pass = False
-        self.tlm_busy = False
         self.refused = 0
         self.max_draft_len = setup.manager_config.max_draft_len
         assert setup.stop is not None
@@ -199,8 +205,8 @@ class PooledRun(BaseRun):
                 continue
             drafting += 1
             pos = rnd.pos
-            # The token id is _token_id(base + pos), and the probability quantize_prob's common
-            # case, written out: two calls less per draft token (test_pooled_fast.py).
+            # The token id (position mod 2**17) and quantize_prob's common case written out:
+            # two calls less per draft token (test_pooled_fast.py).
             p = rnd.p[pos]
             _, stop = draft(rnd.slot, mb, pos + 1, (rnd.base + pos) & _TOKEN_MASK,
                             int(p * PROB_ONE + 0.5) if 0.0 < p < 1.0 else quantize_prob(p))
@@ -217,10 +223,10 @@ class PooledRun(BaseRun):
                 ready.pop(rnd.slot, None)
                 if not stop:
                     # Output end or the oracle's plan: tell the Controller, so the Scheduler's
-                    # count of drafting requests and the next round's start are right.
-                    for event in self.apply(EndRound(rnd.slot)):
-                        if isinstance(event, Resumed):
-                            self.resume_now(rnd.live)
+                    # count of drafting requests and the next round's start are right. The
+                    # token just taken is pending, so the Manager cannot resume the request now.
+                    events = self.apply(EndRound(rnd.slot))
+                    assert not any(type(e) is Resumed for e in events)
         tokens.drafted += taken
         mapping = self.manager.query(mb)
         self.dlm_fc[mb] = _DEVICE_NAME[mapping.device]
@@ -244,7 +250,7 @@ class PooledRun(BaseRun):
     def below_capacity_ok(self) -> bool:
         """The ``tlm_idle`` input of VerifyIssue: may a pass start with fewer than N tokens
         (the issue rule, module doc)?"""
-        if self.tlm_busy:
+        if self.in_pass:
             return False
         if self.issue_rule is IssueRule.TLM_IDLE:
             return True
@@ -260,7 +266,6 @@ class PooledRun(BaseRun):
             return False
         groups, attention = answer
         self.in_pass = True
-        self.tlm_busy = True
         delay = self.decision(sum(map(len, groups.values())))
         self.queue.after(delay, partial(self.start_pass, groups, attention.value))
         return True
@@ -305,7 +310,6 @@ class PooledRun(BaseRun):
             self.tokens.discard(EAGER_AFTER_REJECT, n)
         resumed = set(resumed_list)
         self.in_pass = False
-        self.tlm_busy = False
         entering = []
         for live, a in verified:
             if self.commit(live, a, live.slot in resumed):
@@ -330,14 +334,6 @@ class PooledRun(BaseRun):
             self.try_issue()
         elif not self.try_issue():
             self.kick()
-
-    def resume_now(self, live: PooledLive) -> None:
-        """The Manager started a new round at once (every token of the old one already
-        verified and accepted): the TLM token of the latest result is committed."""
-        if self.commit(live, 0, True):
-            self.join(self.refill())
-        else:
-            self.new_round(live)
 
     def on_finish(self, live) -> None:
         self.apply(Retire(live.slot))

@@ -3,8 +3,8 @@ import pytest
 
 from sim.engine.devices import DeviceSet, IntervalLog, Work
 from sim.engine.events import EventQueue
-from sim.metrics import ConservationError, TokenCounts, latency_breakdown
 from sim.manager.transactions import DiscardReason
+from sim.metrics import ConservationError, TokenCounts, latency_breakdown
 
 
 def test_events_run_by_time_then_priority_then_insertion():

@@ -1,8 +1,8 @@
 """Per-request latency spread and Jain's index of token rates, on hand-computed runs."""
+import numpy as np
 import pytest
 
 from sim.metrics import PS_PER_S, Measured, TokenCounts, jain_index, run_record
-import numpy as np
 
 
 def _metrics(latency_s: list[float], tokens: list[int]) -> dict:

@@ -81,10 +81,10 @@ def _watch_issues(monkeypatch):
 
     def spy(self):
         if not self.in_pass:
-            seen.append({"ok": self.below_capacity_ok(), "tlm_busy": self.tlm_busy,
+            seen.append({"ok": self.below_capacity_ok(), "tlm_busy": self.in_pass,
                          "gpu_steps": bool(self.gpu_steps),
-                         "can_draft": any(not (l.round.stopped or l.round.blocked)
-                                             for l in self.live.values()),
+                         "can_draft": any(not (r.round.stopped or r.round.blocked)
+                                             for r in self.live.values()),
                          "pool": self.manager.shared_pool.count, "capacity": self.capacity})
         return original(self)
     monkeypatch.setattr(pooled.PooledRun, "try_issue", spy)
