@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import math
 from array import array
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 
@@ -238,10 +238,9 @@ class IntervalLog:
         found[2].extend(works)
 
     @property
-    def intervals(self) -> Mapping[str, list[tuple[int, int, Work | None]]]:
-        """Lane -> its (start, end, work) intervals in the order logged (each lane's list built
-        when read)."""
-        return _Lanes(self._lanes)
+    def intervals(self) -> dict[str, list[tuple[int, int, Work | None]]]:
+        """Lane -> its (start, end, work) intervals in the order logged."""
+        return {lane: list(zip(*found)) for lane, found in self._lanes.items()}
 
     def spans(self, prefix: str) -> np.ndarray:
         """(start, end) of all intervals of lanes named ``prefix`` or ``prefix/...``, in lane
@@ -254,19 +253,3 @@ class IntervalLog:
 
 
 _NONE = np.empty(0, dtype=np.int64)
-
-
-class _Lanes(Mapping):
-    """``IntervalLog.intervals``: a read-only view that builds a lane's tuples when asked."""
-
-    def __init__(self, lanes: dict[str, tuple[array, array, list[Work | None]]]) -> None:
-        self._lanes = lanes
-
-    def __getitem__(self, lane: str) -> list[tuple[int, int, Work | None]]:
-        return list(zip(*self._lanes[lane]))
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._lanes)
-
-    def __len__(self) -> int:
-        return len(self._lanes)
