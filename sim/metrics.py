@@ -25,12 +25,13 @@ a per-token rate does not reward a long request for being long.
 """
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 
 import numpy as np
 
 from sim.engine.devices import IntervalLog
 from sim.errors import SaddleError
+from sim.manager.transactions import DiscardReason
 
 PS_PER_S = 10 ** 12
 BREAKDOWN_ORDER = ("prediction", "verification", "monitoring", "decision_making", "overlap", "idle")
@@ -50,9 +51,10 @@ class TokenCounts:
     tlm_tokens: int = 0    # tokens produced by the TLM itself (correction or bonus)
     discard_reasons: dict[str, int] = field(default_factory=dict)
 
-    def discard(self, reason: str, n: int = 1) -> None:
+    def discard(self, reason: DiscardReason, n: int = 1) -> None:
         self.discarded += n
-        self.discard_reasons[reason] = self.discard_reasons.get(reason, 0) + n
+        key = reason.value
+        self.discard_reasons[key] = self.discard_reasons.get(key, 0) + n
 
     def check(self, expected_generated: int) -> None:
         problems = []
@@ -96,14 +98,84 @@ def latency_breakdown(log: IntervalLog, total_ps: int) -> dict[str, int]:
     return {k: int(length[kind == kinds.index(k)].sum()) for k in BREAKDOWN_ORDER}
 
 
+def _csv(*parts: str) -> dict:
+    """Field metadata: a CSV column (the field's value), or one per sub-key ``parts``."""
+    return {"csv": parts or True}
+
+
+_OPTIONAL = {"optional": True}     # absent from the record when None
+
+
 @dataclass
-class RunMetrics:
-    system: str
-    pair: str
-    batch: int
-    draft_length: int | None
+class RunRecord:
+    """One run's record: its fields, in order, are the record's keys (``to_dict``, saved as
+    JSON) and, where marked, the CSV columns (``csv_fields``). Built by ``run_record``."""
+    system: str = field(metadata=_csv())
+    pair: str = field(metadata=_csv())
+    batch: int = field(metadata=_csv())
+    draft_length: int | None = field(metadata=_csv())
+    sequence_length: int | None = field(metadata=_csv())
+    tokens_per_s: float = field(metadata=_csv())
+    tokens_per_joule: float = field(metadata=_csv())
+    time_s: float = field(metadata=_csv())
+    energy_j: float = field(metadata=_csv())
+    acceptance_rate: float = field(metadata=_csv())
+    pim_op_fraction: float = field(metadata=_csv())
+    utilization: dict[str, float] = field(metadata=_csv("gpu", "pim"))
+    verification_comm_share: float = field(metadata=_csv())
+    tokens: TokenCounts = field(metadata=_csv("generated", "drafted", "accepted", "rejected",
+                                              "discarded"))
+    request_latency_s: dict[str, float] = field(metadata=_csv("p50", "p99", "max"))
+    request_time_per_token_s: dict[str, float] = field(metadata=_csv("p50", "p99", "max"))
+    request_rate_jain: float = field(metadata=_csv())
+    latency_breakdown: dict[str, float] = field(metadata=_csv(*BREAKDOWN_ORDER))
+    window_s: float
+    run_tokens_per_s: float
+    run_tokens_per_joule: float
+    verification_s: float
+    verification_comm_s: float
+    verification_compute_s: float
+    verification_passes: int
+    mapping: dict[str, str]
+    # What the run's setup chose (sim/systems/run.py), where it applies.
+    scheduler_thresholds: dict[str, int] | None = field(default=None, metadata=_OPTIONAL)
+    verify_capacity: int | None = field(default=None, metadata=_OPTIONAL)
+    capacity_rule: str | None = field(default=None, metadata=_OPTIONAL)
+    aging_passes: int | None = field(default=None, metadata=_OPTIONAL)
+    issue_rule: str | None = field(default=None, metadata=_OPTIONAL)
+    system_config: str | None = field(default=None, metadata=_OPTIONAL)
+    tau: float | None = field(default=None, metadata=_OPTIONAL)
+    stop: str | None = field(default=None, metadata=_OPTIONAL)
+    acceptance_table: list[int] | None = field(default=None, metadata=_OPTIONAL)
+    stop_param: float | None = field(default=None, metadata=_OPTIONAL)
+
+    def to_dict(self) -> dict:
+        out = {}
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if value is None and f.metadata.get("optional"):
+                continue
+            out[f.name] = asdict(value) if isinstance(value, TokenCounts) else value
+        return out
+
+    @classmethod
+    def csv_fields(cls) -> tuple[str, ...]:
+        """The CSV columns: marked fields in order, a nested one as ``field.key``."""
+        columns: list[str] = []
+        for f in fields(cls):
+            parts = f.metadata.get("csv")
+            if parts is True:
+                columns.append(f.name)
+            elif parts:
+                columns += [f"{f.name}.{part}" for part in parts]
+        return tuple(columns)
+
+
+@dataclass
+class Measured:
+    """What a run measured, in integer units, for ``run_record``."""
     time_ps: int
-    energy_fj: int                     # dynamic + static, femtojoules
+    energy_fj: int                     # dynamic + static
     tokens: TokenCounts
     breakdown_ps: dict[str, int]
     gpu_busy_ps: int
@@ -116,40 +188,38 @@ class RunMetrics:
     window_ps: int
     window_tokens: int
     window_energy_fj: int
-    extra: dict = field(default_factory=dict)
+    verify_ps: int = 0
+    verify_comm_ps: int = 0
+    passes: int = 0
 
-    def to_dict(self) -> dict:
-        seconds = self.time_ps / PS_PER_S
-        lat = np.asarray(self.request_latency_ps, dtype=np.float64) / PS_PER_S
-        per_token = lat / np.asarray(self.request_tokens, dtype=np.float64)
-        tokens = asdict(self.tokens)
-        return {
-            "system": self.system,
-            "pair": self.pair,
-            "batch": self.batch,
-            "draft_length": self.draft_length,
-            "time_s": seconds,
-            "tokens_per_s": self.window_tokens / (self.window_ps / PS_PER_S) if self.window_ps else 0.0,
-            "tokens_per_joule": self.window_tokens / (self.window_energy_fj * 1e-15)
-            if self.window_energy_fj else 0.0,
-            "window_s": self.window_ps / PS_PER_S,
-            "run_tokens_per_s": self.tokens.generated / seconds if seconds else 0.0,
-            "run_tokens_per_joule": self.tokens.generated / (self.energy_fj * 1e-15) if self.energy_fj else 0.0,
-            "energy_j": self.energy_fj * 1e-15,
-            "latency_breakdown": {k: v / PS_PER_S for k, v in self.breakdown_ps.items()},
-            "utilization": {
-                "gpu": self.gpu_busy_ps / (self.time_ps * self.n_devices) if self.time_ps else 0.0,
-                "pim": self.pim_busy_ps / (self.time_ps * self.n_devices) if self.time_ps else 0.0,
-            },
-            "pim_op_fraction": self.pim_ops / self.total_ops if self.total_ops else 0.0,
-            "tokens": tokens,
-            "acceptance_rate": self.tokens.accepted / (self.tokens.accepted + self.tokens.rejected)
-            if self.tokens.accepted + self.tokens.rejected else 0.0,
-            "request_latency_s": _spread(lat),
-            "request_time_per_token_s": _spread(per_token),
-            "request_rate_jain": jain_index(1.0 / per_token),
-            **self.extra,
-        }
+
+def run_record(system: str, pair: str, batch: int, draft_length: int | None,
+               mapping: dict[str, str], m: Measured) -> RunRecord:
+    seconds = m.time_ps / PS_PER_S
+    lat = np.asarray(m.request_latency_ps, dtype=np.float64) / PS_PER_S
+    per_token = lat / np.asarray(m.request_tokens, dtype=np.float64)
+    tokens, busy = m.tokens, m.time_ps * m.n_devices
+    verified = tokens.accepted + tokens.rejected
+    return RunRecord(
+        system=system, pair=pair, batch=batch, draft_length=draft_length, sequence_length=None,
+        tokens_per_s=m.window_tokens / (m.window_ps / PS_PER_S) if m.window_ps else 0.0,
+        tokens_per_joule=m.window_tokens / (m.window_energy_fj * 1e-15)
+        if m.window_energy_fj else 0.0,
+        time_s=seconds, energy_j=m.energy_fj * 1e-15,
+        acceptance_rate=tokens.accepted / verified if verified else 0.0,
+        pim_op_fraction=m.pim_ops / m.total_ops if m.total_ops else 0.0,
+        utilization={"gpu": m.gpu_busy_ps / busy if busy else 0.0,
+                     "pim": m.pim_busy_ps / busy if busy else 0.0},
+        verification_comm_share=m.verify_comm_ps / m.verify_ps if m.verify_ps else 0.0,
+        tokens=tokens, request_latency_s=_spread(lat), request_time_per_token_s=_spread(per_token),
+        request_rate_jain=jain_index(1.0 / per_token),
+        latency_breakdown={k: v / PS_PER_S for k, v in m.breakdown_ps.items()},
+        window_s=m.window_ps / PS_PER_S,
+        run_tokens_per_s=tokens.generated / seconds if seconds else 0.0,
+        run_tokens_per_joule=tokens.generated / (m.energy_fj * 1e-15) if m.energy_fj else 0.0,
+        verification_s=m.verify_ps / PS_PER_S, verification_comm_s=m.verify_comm_ps / PS_PER_S,
+        verification_compute_s=(m.verify_ps - m.verify_comm_ps) / PS_PER_S,
+        verification_passes=m.passes, mapping=dict(mapping))
 
 
 def _spread(values: np.ndarray) -> dict[str, float]:

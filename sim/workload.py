@@ -104,7 +104,7 @@ def _stamp(path: str | Path) -> tuple[int, int]:
 def _read(path: str, mtime_ns: int, size: int):
     """A trace read once per process while the file is unchanged (a grid reads the same
     trace for every batch size and for the validation split)."""
-    from traces.io import read_trace   # the trace reader validates every record
+    from traces.io import read_trace  # the trace reader validates every record
     return read_trace(path)
 
 

@@ -17,10 +17,9 @@ from __future__ import annotations
 
 import math
 from array import array
-from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from functools import partial
-from typing import Callable
 
 import numpy as np
 
@@ -39,14 +38,14 @@ class Work:
     gpu_ps: int
     pim_ps: int
     devices: int = 1
+    shares: tuple[float, float] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if self.time_ps < 0 or self.gpu_ps < 0 or self.pim_ps < 0:
             raise ValueError(f"negative work {self}")
         if self.gpu_ps > self.time_ps or self.pim_ps > self.time_ps:
             raise ValueError(f"a device is busy longer than the step lasts: {self}")
-        # Asked for every background step's rate while a pass runs, and a step's Work comes
-        # from the cost cache: computed once, stored as a plain attribute (not a field).
+        # Asked for every background step's rate while a pass runs: computed once.
         t = self.time_ps
         object.__setattr__(self, "shares", (self.gpu_ps / t, self.pim_ps / t) if t else (0.0, 0.0))
 
@@ -67,7 +66,7 @@ class DeviceSet:
     """``n_devices`` identical devices (one GPU and its PIM stacks each), one foreground slot
     spanning all of them and one background slot per device."""
 
-    def __init__(self, queue: EventQueue, n_devices: int, log: "IntervalLog") -> None:
+    def __init__(self, queue: EventQueue, n_devices: int, log: IntervalLog) -> None:
         self.queue = queue
         self.n_devices = n_devices
         self.log = log
@@ -191,6 +190,7 @@ class DeviceSet:
 
     def _finish_foreground(self) -> None:
         job = self.foreground
+        assert job is not None
         self.foreground = None
         self.log.add(job.lane, job.start, self.queue.now, job.work)
         self._rerate()
@@ -238,10 +238,9 @@ class IntervalLog:
         found[2].extend(works)
 
     @property
-    def intervals(self) -> Mapping[str, list[tuple[int, int, Work | None]]]:
-        """Lane -> its (start, end, work) intervals in the order logged (each lane's list built
-        when read)."""
-        return _Lanes(self._lanes)
+    def intervals(self) -> dict[str, list[tuple[int, int, Work | None]]]:
+        """Lane -> its (start, end, work) intervals in the order logged."""
+        return {lane: list(zip(*found)) for lane, found in self._lanes.items()}
 
     def spans(self, prefix: str) -> np.ndarray:
         """(start, end) of all intervals of lanes named ``prefix`` or ``prefix/...``, in lane
@@ -254,19 +253,3 @@ class IntervalLog:
 
 
 _NONE = np.empty(0, dtype=np.int64)
-
-
-class _Lanes(Mapping):
-    """``IntervalLog.intervals``: a read-only view that builds a lane's tuples when asked."""
-
-    def __init__(self, lanes: dict[str, tuple[array, array, list[Work | None]]]) -> None:
-        self._lanes = lanes
-
-    def __getitem__(self, lane: str) -> list[tuple[int, int, Work | None]]:
-        return list(zip(*self._lanes[lane]))
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._lanes)
-
-    def __len__(self) -> int:
-        return len(self._lanes)

@@ -5,8 +5,8 @@ never depends on heap internals or on hashing.
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from heapq import heappop, heappush
-from typing import Callable
 
 
 class EventQueue:

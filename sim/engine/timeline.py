@@ -21,14 +21,15 @@ def _us(ps: int) -> float:
 
 
 def timeline_events(log: IntervalLog, n_devices: int) -> list[dict]:
-    lanes = sorted(log.intervals, key=lambda n: (not n.startswith("TLM"), n))
+    intervals = log.intervals
+    lanes = sorted(intervals, key=lambda n: (not n.startswith("TLM"), n))
     events: list[dict] = [{"ph": "M", "name": "process_name", "pid": 1, "tid": 0,
                            "args": {"name": "SADDLE simulator"}}]
     deltas: dict[str, dict[int, float]] = {"GPU": {}, "PIM": {}}
     for tid, lane in enumerate(lanes, start=1):
         events.append({"ph": "M", "name": "thread_name", "pid": 1, "tid": tid,
                        "args": {"name": lane}})
-        for start, end, work in log.intervals[lane]:
+        for start, end, work in intervals[lane]:
             events.append({"ph": "X", "name": lane.split("/")[0], "pid": 1, "tid": tid,
                            "ts": _us(start), "dur": _us(end - start)})
             if work is None:

@@ -18,6 +18,7 @@ from pathlib import Path
 import yaml
 
 from sim.errors import SaddleError
+from sim.metrics import RunRecord
 from sim.experiments.backends import Backend, make
 from sim.experiments.grid import params_dict, run_key
 from sim.paths import CONFIGS, ROOT
@@ -27,16 +28,7 @@ from sim.systems.spec import load_system
 
 MAX_DEFAULT_JOBS = 8
 MAX_FAILURES_SHOWN = 5
-CSV_FIELDS = ("system", "pair", "batch", "draft_length", "sequence_length", "tokens_per_s",
-              "tokens_per_joule", "time_s", "energy_j", "acceptance_rate", "pim_op_fraction",
-              "utilization.gpu", "utilization.pim", "verification_comm_share",
-              "tokens.generated", "tokens.drafted", "tokens.accepted", "tokens.rejected",
-              "tokens.discarded", "request_latency_s.p50", "request_latency_s.p99",
-              "request_latency_s.max", "request_time_per_token_s.p50",
-              "request_time_per_token_s.p99", "request_time_per_token_s.max", "request_rate_jain",
-              "latency_breakdown.prediction", "latency_breakdown.verification",
-              "latency_breakdown.monitoring", "latency_breakdown.decision_making",
-              "latency_breakdown.overlap", "latency_breakdown.idle")
+CSV_FIELDS = RunRecord.csv_fields()
 
 
 @lru_cache(maxsize=None)

@@ -8,8 +8,17 @@ from pathlib import Path
 from sim.config import get, load_yaml
 from sim.errors import ConfigError
 from sim.manager.controller import ACCEPTANCE_BINS
-from sim.manager.formats import (AGE, MICROBATCH_ID, POOL_COUNT, POSITION, PROB_ONE, REQUEST_ID, TAU, THRESHOLD,
-                                 quantize_prob)
+from sim.manager.formats import (
+    AGE,
+    MICROBATCH_ID,
+    POOL_COUNT,
+    POSITION,
+    PROB_ONE,
+    REQUEST_ID,
+    TAU,
+    THRESHOLD,
+    quantize_prob,
+)
 from sim.manager.transactions import Device
 from sim.paths import CONFIGS
 
@@ -100,16 +109,16 @@ class ManagerConfig:
                                      "tlm_attention": self.static_tlm_attention.value}},
         }
 
-    def replace(self, **changes) -> "ManagerConfig":
+    def replace(self, **changes) -> ManagerConfig:
         return dataclasses.replace(self, **changes)
 
     @classmethod
-    def load(cls, path: str | Path | None = None) -> "ManagerConfig":
+    def load(cls, path: str | Path | None = None) -> ManagerConfig:
         path = Path(path) if path is not None else DEFAULT_PATH
         return cls.from_dict(load_yaml(path), source=str(path))
 
     @classmethod
-    def from_dict(cls, data: dict, source: str = "manager config") -> "ManagerConfig":
+    def from_dict(cls, data: dict, source: str = "manager config") -> ManagerConfig:
         ctl = get(data, "controller", dict, source=source)
         pools = get(data, "pools", dict, source=source)
         sched = get(data, "scheduler", dict, source=source)

@@ -10,7 +10,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from sim.errors import SaddleError
-from sim.manager.transactions import DiscardReason
+from sim.manager.transactions import MANAGER_DISCARDS
 
 ACCEPTED = "accepted"
 REJECTED = "rejected"
@@ -65,7 +65,7 @@ class Ledger:
         self._fates[fate] += len(serials)
 
     def totals(self) -> Conservation:
-        discarded = {r.value: self._fates[r.value] for r in DiscardReason}
+        discarded = {r.value: self._fates[r.value] for r in MANAGER_DISCARDS}
         return Conservation(self._next, self._fates[ACCEPTED], self._fates[REJECTED], discarded,
                             len(self._open))
 

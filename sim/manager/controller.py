@@ -18,7 +18,6 @@ from enum import Enum
 from sim.manager.formats import PROB_ONE
 from sim.manager.transactions import ProtocolError
 
-
 ACCEPTANCE_BINS = 16
 
 

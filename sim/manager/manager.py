@@ -12,23 +12,59 @@ checks and state change; ``apply`` builds each one's events from the same code.
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from operator import attrgetter
+from typing import Any
 
+from sim.manager import controller
 from sim.manager.config import ManagerConfig
 from sim.manager.conservation import ACCEPTED, REJECTED, Conservation, Ledger
-from sim.manager import controller
 from sim.manager.controller import Controller
 from sim.manager.eager_pool import EagerPools
-from sim.manager.formats import LOGIT, POOL_COUNT, POSITION, PROB_ONE, REQUEST_ID, TOKEN_ID, VERIFY_ID
+from sim.manager.formats import (
+    LOGIT,
+    POOL_COUNT,
+    POSITION,
+    PROB_ONE,
+    REQUEST_ID,
+    TOKEN_ID,
+    VERIFY_ID,
+)
 from sim.manager.scheduler import Scheduler, dlm_fc_estimate, tlm_attention_estimate
 from sim.manager.shared_pool import PoolEntry, SharedPool
 from sim.manager.softmax import SoftmaxParams, softmax_greedy
 from sim.manager.transactions import (
-    Admit, Admitted, Device, Discarded, DiscardReason, DraftLogits, DraftToken, Drafted, EndRound, Issued,
-    Locked, Mapping, Moved, NotIssued, NotIssuedReason, Op, Pool, ProtocolError, Refused, Resumed,
-    Retire, Retired, RoundEnded, SchedulerQuery, SelectedToken, Unlock, Unlocked, Verified,
-    VerifyIssue, VerifyResult)
-
+    Admit,
+    Admitted,
+    Device,
+    Discarded,
+    DiscardReason,
+    Drafted,
+    DraftLogits,
+    DraftToken,
+    EndRound,
+    Issued,
+    Locked,
+    Mapping,
+    Moved,
+    NotIssued,
+    NotIssuedReason,
+    Op,
+    Pool,
+    ProtocolError,
+    Refused,
+    Resumed,
+    Retire,
+    Retired,
+    RoundEnded,
+    SchedulerQuery,
+    SelectedToken,
+    Unlock,
+    Unlocked,
+    Verified,
+    VerifyIssue,
+    VerifyResult,
+)
 
 # Read for every draft token: a module constant, not a lookup through the enum's metaclass.
 SHARED, EAGER = Pool.SHARED, Pool.EAGER
@@ -62,7 +98,7 @@ class Manager:
         self._rejected: dict[int, int] = {}   # request -> micro-batch, rejected in this pass
         # Per micro-batch, its drafting count -> the SchedulerQuery's answer (query).
         self._dlm_fc_mappings: list[dict[int, Mapping]] = [{} for _ in range(c.micro_batches)]
-        self._handlers = {
+        self._handlers: dict[type, Callable[[Any], list]] = {
             Admit: self._admit, DraftToken: self._draft, DraftLogits: self._draft_logits,
             VerifyIssue: self._issue, VerifyResult: self._result, Unlock: self._unlock,
             SchedulerQuery: self._query, EndRound: self._end_round, Retire: self._retire,
@@ -130,7 +166,8 @@ class Manager:
         return pool, stop
 
     def _draft(self, txn: DraftToken) -> list:
-        pool, stop = self.draft(txn.request, txn.microbatch, txn.position, txn.token, txn.prob)
+        # The Manager's own draft, not an override's: RecordingManager.draft comes through here.
+        pool, stop = Manager.draft(self, txn.request, txn.microbatch, txn.position, txn.token, txn.prob)
         if stop is None:
             return [Refused(txn.request, txn.position, pool)]
         return [Drafted(txn.request, txn.position, pool, self.controller.slots[txn.request].h, stop)]
@@ -161,14 +198,14 @@ class Manager:
         the Mapping's TLM attention device). The same checks and state change; one per pass
         (and per refused attempt) without a SelectedToken per token."""
         selection = self._select(tlm_idle, capacity)
-        if type(selection) is NotIssued:
+        if isinstance(selection, NotIssued):
             return None
         _, device, _, _ = selection
         return self.shared_pool.in_flight_positions(), device
 
     def _issue(self, txn: VerifyIssue) -> list:
         selection = self._select(txn.tlm_idle, txn.capacity)
-        if type(selection) is NotIssued:
+        if isinstance(selection, NotIssued):
             return [selection]
         chosen, device, num, den = selection
         vid = self.verification
@@ -315,7 +352,7 @@ class Manager:
         return mapping
 
     def _query(self, txn: SchedulerQuery) -> list:
-        return [self.query(txn.microbatch)]
+        return [Manager.query(self, txn.microbatch)]    # not an override's (as _draft)
 
     def _end_round(self, txn: EndRound) -> list:
         _field(REQUEST_ID, txn.request, "EndRound.request")

@@ -162,6 +162,7 @@ class SharedPool:
         """After a selection: the waiting entries of requests it served restart their count,
         every other waiting entry counts one more pass (saturating at K)."""
         k = self.aging_passes
+        assert k is not None
         for request, entries in self._waiting.items():
             for e in entries:
                 e.age = 0 if request in served else min(e.age + 1, k)

@@ -27,9 +27,9 @@ Arithmetic, in the order the hardware does it (every step is an integer operatio
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
-from functools import lru_cache
-from typing import Sequence
+from functools import cache
 
 from sim.manager.formats import LOGIT, PROB
 
@@ -71,7 +71,7 @@ class SoftmaxParams:
         return max(1, (self.vocab - 1).bit_length())
 
 
-@lru_cache(maxsize=None)
+@cache
 def exp2_table(exp_frac_bits: int) -> tuple[int, ...]:
     """``round(2**exp_frac_bits * 2**(-f / 2**LOGIT.frac))`` for every fraction ``f``."""
     steps = 1 << LOGIT.frac

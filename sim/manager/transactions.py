@@ -50,6 +50,13 @@ class DiscardReason(str, Enum):
     EAGER_AFTER_REJECT = "eager_after_reject"
     # Still in a pool when the simulator retired its request (output complete).
     REQUEST_RETIRED = "request_retired"
+    # Drafted by a prediction step that outlived its round (the request was rejected or retired
+    # while the step ran): the simulator drops it before it reaches the Manager.
+    STALE_CONTEXT = "stale_context"
+
+
+# The reasons the Manager itself discards for (the RTL's codes).
+MANAGER_DISCARDS = tuple(r for r in DiscardReason if r is not DiscardReason.STALE_CONTEXT)
 
 
 class NotIssuedReason(str, Enum):
@@ -58,29 +65,10 @@ class NotIssuedReason(str, Enum):
     BELOW_CAPACITY = "below_capacity"   # fewer tokens than one TLM pass verifies, and TLM busy
 
 
-def _value(cls):
-    """``@dataclass(frozen=True, slots=True)`` whose ``__init__`` stores each field through its
-    slot's descriptor. The dataclass's own frozen ``__init__`` goes through ``object.__setattr__``
-    per field, about 1.5 times slower, and a simulated run builds one transaction or event per
-    draft token. The instances stay frozen: ``__setattr__`` still raises."""
-    cls = dataclass(frozen=True, slots=True)(cls)
-    fields = dataclasses.fields(cls)
-    assert all(f.default is f.default_factory is dataclasses.MISSING for f in fields), \
-        f"{cls.__name__}: fields with defaults need the dataclass __init__"
-    names = [f.name for f in fields]
-    setters = {f"_set_{name}": getattr(cls, name).__set__ for name in names}
-    body = "".join(f"\n    _set_{name}(self, {name})" for name in names) or "\n    pass"
-    exec(f"def __init__(self{''.join(', ' + name for name in names)}):{body}", setters)
-    init = setters["__init__"]
-    init.__qualname__ = f"{cls.__qualname__}.__init__"
-    cls.__init__ = init
-    return cls
-
-
 # ----------------------------------------------------------------------------- inputs
 
 
-@_value
+@dataclass(frozen=True, slots=True)
 class Admit:
     """A request enters the Controller (slot ``request``) in micro-batch ``microbatch``; its first
     speculation round starts with H = 1.0."""
@@ -88,7 +76,7 @@ class Admit:
     microbatch: int
 
 
-@_value
+@dataclass(frozen=True, slots=True)
 class DraftToken:
     """The DLM sampled ``token`` with probability ``prob`` (raw UQ1.16) at round position
     ``position`` for ``request``."""
@@ -99,7 +87,7 @@ class DraftToken:
     prob: int
 
 
-@_value
+@dataclass(frozen=True, slots=True)
 class DraftLogits:
     """A draft token given as the DLM's logits (raw formats.LOGIT, vocabulary order): the
     Controller's softmax unit picks the greedy token and its UQ1.16 probability
@@ -110,14 +98,14 @@ class DraftLogits:
     logits: tuple[int, ...]
 
 
-@_value
+@dataclass(frozen=True, slots=True)
 class VerifyIssue:
     """May a verification start now? ``capacity`` = tokens one TLM pass verifies."""
     tlm_idle: bool
     capacity: int
 
 
-@_value
+@dataclass(frozen=True, slots=True)
 class VerifyResult:
     """Outcome of the in-flight verification for one request: the first ``accepted`` of its
     tokens in the pass matched the TLM; ``corrected_token`` is the TLM's token at the next
@@ -127,25 +115,25 @@ class VerifyResult:
     corrected_token: int
 
 
-@_value
+@dataclass(frozen=True, slots=True)
 class Unlock:
     """The verification pass is over (every request in it has its VerifyResult)."""
 
 
-@_value
+@dataclass(frozen=True, slots=True)
 class SchedulerQuery:
     """After a prediction step of ``microbatch``: where does its next DLM FC run?"""
     microbatch: int
 
 
-@_value
+@dataclass(frozen=True, slots=True)
 class EndRound:
     """The environment ends the request's drafting for this round (output length reached, or
     an external stopping rule such as the oracle), as if the Controller had said stop."""
     request: int
 
 
-@_value
+@dataclass(frozen=True, slots=True)
 class Retire:
     """The request's output is complete; its slot is freed and its pooled tokens discarded."""
     request: int
@@ -156,13 +144,13 @@ INPUTS = (Admit, DraftToken, DraftLogits, VerifyIssue, VerifyResult, Unlock, Sch
 # ----------------------------------------------------------------------------- outputs
 
 
-@_value
+@dataclass(frozen=True, slots=True)
 class Admitted:
     request: int
     microbatch: int
 
 
-@_value
+@dataclass(frozen=True, slots=True)
 class Drafted:
     """The token went to ``pool``; the Controller's H after it and the continue/stop decision."""
     request: int
@@ -172,7 +160,7 @@ class Drafted:
     stop: bool
 
 
-@_value
+@dataclass(frozen=True, slots=True)
 class RoundEnded:
     """Answer to EndRound: drafting of the round stopped after ``position`` tokens, at ``h``."""
     request: int
@@ -180,7 +168,7 @@ class RoundEnded:
     h: int
 
 
-@_value
+@dataclass(frozen=True, slots=True)
 class Refused:
     """Back-pressure: ``pool`` is full; the token was not taken (H unchanged), retry later."""
     request: int
@@ -188,13 +176,13 @@ class Refused:
     pool: Pool
 
 
-@_value
+@dataclass(frozen=True, slots=True)
 class NotIssued:
     reason: NotIssuedReason
     available: int
 
 
-@_value
+@dataclass(frozen=True, slots=True)
 class SelectedToken:
     request: int
     position: int
@@ -202,19 +190,19 @@ class SelectedToken:
     h: int
 
 
-@_value
+@dataclass(frozen=True, slots=True)
 class Issued:
     """Tokens sent to verification, in selection order (descending H, request, position)."""
     verification: int
     tokens: tuple[SelectedToken, ...]
 
 
-@_value
+@dataclass(frozen=True, slots=True)
 class Locked:
     verification: int
 
 
-@_value
+@dataclass(frozen=True, slots=True)
 class Mapping:
     """Scheduler decision: ``op`` runs on ``device``. The intensity estimate is
     ``numerator / denominator`` (see scheduler.py); ``microbatch`` is -1 for TLM attention."""
@@ -225,7 +213,7 @@ class Mapping:
     microbatch: int
 
 
-@_value
+@dataclass(frozen=True, slots=True)
 class Verified:
     """The request's in-flight tokens at positions ``first .. first+accepted-1`` were accepted;
     with ``rejected`` the token at ``first+accepted`` was rejected."""
@@ -235,19 +223,19 @@ class Verified:
     rejected: bool
 
 
-@_value
+@dataclass(frozen=True, slots=True)
 class Discarded:
     request: int
     positions: tuple[int, ...]
     reason: DiscardReason
 
 
-@_value
+@dataclass(frozen=True, slots=True)
 class Unlocked:
     verification: int
 
 
-@_value
+@dataclass(frozen=True, slots=True)
 class Moved:
     """Eager tokens of the request moved to the Shared Pool (ascending positions)."""
     request: int
@@ -255,7 +243,7 @@ class Moved:
     positions: tuple[int, ...]
 
 
-@_value
+@dataclass(frozen=True, slots=True)
 class Resumed:
     """A new speculation round of the request starts (H = 1.0, next position 1), drafting from
     ``start_token``; ``after_reject`` tells whether the previous round ended in a rejection."""
@@ -264,7 +252,7 @@ class Resumed:
     after_reject: bool
 
 
-@_value
+@dataclass(frozen=True, slots=True)
 class Retired:
     request: int
 

@@ -13,7 +13,7 @@ whose outputs differ. Same inputs, same bytes: keys keep the dataclass field ord
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -45,7 +45,7 @@ class TxLogWriter:
         self._file.write(_line(header))
 
     def record(self, txn, events: list | None = None) -> None:
-        entry = {"in": to_dict(txn)}
+        entry: dict[str, object] = {"in": to_dict(txn)}
         if events is not None:
             entry["out"] = [to_dict(e) for e in events]
         self._file.write(_line(entry))
@@ -53,7 +53,7 @@ class TxLogWriter:
     def close(self) -> None:
         self._file.close()
 
-    def __enter__(self) -> "TxLogWriter":
+    def __enter__(self) -> TxLogWriter:
         return self
 
     def __exit__(self, *exc) -> None:
@@ -70,7 +70,7 @@ def write_txlog(path: str | Path, config: ManagerConfig, pairs: Iterable[tuple[o
 @dataclass
 class TxLog:
     config: ManagerConfig
-    entries: list[tuple[object, list | None]]     # (input, outputs or None)
+    entries: Sequence[tuple[object, list | None]]     # (input, outputs or None)
     path: str
     softmax: SoftmaxParams | None = None          # needed to replay DraftLogits
 

@@ -1,5 +1,9 @@
-"""State shared by every simulated system: the event queue, the devices, the live requests of
-the batch and the accounting that ``sim.metrics`` turns into results.
+"""What every simulated system shares: the run protocol, the event queue, the devices, the
+live requests of the batch and the accounting that becomes the run's ``RunRecord``.
+
+A system is a ``BaseRun`` subclass (registered in ``sim/systems/catalog.py``) built from a
+``RunSetup``; it implements ``enter`` (requests joined the batch) and ``proceed`` (the batch
+starts or goes on deciding what to run), and commits verified tokens through ``commit``.
 
 A run admits the first ``batch`` requests at time 0 (their prompts' KV caches are assumed
 present: prefill is not modelled, identically for every system) and ends when the workload is
@@ -8,23 +12,19 @@ the set of requests whose drafts one device makes.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from typing import ClassVar
 
 from sim.engine.costs import CostAdapter, Priced
 from sim.engine.devices import DeviceSet, IntervalLog
 from sim.engine.events import EventQueue
+from sim.manager.config import ManagerConfig
 from sim.manager.transactions import DiscardReason
-from sim.metrics import PS_PER_S, RunMetrics, TokenCounts, latency_breakdown
+from sim.metrics import Measured, RunRecord, TokenCounts, latency_breakdown, run_record
 from sim.systems.registry import StopRule
-from sim.systems.spec import ManagerTiming, SystemSpec
+from sim.systems.spec import IssueRule, ManagerTiming, SystemSpec
 from sim.workload import BatchFormer, Workload
 from traces.format import RequestTrace
-
-
-# Discard reasons as TokenCounts books them, read for every verified request.
-REJECTED_PREFIX = DiscardReason.REJECTED_PREFIX.value
-SHARED_AFTER_REJECT = DiscardReason.SHARED_AFTER_REJECT.value
-EAGER_AFTER_REJECT = DiscardReason.EAGER_AFTER_REJECT.value
 
 
 @dataclass
@@ -38,15 +38,16 @@ class RunSetup:
     stop: StopRule | None
     mapping: dict[str, str]            # operator -> gpu|pim (initial mapping for dynamic)
     timing: ManagerTiming | None
-    manager_config: object | None = None   # sim.manager.config.ManagerConfig for pool systems
+    manager_config: ManagerConfig
     draft_length: int | None = None
+    capacity: int = 0                  # shared_pool: tokens one TLM pass verifies at most
+    issue_rule: IssueRule = IssueRule.DRAINED   # eager: when a pass below capacity may start
+    record: bool = False               # shared_pool: keep every Manager transaction (run.events)
 
 
-@dataclass
+@dataclass(slots=True)
 class Live:
-    """A request in the batch. ``t``: output tokens committed (the target's prefix length; a
-    lock-step run without the Controller plans every round when the request enters and sets
-    it only when the request finishes)."""
+    """A request in the batch. ``t``: output tokens committed (the target's prefix length)."""
     slot: int
     mb: int
     trace: RequestTrace
@@ -54,7 +55,6 @@ class Live:
     admitted_ps: int
     prompt: int
     t: int = 0
-    extra: dict = field(default_factory=dict)
 
     @property
     def remaining(self) -> int:
@@ -67,6 +67,8 @@ class Live:
 
 
 class BaseRun:
+    live_type: ClassVar[type[Live]] = Live     # the system's per-request state
+
     def __init__(self, setup: RunSetup) -> None:
         self.setup = setup
         self.spec = setup.spec
@@ -85,60 +87,77 @@ class BaseRun:
         self.latencies: list[int] = []
         self.request_tokens: list[int] = []      # output length of each finished request
         self.batcher = BatchFormer(setup.workload, setup.batch, setup.batching)
-        self.window: tuple[int, int, float] | None = None   # (time, generated, energy) at its end
+        self.window: tuple[int, int, int] | None = None   # (time, generated, energy) at its end
         self._window_due = False
         self.live: dict[int, Live] = {}
         self.by_mb: list[dict[int, Live]] = [{} for _ in range(self.n_devices)]
         self._free_slots = list(range(setup.batch))
         self._monitor_ps: dict[int, int] = {}
-        # Named at every prediction step: each micro-batch's DLM and monitoring lanes, built once.
         self.dlm_lanes = [f"DLM/mb{mb}" for mb in range(self.n_devices)]
         self.monitor_lanes = [f"monitor/mb{mb}" for mb in range(self.n_devices)]
-        self.monitored = bool(self.spec.manager_hardware and setup.timing is not None)
+        self.timing = setup.timing if self.spec.manager_hardware else None
+
+    # -- the protocol a system implements --------------------------------------------------
+    def enter(self, lives: list[Live]) -> None:
+        """``lives`` joined the batch."""
+
+    def proceed(self) -> None:
+        """Start the work of the batch (at the start, and after each pass of a lock-step system)."""
+        raise NotImplementedError
+
+    def on_finish(self, live: Live) -> None:
+        """``live``'s output is complete (called before its slot is freed)."""
+
+    def finish_checks(self) -> None:
+        """Per-system end-of-run invariants."""
 
     # -- requests ------------------------------------------------------------------------
     def admit(self, traces: list[RequestTrace]) -> list[Live]:
         out = []
         for trace in traces:
             slot = self._free_slots.pop(0)
-            live = Live(slot, slot % self.n_devices, trace, trace.output_len, self.queue.now,
-                        trace.prompt_len)
+            live = self.live_type(slot, slot % self.n_devices, trace, trace.output_len,
+                                  self.queue.now, trace.prompt_len)
             self.live[slot] = live
             self.by_mb[live.mb][slot] = live
             out.append(live)
         self._free_slots.sort()
         return out
 
-    def commit(self, live: Live, drafted: int, accepted: int) -> bool:
-        """Book a verification of ``drafted`` draft tokens of which the first ``accepted``
-        matched (the tokens after the first mismatch are booked as discarded by the caller); the TLM adds its own token (correction or bonus) if the output is not complete.
-        Returns True when the request finished (it is then removed from the batch)."""
-        tokens = self.tokens      # once per request per pass: locals, not attribute chains
+    def join(self, traces: list[RequestTrace]) -> None:
+        self.enter(self.admit(traces))
+
+    def commit(self, live: Live, accepted: int, tlm_token: bool) -> bool:
+        """Commit ``accepted`` verified draft tokens and, if ``tlm_token`` and the output is not
+        complete, the TLM's own token (correction or bonus). True when the request finished: it
+        has then left the batch."""
+        tokens = self.tokens
         tokens.accepted += accepted
-        tokens.rejected += accepted < drafted
         t = live.t + accepted
-        if t < live.out_len:
+        if tlm_token and t < live.out_len:
             t += 1
             tokens.tlm_tokens += 1
             tokens.generated += accepted + 1
         else:
             tokens.generated += accepted
         live.t = t
-        if t >= live.out_len:
-            self.release(live)
-            return True
-        return False
+        if t < live.out_len:
+            return False
+        self.on_finish(live)
+        self.latencies.append(self.queue.now - live.admitted_ps)
+        self.request_tokens.append(live.out_len)
+        del self.live[live.slot]
+        del self.by_mb[live.mb][live.slot]
+        self._free_slots.append(live.slot)
+        self._free_slots.sort()
+        return True
 
-    def add_tokens(self, counts: TokenCounts) -> None:
-        """Book a request's token counts at once (every field but ``generated``, which the
-        caller books as each pass commits: the measurement window reads it)."""
-        tokens = self.tokens
-        tokens.drafted += counts.drafted
-        tokens.accepted += counts.accepted
-        tokens.rejected += counts.rejected
-        tokens.tlm_tokens += counts.tlm_tokens
-        for reason, n in counts.discard_reasons.items():
-            tokens.discard(reason, n)
+    def reject(self, verified: int, accepted: int) -> None:
+        """A verification of ``verified`` draft tokens accepted fewer: the first mismatch is
+        rejected, the tokens after it were computed for nothing (as the Manager counts them)."""
+        self.tokens.rejected += 1
+        if verified - accepted > 1:
+            self.tokens.discard(DiscardReason.REJECTED_PREFIX, verified - accepted - 1)
 
     def refill(self) -> list[RequestTrace]:
         """A request finished: the requests entering the batch now. The first time none is
@@ -153,20 +172,12 @@ class BaseRun:
         if self._window_due and self.window is None:
             self.window = (self.queue.now, self.tokens.generated, self.energy_fj)
 
-    def release(self, live: Live) -> None:
-        """The request finished: record its latency and free its slot."""
-        self.latencies.append(self.queue.now - live.admitted_ps)
-        self.request_tokens.append(live.out_len)
-        del self.live[live.slot]
-        del self.by_mb[live.mb][live.slot]
-        self._free_slots.append(live.slot)
-        self._free_slots.sort()
-
     def members(self, mb: int) -> list[Live]:
         """Requests of micro-batch ``mb`` in slot order."""
         group = self.by_mb[mb]
         return [group[s] for s in sorted(group)]
 
+    # -- pricing and booking ---------------------------------------------------------------
     def book(self, priced: Priced) -> None:
         self.energy_fj += priced.energy_fj
         self.flops += priced.flops
@@ -183,8 +194,7 @@ class BaseRun:
         m = self.setup.mapping
         priced = self.costs.price("tlm", tuple(requests), m["tlm_fc"],
                                   attention or m["tlm_attention"], self.n_devices)
-        self.book_tlm(priced)
-        return priced
+        return self.book_tlm(priced)
 
     def book_tlm(self, priced: Priced) -> Priced:
         """Book a TLM pass priced by the caller."""
@@ -197,29 +207,27 @@ class BaseRun:
     def monitoring(self, mb: int, n_requests: int, at: int | None = None) -> int:
         """Controller latency after a prediction step that ends ``at`` (default: now); 0
         without Manager hardware."""
-        if not self.monitored or n_requests == 0:
+        if self.timing is None or n_requests == 0:
             return 0
         ps = self._monitor_ps.get(n_requests)
-        if ps is None:   # a pure function of the count, asked after every prediction step
-            ps = self._monitor_ps[n_requests] = self.setup.timing.monitoring_ps(
-                n_requests, self.costs.dlm.vocab)
+        if ps is None:
+            vocab = self.costs.dlm.vocab if self.costs.dlm else 0
+            ps = self._monitor_ps[n_requests] = self.timing.monitoring_ps(n_requests, vocab)
         at = self.queue.now if at is None else at
         self.log.add(self.monitor_lanes[mb], at, at + ps)
         return ps
 
     def decision(self, n_selected: int) -> int:
-        if not self.spec.manager_hardware or self.setup.timing is None:
+        if self.timing is None:
             return 0
-        ps = self.setup.timing.decision_ps(n_selected)
+        ps = self.timing.decision_ps(n_selected)
         self.log.add("decide", self.queue.now, self.queue.now + ps)
         return ps
 
     # -- running -------------------------------------------------------------------------
-    def start(self) -> None:
-        raise NotImplementedError
-
-    def execute(self) -> RunMetrics:
-        self.start()
+    def execute(self) -> RunRecord:
+        self.join(self.batcher.initial())
+        self.proceed()
         end = self.queue.run()
         if self.live or not self.batcher.done:
             raise RuntimeError(f"{self.spec.name}: simulation stalled at {end} ps with "
@@ -227,23 +235,14 @@ class BaseRun:
         self.finish_checks()
         self.tokens.check(self.setup.workload.total_output)
         window = self.window or (end, self.tokens.generated, self.energy_fj)
-        return RunMetrics(
-            system=self.spec.name, pair=self.setup.pair, batch=self.setup.batch,
-            draft_length=self.setup.draft_length, time_ps=end,
-            energy_fj=self.energy_fj + self.costs.static_energy_fj(end), tokens=self.tokens,
-            breakdown_ps=latency_breakdown(self.log, end),
-            gpu_busy_ps=self.devices.gpu_busy_ps, pim_busy_ps=self.devices.pim_busy_ps,
-            n_devices=self.n_devices, pim_ops=self.pim_flops, total_ops=self.flops,
-            request_latency_ps=self.latencies, request_tokens=self.request_tokens,
-            window_ps=window[0], window_tokens=window[1],
-            window_energy_fj=window[2] + self.costs.static_energy_fj(window[0]),
-            extra={"verification_comm_share": self.verify_comm_ps / self.verify_ps
-                   if self.verify_ps else 0.0,
-                   "verification_s": self.verify_ps / PS_PER_S,
-                   "verification_comm_s": self.verify_comm_ps / PS_PER_S,
-                   "verification_compute_s": (self.verify_ps - self.verify_comm_ps) / PS_PER_S,
-                   "verification_passes": self.passes,
-                   "mapping": dict(self.setup.mapping)})
-
-    def finish_checks(self) -> None:
-        """Per-system end-of-run invariants (the Manager's own conservation check)."""
+        static = self.costs.static_energy_fj
+        measured = self.measured = Measured(
+            time_ps=end, energy_fj=self.energy_fj + static(end), tokens=self.tokens,
+            breakdown_ps=latency_breakdown(self.log, end), gpu_busy_ps=self.devices.gpu_busy_ps,
+            pim_busy_ps=self.devices.pim_busy_ps, n_devices=self.n_devices,
+            pim_ops=self.pim_flops, total_ops=self.flops, request_latency_ps=self.latencies,
+            request_tokens=self.request_tokens, window_ps=window[0], window_tokens=window[1],
+            window_energy_fj=window[2] + static(window[0]), verify_ps=self.verify_ps,
+            verify_comm_ps=self.verify_comm_ps, passes=self.passes)
+        return run_record(self.spec.name, self.setup.pair, self.setup.batch,
+                          self.setup.draft_length, self.setup.mapping, measured)

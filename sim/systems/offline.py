@@ -29,11 +29,11 @@
 from __future__ import annotations
 
 import itertools
-from functools import lru_cache
 
 import numpy as np
 
 from sim.engine.costs import CostAdapter
+from sim.systems.spec import CapacityRule
 from traces.format import RequestTrace
 
 
@@ -47,14 +47,10 @@ def _round_ps(costs: CostAdapter, mapping: dict[str, str], batch: int, context: 
 
 def specpim_mapping(costs: CostAdapter, batch: int, max_seq_len: int, d: int) -> dict[str, str]:
     places = ("gpu", "pim") if costs.has_pim() else ("gpu",)
-    best = None
-    for dlm_fc, dlm_attn, tlm_attn in itertools.product(places, repeat=3):
-        mapping = {"dlm_fc": dlm_fc, "dlm_attention": dlm_attn, "tlm_fc": "gpu",
-                   "tlm_attention": tlm_attn}
-        ps = _round_ps(costs, mapping, batch, max_seq_len, d)
-        if best is None or ps < best[0]:
-            best = (ps, mapping)
-    return best[1]
+    mappings = [{"dlm_fc": dlm_fc, "dlm_attention": dlm_attn, "tlm_fc": "gpu",
+                 "tlm_attention": tlm_attn}
+                for dlm_fc, dlm_attn, tlm_attn in itertools.product(places, repeat=3)]
+    return min(mappings, key=lambda m: _round_ps(costs, m, batch, max_seq_len, d))   # the first of ties
 
 
 def acceptance_profile(requests: tuple[RequestTrace, ...], d_max: int) -> np.ndarray:
@@ -71,13 +67,9 @@ def search_draft_length(costs: CostAdapter, mapping_for, requests: tuple[Request
     """(d, mapping) maximising expected tokens per second of a round; ``mapping_for(d)``
     gives the mapping used with d (static, or SpecPIM's search)."""
     profile = acceptance_profile(requests, d_max)
-    best = None
-    for d in range(1, d_max + 1):
-        mapping = mapping_for(d)
-        rate = (1 + profile[:d].sum()) / _round_ps(costs, mapping, batch, context, d)
-        if best is None or rate > best[0]:
-            best = (rate, d, mapping)
-    return best[1], best[2]
+    choices = [(d, mapping_for(d)) for d in range(1, d_max + 1)]
+    return max(choices, key=lambda c: (1 + profile[:c[0]].sum())    # the first of ties
+               / _round_ps(costs, c[1], batch, context, c[0]))
 
 
 def scheduler_thresholds(costs: CostAdapter, mapping: dict[str, str], batch: int,
@@ -103,19 +95,21 @@ def scheduler_thresholds(costs: CostAdapter, mapping: dict[str, str], batch: int
     return dlm_fc, tlm_attn
 
 
-def verify_capacity(costs: CostAdapter, pool_entries: int, rule: str, slack: float | None = None) -> int:
+def verify_capacity(costs: CostAdapter, pool_entries: int, rule: CapacityRule | str,
+                    slack: float | None = None) -> int:
     """The pass capacity under ``rule`` before the batch floor (see the module's docstring)."""
-    if rule == "pool":
+    rule = CapacityRule(rule)
+    if rule is CapacityRule.POOL:
         return pool_entries
-    if rule == "ridge":
-        exceeds = costs.tlm_fc_compute_bound
-    elif rule == "fc_slack":
-        one = costs.price("tlm", ((2, 1),), "gpu", "gpu", costs.n_devices).fc_ps
+    limit = 0.0
+    if rule is CapacityRule.FC_SLACK:
+        assert slack is not None
+        limit = costs.price("tlm", ((2, 1),), "gpu", "gpu", costs.n_devices).fc_ps * (1 + slack)
 
-        def exceeds(n: int) -> bool:
-            return costs.price("tlm", ((n + 1, n),), "gpu", "gpu", costs.n_devices).fc_ps > one * (1 + slack)
-    else:
-        raise ValueError(f"unknown capacity rule {rule!r}")
+    def exceeds(n: int) -> bool:
+        if rule is CapacityRule.RIDGE:
+            return costs.tlm_fc_compute_bound(n)
+        return costs.price("tlm", ((n + 1, n),), "gpu", "gpu", costs.n_devices).fc_ps > limit
     n = 1
     while n < pool_entries and not exceeds(n + 1):
         n += 1

@@ -21,7 +21,8 @@ in ``configs/systems/*.yaml`` under ``stop:``, experiment entries under ``stop:`
 """
 from __future__ import annotations
 
-from typing import ClassVar, Sequence
+from collections.abc import Sequence
+from typing import ClassVar
 
 import numpy as np
 
@@ -30,10 +31,10 @@ from sim.manager.controller import ACCEPTANCE_BINS
 from sim.manager.formats import ENTROPY, quantize_prob
 from traces.format import RequestTrace
 
-STOP_RULES: dict[str, type["StopRule"]] = {}
+STOP_RULES: dict[str, type[StopRule]] = {}
 
 
-def register(cls: type["StopRule"]) -> type["StopRule"]:
+def register(cls: type[StopRule]) -> type[StopRule]:
     if not cls.name or cls.name in STOP_RULES:
         raise ValueError(f"stop rule {cls.__name__}: empty or duplicate name {cls.name!r}")
     STOP_RULES[cls.name] = cls
@@ -57,7 +58,7 @@ class StopRule:
                                   f"in [0, 1], found {param!r}")
         elif param is not None:
             raise ConfigError(f"stop rule {self.name!r} takes no parameter (found {param!r})")
-        self.param = param
+        self.param: float = 0.0 if param is None else param     # (rules without one ignore it)
 
     @property
     def controller_tau(self) -> int:

@@ -1,4 +1,4 @@
-"""One simulated run: a system, a model pair, a batch size and a workload -> ``RunMetrics``.
+"""One simulated run: a system, a model pair, a batch size and a workload -> ``RunRecord``.
 
 Offline choices (SpecPIM's mapping, a searched fixed d, the Scheduler thresholds, the TLM pass
 capacity) are made here from the cost model and the validation split, then the system's run
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import gc
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from pathlib import Path
 
@@ -19,16 +19,16 @@ from sim.errors import ConfigError
 from sim.manager.config import ManagerConfig
 from sim.manager.formats import quantize_prob
 from sim.manager.transactions import Device
-from sim.metrics import RunMetrics
+from sim.metrics import RunRecord
 from sim.model import load_pair
 from sim.systems import offline
-from sim.systems.lockstep import LockstepRun
+from sim.systems.catalog import run_class
 from sim.systems.pooled import PooledRun
 from sim.paths import CONFIGS
 from sim.systems.registry import STOP_RULES, calibration_table, check_entropy
 from sim.systems.base import RunSetup
-from sim.systems.spec import (CAPACITY_RULES, ISSUE_RULES, SystemSpec, check_slack,
-                              load_manager_timing, load_system)
+from sim.systems.spec import (CAPACITY_RULES, ISSUE_RULES, IssueRule, Kind, SystemSpec,
+                              check_slack, load_manager_timing, load_system)
 from sim.workload import Workload, load_workload
 
 
@@ -165,7 +165,7 @@ def _without_cycle_collection():
             gc.enable()
 
 
-def simulate(p: RunParams, timeline: bool = False, record: bool = False) -> tuple[RunMetrics, object]:
+def simulate(p: RunParams, timeline: bool = False, record: bool = False) -> tuple[RunRecord, object]:
     """Run ``p``; returns the metrics and the run object (its interval log feeds a timeline).
     ``record``: a Shared Pool system keeps every Manager transaction and its events in
     ``run.events`` (co-verification of the RTL, ``hw/flow/coverify.py``)."""
@@ -178,7 +178,7 @@ def simulate(p: RunParams, timeline: bool = False, record: bool = False) -> tupl
         return _simulate(p, record)
 
 
-def _simulate(p: RunParams, record: bool) -> tuple[RunMetrics, object]:
+def _simulate(p: RunParams, record: bool) -> tuple[RunRecord, object]:
     spec = load_system(p.system)
     pair = load_pair(p.pair)
     costs = adapter(spec.hardware, pair.tlm.name, pair.dlm.name)
@@ -286,23 +286,25 @@ def _simulate(p: RunParams, record: bool) -> tuple[RunMetrics, object]:
                      costs=costs, stop=stop, mapping=mapping,
                      timing=load_manager_timing() if spec.manager_hardware else None,
                      manager_config=cfg,
-                     draft_length=draft_length if spec.stop == "fixed" else None)
-    run = (PooledRun(setup, setup_extra["verify_capacity"], issue_rule)
-           if spec.verify == "shared_pool" else LockstepRun(setup))
-    if record:
-        if not isinstance(run, PooledRun):
-            raise ConfigError(f"{p.source}: system {p.system} has no Manager to record (verify: shared_pool)")
-        run.record = True
+                     draft_length=draft_length if spec.stop == "fixed" else None,
+                     capacity=setup_extra.get("verify_capacity", 0),
+                     issue_rule=IssueRule(issue_rule or IssueRule.DRAINED), record=record)
+    run_type = run_class(spec, stop)
+    if record and not issubclass(run_type, PooledRun):
+        raise ConfigError(f"{p.source}: system {p.system} has no Manager to record (verify: shared_pool)")
+    run = run_type(setup)
     metrics = run.execute()
+    metrics.sequence_length = p.sequence_length
     if p.label is not None:
         metrics.system = p.label
-        setup_extra["system_config"] = p.system
-    metrics.extra.update(setup_extra)
+        metrics.system_config = p.system
+    annotations = {**setup_extra, **rule_extra}
+    metrics = replace(metrics, **{key: str(value) if isinstance(value, Kind) else value
+                                  for key, value in annotations.items()})
     if rule_name == "threshold":
-        metrics.extra["tau"] = tau
+        metrics.tau = tau
     if p.stop is not None:
-        metrics.extra["stop"] = p.stop
-    metrics.extra.update(rule_extra)
+        metrics.stop = p.stop
     return metrics, run
 
 

@@ -4,19 +4,57 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from enum import Enum
 
 from sim.config import check_keys, config_path, get, load_yaml
 from sim.errors import ConfigError
 
-DECODING = ("autoregressive", "speculative")
-VERIFY = ("lockstep", "shared_pool")
-MAPPING = ("static", "specpim", "dynamic")
+
+class Kind(str, Enum):
+    """A configuration choice: equal to its YAML spelling, so a spec read as text compares
+    equal to it."""
+
+    def __str__(self) -> str:
+        return self.value
+
+
+class Decoding(Kind):
+    AUTOREGRESSIVE = "autoregressive"
+    SPECULATIVE = "speculative"
+
+
+class Verify(Kind):
+    LOCKSTEP = "lockstep"          # every request's round verified by one pass, in step
+    SHARED_POOL = "shared_pool"    # the Manager's pools decide what a pass verifies
+
+
+class MappingKind(Kind):
+    STATIC = "static"
+    SPECPIM = "specpim"            # SpecPIM's offline search (sim/systems/offline.py)
+    DYNAMIC = "dynamic"            # the Manager's Scheduler
+
+
+class IssueRule(Kind):
+    """When a verification may start with fewer tokens than one pass holds (pooled.py)."""
+    GPU_IDLE = "gpu-idle"
+    TLM_IDLE = "tlm-idle"
+    DRAINED = "drained"
+
+
+class CapacityRule(Kind):
+    """How many tokens one TLM pass verifies (sim/systems/offline.py)."""
+    RIDGE = "ridge"
+    FC_SLACK = "fc_slack"
+    POOL = "pool"
+
+
+DECODING = tuple(k.value for k in Decoding)
+VERIFY = tuple(k.value for k in Verify)
+MAPPING = tuple(k.value for k in MappingKind)
 OPERATORS = ("dlm_fc", "dlm_attention", "tlm_fc", "tlm_attention")
 DEVICES = ("gpu", "pim")
-# When a verification may start with fewer tokens than one pass holds (sim/systems/pooled.py).
-ISSUE_RULES = ("gpu-idle", "tlm-idle", "drained")
-# How many tokens one TLM pass verifies, "what the GPU can verify at once" (sim/systems/offline.py).
-CAPACITY_RULES = ("ridge", "fc_slack", "pool")
+ISSUE_RULES = tuple(k.value for k in IssueRule)
+CAPACITY_RULES = tuple(k.value for k in CapacityRule)
 SYSTEM_KEYS = ("hardware", "decoding", "stop", "verify", "eager", "mapping", "static_mapping",
                "manager_hardware", "capacity_rule", "capacity_slack", "issue_rule")
 
@@ -25,20 +63,20 @@ SYSTEM_KEYS = ("hardware", "decoding", "stop", "verify", "eager", "mapping", "st
 class SystemSpec:
     name: str
     hardware: str                     # configs/hardware/<name>.yaml (the cost model's system)
-    decoding: str
-    stop: str | None                  # stop rule name (sim/systems/registry.py)
-    verify: str | None
+    decoding: Decoding
+    stop: str | None                  # stop rule name (the rules' registry, registry.py)
+    verify: Verify | None
     eager: bool
-    mapping: str
+    mapping: MappingKind
     static_mapping: dict[str, str] | None
     manager_hardware: bool            # Manager latency (monitoring, decision) is charged
-    capacity_rule: str | None = None      # shared_pool: how the TLM pass capacity is chosen
+    capacity_rule: CapacityRule | None = None   # shared_pool: how the TLM pass capacity is chosen
     capacity_slack: float | None = None   # capacity_rule fc_slack: FC time within 1 + slack
-    issue_rule: str | None = None         # eager: when a pass below capacity may start (ISSUE_RULES)
+    issue_rule: IssueRule | None = None   # eager: when a pass below capacity may start
 
     @property
     def speculative(self) -> bool:
-        return self.decoding == "speculative"
+        return self.decoding is Decoding.SPECULATIVE
 
 
 def _choice(data: dict, key: str, choices: tuple[str, ...], source: str, default=...) -> str:
@@ -96,10 +134,12 @@ def load_system(name: str) -> SystemSpec:
         raise ConfigError(f"{src}: issue_rule: only systems with an Eager Pool (eager: true) choose it; "
                           "without one, drafting and verification alternate")
     return SystemSpec(name=name, hardware=get(data, "hardware", str, source=src),
-                      decoding=decoding, stop=stop, verify=verify, eager=eager, mapping=mapping,
+                      decoding=Decoding(decoding), stop=stop, verify=Verify(verify) if verify else None,
+                      eager=eager, mapping=MappingKind(mapping),
                       static_mapping=dict(static) if static else None,
                       manager_hardware=get(data, "manager_hardware", bool, source=src, default=False),
-                      capacity_rule=rule, capacity_slack=slack, issue_rule=issue_rule)
+                      capacity_rule=CapacityRule(rule) if rule else None, capacity_slack=slack,
+                      issue_rule=IssueRule(issue_rule) if issue_rule else None)
 
 
 def check_slack(value: float, where: str) -> float:

@@ -3,6 +3,7 @@ import pytest
 
 from sim.engine.devices import DeviceSet, IntervalLog, Work
 from sim.engine.events import EventQueue
+from sim.manager.transactions import DiscardReason
 from sim.metrics import ConservationError, TokenCounts, latency_breakdown
 
 
@@ -101,7 +102,7 @@ def test_latency_breakdown_with_shared_edges_and_repeats():
 
 def test_token_conservation_check_names_the_imbalance():
     t = TokenCounts(generated=5, drafted=6, accepted=3, rejected=1, tlm_tokens=2)
-    t.discard("rejected_prefix", 2)
+    t.discard(DiscardReason.REJECTED_PREFIX, 2)
     t.check(5)
     t.drafted += 1
     with pytest.raises(ConservationError, match="drafted 7"):

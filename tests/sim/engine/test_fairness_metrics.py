@@ -1,16 +1,16 @@
 """Per-request latency spread and Jain's index of token rates, on hand-computed runs."""
+import numpy as np
 import pytest
 
-from sim.metrics import PS_PER_S, RunMetrics, TokenCounts, jain_index
-import numpy as np
+from sim.metrics import PS_PER_S, Measured, TokenCounts, jain_index, run_record
 
 
 def _metrics(latency_s: list[float], tokens: list[int]) -> dict:
-    return RunMetrics(
-        system="x", pair="p", batch=2, draft_length=None, time_ps=10 * PS_PER_S, energy_fj=1000,
-        tokens=TokenCounts(), breakdown_ps={}, gpu_busy_ps=0, pim_busy_ps=0, n_devices=1,
-        pim_ops=0, total_ops=0, request_latency_ps=[int(s * PS_PER_S) for s in latency_s],
-        request_tokens=tokens, window_ps=PS_PER_S, window_tokens=1, window_energy_fj=1000).to_dict()
+    return run_record("x", "p", 2, None, {}, Measured(
+        time_ps=10 * PS_PER_S, energy_fj=1000, tokens=TokenCounts(), breakdown_ps={}, gpu_busy_ps=0,
+        pim_busy_ps=0, n_devices=1, pim_ops=0, total_ops=0,
+        request_latency_ps=[int(s * PS_PER_S) for s in latency_s], request_tokens=tokens,
+        window_ps=PS_PER_S, window_tokens=1, window_energy_fj=1000)).to_dict()
 
 
 def test_jain_index_by_hand():

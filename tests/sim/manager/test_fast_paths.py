@@ -11,10 +11,10 @@ import pytest
 from sim.manager import Manager
 from sim.manager.controller import STOPPED, Controller, acceptance_bin, stops, update_h
 from sim.manager.formats import PROB_ONE, quantize_prob
+from sim.manager.manager import positions_by_request
 from sim.manager.random_txns import generate
 from sim.manager.scheduler import dlm_fc_estimate
 from sim.manager.shared_pool import PoolEntry, SharedPool
-from sim.manager.manager import positions_by_request
 from sim.manager.transactions import Issued, Mapping, Op, SchedulerQuery, VerifyIssue
 from tests.sim.manager.helpers import config
 

@@ -2,8 +2,17 @@ import math
 
 import pytest
 
-from sim.manager.formats import (CUM_PROB, FORMATS, POSITION, PROB, PROB_ONE, REQUEST_ID, TOKEN_ID,
-                                 FixedFormat, quantize_prob)
+from sim.manager.formats import (
+    CUM_PROB,
+    FORMATS,
+    POSITION,
+    PROB,
+    PROB_ONE,
+    REQUEST_ID,
+    TOKEN_ID,
+    FixedFormat,
+    quantize_prob,
+)
 
 
 def test_probability_layout_is_uq1_16():

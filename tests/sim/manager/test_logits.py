@@ -4,7 +4,15 @@ import pytest
 from sim.manager import Manager
 from sim.manager.random_txns import generate_with_events
 from sim.manager.softmax import SoftmaxParams, softmax_greedy
-from sim.manager.transactions import DraftLogits, DraftToken, Drafted, Issued, Pool, ProtocolError, VerifyIssue
+from sim.manager.transactions import (
+    Drafted,
+    DraftLogits,
+    DraftToken,
+    Issued,
+    Pool,
+    ProtocolError,
+    VerifyIssue,
+)
 from sim.manager.txlog import read_txlog, replay, write_txlog
 from tests.sim.manager.helpers import admit, config, of
 

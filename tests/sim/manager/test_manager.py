@@ -2,9 +2,30 @@
 import pytest
 
 from sim.manager.transactions import (
-    Admit, Discarded, DiscardReason, Drafted, DraftToken, EndRound, Issued, Locked, Moved,
-    NotIssued, NotIssuedReason, Pool, ProtocolError, Refused, Resumed, Retire, Retired, RoundEnded,
-    Unlock, Unlocked, Verified, VerifyIssue, VerifyResult)
+    Admit,
+    Discarded,
+    DiscardReason,
+    Drafted,
+    DraftToken,
+    EndRound,
+    Issued,
+    Locked,
+    Moved,
+    NotIssued,
+    NotIssuedReason,
+    Pool,
+    ProtocolError,
+    Refused,
+    Resumed,
+    Retire,
+    Retired,
+    RoundEnded,
+    Unlock,
+    Unlocked,
+    Verified,
+    VerifyIssue,
+    VerifyResult,
+)
 from tests.sim.manager.helpers import admit, draft, manager, of
 
 P1 = 65536

@@ -8,9 +8,25 @@ from sim.manager import Manager, ManagerConfig
 from sim.manager.controller import update_h
 from sim.manager.random_txns import coverage, generate, generate_with_events
 from sim.manager.transactions import (
+    Admitted,
+    Discarded,
+    DiscardReason,
+    Drafted,
+    DraftToken,
+    Issued,
+    Locked,
+    Moved,
+    NotIssued,
+    Pool,
     ProtocolError,
-    Admitted, Discarded, DiscardReason, Drafted, DraftToken, Issued, Locked, Moved, NotIssued,
-    Pool, Refused, Resumed, Retired, RoundEnded, Unlocked, Verified, to_dict)
+    Refused,
+    Resumed,
+    Retired,
+    RoundEnded,
+    Unlocked,
+    Verified,
+    to_dict,
+)
 from tests.sim.manager.helpers import config
 
 SMALL = config(max_requests=12, max_draft_len=8, tau=9000, shared_entries=24, eager_entries=16,
@@ -18,7 +34,7 @@ SMALL = config(max_requests=12, max_draft_len=8, tau=9000, shared_entries=24, ea
 SEEDS = (1, 2, 3, 4)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def small_run(seed: int):
     """One long finished sequence per seed, shared by the tests that only read it."""
     return generate_with_events(SMALL, seed, 12000)

@@ -3,11 +3,28 @@ import json
 
 import pytest
 
-from sim.manager.transactions import (
-    INPUTS, OUTPUTS, Admit, Device, Discarded, DiscardReason, DraftToken, Issued, Mapping, Op,
-    Pool, ProtocolError, Refused, SelectedToken, Unlock, VerifyIssue, from_dict, to_dict)
 from sim.manager.random_txns import generate_with_events
 from sim.manager.softmax import SoftmaxParams
+from sim.manager.transactions import (
+    INPUTS,
+    OUTPUTS,
+    Admit,
+    Device,
+    Discarded,
+    DiscardReason,
+    DraftToken,
+    Issued,
+    Mapping,
+    Op,
+    Pool,
+    ProtocolError,
+    Refused,
+    SelectedToken,
+    Unlock,
+    VerifyIssue,
+    from_dict,
+    to_dict,
+)
 from tests.sim.manager.helpers import config
 
 

@@ -5,11 +5,24 @@ random streams they leave the same state and give the answers the events would."
 import pytest
 
 from sim.manager import Manager
-from sim.manager.random_txns import generate
 from sim.manager.manager import positions_by_request
-from sim.manager.transactions import (Discarded, DiscardReason, DraftToken, Drafted, Issued, Mapping, Op,
-                                      ProtocolError, Refused, Resumed, SchedulerQuery, Unlock, VerifyIssue,
-                                      VerifyResult)
+from sim.manager.random_txns import generate
+from sim.manager.transactions import (
+    Discarded,
+    DiscardReason,
+    Drafted,
+    DraftToken,
+    Issued,
+    Mapping,
+    Op,
+    ProtocolError,
+    Refused,
+    Resumed,
+    SchedulerQuery,
+    Unlock,
+    VerifyIssue,
+    VerifyResult,
+)
 from tests.sim.manager.helpers import config
 
 SMALL = config(max_requests=12, max_draft_len=8, tau=9000, shared_entries=24, eager_entries=16,

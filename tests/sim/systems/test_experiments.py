@@ -6,7 +6,6 @@ from pathlib import Path
 import pytest
 
 from sim.cli import main
-from tests.sim.systems.conftest import make_trace, request
 
 GOLDEN = Path(__file__).with_name("golden_small.json")
 

@@ -81,9 +81,10 @@ def _watch_issues(monkeypatch):
 
     def spy(self):
         if not self.in_pass:
-            seen.append({"ok": self.below_capacity_ok(), "tlm_busy": self.tlm_busy,
+            seen.append({"ok": self.below_capacity_ok(), "tlm_busy": self.in_pass,
                          "gpu_steps": bool(self.gpu_steps),
-                         "can_draft": any(self.can_draft(l) for l in self.live.values()),
+                         "can_draft": any(not (r.round.stopped or r.round.blocked)
+                                             for r in self.live.values()),
                          "pool": self.manager.shared_pool.count, "capacity": self.capacity})
         return original(self)
     monkeypatch.setattr(pooled.PooledRun, "try_issue", spy)
@@ -107,7 +108,7 @@ def test_a_pass_below_capacity_starts_only_as_the_rule_says(rule, tiny_trace, mo
 def test_gpu_idle_waits_for_the_dlm_on_the_gpu(tiny_trace):
     tlm, _ = simulate(_tiny("saddle-s", tiny_trace, issue_rule="tlm-idle"))
     gpu, _ = simulate(_tiny("saddle-s", tiny_trace, issue_rule="gpu-idle"))
-    assert gpu.extra["verification_passes"] < tlm.extra["verification_passes"]
+    assert gpu.verification_passes < tlm.verification_passes
 
 
 def test_issue_rule_is_checked():

@@ -1,5 +1,5 @@
 """The per-step shortcuts of ``PooledRun`` (sim/systems/pooled.py) against the plain calls they
-stand for: every DraftToken carries ``_token_id`` and ``quantize_prob`` of its round's trace
+stand for: every DraftToken carries the token id (position mod 2**17) and ``quantize_prob`` of its round's trace
 position, and a prediction step takes its ready rounds in slot order."""
 import pytest
 
@@ -25,9 +25,9 @@ def test_draft_tokens_carry_the_plain_token_and_probability(system, tiny_trace, 
             steps.append(len(want))
 
     def checked(self, request, microbatch, position, token, prob):
-        rnd = runs[-1].live[request].extra["round"]
+        rnd = runs[-1].live[request].round
         p = rnd.p[position - 1]
-        assert (token, prob) == (pooled._token_id(rnd.base + position - 1), quantize_prob(p))
+        assert (token, prob) == ((rnd.base + position - 1) & pooled._TOKEN_MASK, quantize_prob(p))
         seen.append(p)
         return draft(self, request, microbatch, position, token, prob)
     monkeypatch.setattr(pooled.PooledRun, "mb_step", mb_step)
@@ -47,7 +47,7 @@ def test_quantized_edges_through_a_step(p, tiny_trace, monkeypatch):
 
     def forced(self, live):
         new_round(self, live)
-        rnd = live.extra["round"]
+        rnd = live.round
         rnd.p = [p] * len(rnd.p)
 
     def checked(self, request, microbatch, position, token, prob):

@@ -8,8 +8,6 @@ import json
 import os
 from pathlib import Path
 
-import pytest
-
 from sim.systems.run import RunParams, simulate
 from tests.sim.systems.golden import mismatches
 

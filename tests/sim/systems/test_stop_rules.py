@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 
 from sim.errors import ConfigError
-from sim.manager.formats import quantize_prob
 from sim.manager.controller import Controller, acceptance_bin
+from sim.manager.formats import quantize_prob
 from sim.systems.registry import CALIBRATION_BINS, STOP_RULES, calibration_table, check_entropy
 from tests.sim.experiments.test_errors import _fails
 from traces.format import RequestTrace

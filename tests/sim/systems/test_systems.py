@@ -36,11 +36,11 @@ def test_conservation_and_determinism(system, d, tiny_trace):
 
 def test_autoregressive_time_is_the_sum_of_its_steps(tmp_path):
     trace = str(make_trace(tmp_path / "one.jsonl", [request("x", 30, [1, 0, 1, 1, 0])]))
-    m, _ = simulate(params("gpu-ad", None, trace, batch=1))
+    m, run = simulate(params("gpu-ad", None, trace, batch=1))
     hw, tlm = load_hw("dgx-a100"), load_model("opt-66b")
     expect = sum(hw.price_step(tlm, [(30 + t, 1)], mapping={"fc": "gpu", "attention": "gpu"}).time_ps
                  for t in range(5))
-    assert m.time_ps == expect
+    assert run.measured.time_ps == expect
     assert m.tokens.generated == 5 and m.tokens.tlm_tokens == 5
 
 
@@ -49,7 +49,7 @@ def test_fixed_d_rounds_by_hand(tmp_path):
     # round 2 at t=3 drafts 2, both accepted (+1, t=6); round 3 at t=6 drafts 1 (last
     # position), accepted, no TLM token. Accepted 5, rejected 0, TLM tokens 2.
     trace = str(make_trace(tmp_path / "one.jsonl", [request("x", 30, [1, 1, 0, 1, 1, 1, 1])]))
-    m, _ = simulate(params("gpu-sd", 2, trace, batch=1))
+    m, run = simulate(params("gpu-sd", 2, trace, batch=1))
     t = m.tokens
     assert (t.drafted, t.accepted, t.rejected, t.discarded, t.tlm_tokens) == (5, 5, 0, 0, 2)
     hw, tlm, dlm = load_hw("dgx-a100"), load_model("opt-66b"), load_model("opt-1.3b")
@@ -59,7 +59,7 @@ def test_fixed_d_rounds_by_hand(tmp_path):
     expect = (dlm_ps(30) + dlm_ps(31) + tlm_ps(32, 3)
               + dlm_ps(33) + dlm_ps(34) + tlm_ps(35, 3)
               + dlm_ps(36) + tlm_ps(37, 2))
-    assert m.time_ps == expect
+    assert run.measured.time_ps == expect
 
 
 def test_rejection_counts_as_the_manager_counts(tmp_path):
@@ -90,11 +90,11 @@ def test_throughput_window_ends_when_the_batch_can_no_longer_be_refilled(tmp_pat
     # steps with nobody left to enter; by then 6 tokens are out.
     trace = str(make_trace(tmp_path / "two.jsonl", [request("a", 30, [1, 1, 1]),
                                                     request("b", 40, [1, 0, 1, 1, 1])]))
-    m, _ = simulate(params("gpu-ad", None, trace, batch=2))
+    m, run = simulate(params("gpu-ad", None, trace, batch=2))
     hw, tlm = load_hw("dgx-a100"), load_model("opt-66b")
     g = {"fc": "gpu", "attention": "gpu"}
     steps = [hw.price_step(tlm, [(30 + t, 1), (40 + t, 1)], mapping=g).time_ps for t in range(3)]
-    assert (m.window_ps, m.window_tokens) == (sum(steps), 6)
+    assert (run.measured.window_ps, run.measured.window_tokens) == (sum(steps), 6)
     r = m.to_dict()
     assert r["tokens_per_s"] == pytest.approx(6 / (sum(steps) * 1e-12))
     assert r["run_tokens_per_s"] == pytest.approx(8 / r["time_s"])
@@ -109,12 +109,12 @@ def test_pass_capacity_follows_the_systems_rule(tiny_trace):
     assert not costs.tlm_fc_compute_bound(ridge) and costs.tlm_fc_compute_bound(ridge + 1)
     assert not any(costs.tlm_fc_compute_bound(n) for n in range(1, ridge))
     m, _ = simulate(params("saddle", None, tiny_trace))                       # capacity_rule: ridge
-    assert (m.extra["verify_capacity"], m.extra["capacity_rule"]) == (ridge, "ridge")
+    assert (m.verify_capacity, m.capacity_rule) == (ridge, "ridge")
     slack, _ = simulate(params("saddle", None, tiny_trace, capacity_rule="fc_slack", capacity_slack=0.1))
-    assert slack.extra["verify_capacity"] == offline.verify_capacity(costs, 512, "fc_slack", 0.1) < ridge
-    assert slack.extra["capacity_rule"] == "fc_slack 0.1"
+    assert slack.verify_capacity == offline.verify_capacity(costs, 512, "fc_slack", 0.1) < ridge
+    assert slack.capacity_rule == "fc_slack 0.1"
     pool, _ = simulate(params("saddle", None, tiny_trace, capacity_rule="pool"))
-    assert pool.extra["verify_capacity"] == 512
+    assert pool.verify_capacity == 512
 
 
 class _SteppedCosts:

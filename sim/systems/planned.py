@@ -1,0 +1,104 @@
+"""Speculative decoding whose stopping rule plans each round's length (GPU-SD, PIM-SD,
+SpecPIM-SD with a fixed d; the planned rules of ``registry.py`` on a lock-step system).
+
+Without the Controller a request's rounds depend on its trace alone (the rule plans each from
+the committed prefix, and the trace says how many tokens the pass accepts), so they are
+computed once, when the request enters the batch (``planned_rounds``). Each micro-batch's
+steps of a round are priced in one call (``CostAdapter.price_round``).
+"""
+from __future__ import annotations
+
+from bisect import bisect_right
+from dataclasses import dataclass, field
+from itertools import accumulate
+
+import numpy as np
+
+from sim.systems.lockstep import LockstepLive, LockstepRun
+from sim.systems.registry import FixedLength, StopRule
+from traces.format import RequestTrace
+
+
+def planned_rounds(rule: StopRule, trace: RequestTrace, out_len: int) -> tuple[list[int], list[int]]:
+    """Every round of a request decoded from an empty output to ``out_len`` tokens: its draft
+    tokens (cap) and how many of them the pass accepts. A round at output position t drafts
+    cap = ``rule.planned(trace, t, out_len - t)`` tokens and accepts
+    min(``leading_accepted(t, cap)``, cap); it commits those and the TLM's own token unless the
+    output is complete. Under a fixed d both are known at every position at once, so only the
+    walk from round to round is a loop."""
+    accepted_from = trace.leading_accepted_all(out_len)
+    if isinstance(rule, FixedLength):
+        assert rule.draft_length is not None
+        remaining = out_len - np.arange(out_len)
+        cap_at = np.minimum(rule.draft_length, remaining)
+        k_at = np.minimum(accepted_from, cap_at)
+        next_at = (np.arange(out_len) + k_at + (k_at < remaining)).tolist()
+        starts = []
+        t = 0
+        while t < out_len:
+            starts.append(t)
+            t = next_at[t]
+        return cap_at[starts].tolist(), k_at[starts].tolist()
+    run = accepted_from.tolist()
+    caps, ks = [], []
+    t = 0
+    while t < out_len:
+        cap = rule.planned(trace, t, out_len - t) or 0
+        k = min(run[t], cap)
+        caps.append(cap)
+        ks.append(k)
+        t += k + (t + k < out_len)
+    return caps, ks
+
+
+@dataclass(slots=True)
+class PlannedLive(LockstepLive):
+    caps: list[int] = field(default_factory=list)      # per round, from ``planned_rounds``
+    ks: list[int] = field(default_factory=list)
+    round: int = 0                                     # the next round's index
+
+
+class PlannedRun(LockstepRun):
+    live_type = PlannedLive
+    live: dict[int, PlannedLive]    # type: ignore[assignment]
+
+    def enter(self, lives) -> None:
+        assert self.setup.stop is not None
+        for live in lives:
+            live.caps, live.ks = planned_rounds(self.setup.stop, live.trace, live.out_len)
+
+    def new_round(self, batch) -> None:
+        drafted = 0
+        for live in batch:
+            j = live.round
+            live.drafted = cap = live.caps[j]
+            live.accepted = live.ks[j]
+            live.round = j + 1
+            drafted += cap
+        self.tokens.drafted += drafted
+
+    def draft(self, mb: int, start: int) -> int:
+        """Request r drafts in steps 0 .. cap_r - 1, step s at context ``context(s)``."""
+        drafting = [self.live[slot] for slot in sorted(self.by_mb[mb]) if self.live[slot].drafted]
+        if not drafting:
+            return start
+        m = self.setup.mapping
+        caps = [live.drafted for live in drafting]
+        steps = self.costs.price_round("dlm", [live.context(0) for live in drafting], caps,
+                                       m["dlm_fc"], m["dlm_attention"], 1)
+        if self.timing is not None:
+            ordered = sorted(caps)
+            starts, ends = [], []
+            t = start
+            for s, step in enumerate(steps):
+                starts.append(t)
+                t += step.work.time_ps
+                ends.append(t)
+                t += self.monitoring(mb, len(ordered) - bisect_right(ordered, s), at=t)
+        else:
+            times = list(accumulate([step.work.time_ps for step in steps], initial=start))
+            starts, ends, t = times[:-1], times[1:], times[-1]
+        self.devices.run_series(mb, self.dlm_lanes[mb], [step.work for step in steps], starts, ends)
+        for step in steps:
+            self.book(step)
+        return t
