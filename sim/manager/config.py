@@ -5,13 +5,13 @@ import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 
-from sim.config import get, load_yaml
-from sim.errors import ConfigError
+from sim.config import BASE, Configs, get
+from common.errors import ConfigError
 from sim.manager.controller import ACCEPTANCE_BINS
 from sim.manager.formats import (AGE, MICROBATCH_ID, POOL_COUNT, POSITION, PROB_ONE, REQUEST_ID, TAU, THRESHOLD,
                                  quantize_prob)
 from sim.manager.transactions import Device
-from sim.paths import CONFIGS
+from common.paths import CONFIGS
 
 DEFAULT_PATH = CONFIGS / "manager.yaml"
 
@@ -104,9 +104,9 @@ class ManagerConfig:
         return dataclasses.replace(self, **changes)
 
     @classmethod
-    def load(cls, path: str | Path | None = None) -> "ManagerConfig":
+    def load(cls, path: str | Path | None = None, *, configs: Configs = BASE) -> "ManagerConfig":
         path = Path(path) if path is not None else DEFAULT_PATH
-        return cls.from_dict(load_yaml(path), source=str(path))
+        return cls.from_dict(configs.yaml(path), source=str(path))
 
     @classmethod
     def from_dict(cls, data: dict, source: str = "manager config") -> "ManagerConfig":

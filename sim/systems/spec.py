@@ -5,8 +5,9 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from sim.config import check_keys, config_path, get, load_yaml
-from sim.errors import ConfigError
+from common.config import check_keys, config_path, get
+from common.errors import ConfigError
+from sim.config import BASE, Configs
 
 DECODING = ("autoregressive", "speculative")
 VERIFY = ("lockstep", "shared_pool")
@@ -48,9 +49,9 @@ def _choice(data: dict, key: str, choices: tuple[str, ...], source: str, default
     return value
 
 
-def load_system(name: str) -> SystemSpec:
+def load_system(name: str, *, configs: Configs = BASE) -> SystemSpec:
     path = config_path("systems", name)
-    data = load_yaml(path)
+    data = configs.yaml(path)
     src = str(path)
     check_keys(data, SYSTEM_KEYS, source=src)   # first: a typo is not reported as a missing key
     decoding = _choice(data, "decoding", DECODING, src)
@@ -127,9 +128,9 @@ class ManagerTiming:
         return self._ps(self.select_fixed_cycles + n_selected)
 
 
-def load_manager_timing(name: str = "manager") -> ManagerTiming:
+def load_manager_timing(name: str = "manager", *, configs: Configs = BASE) -> ManagerTiming:
     path = config_path("timing", name)
-    data = load_yaml(path)
+    data = configs.yaml(path)
     src = str(path)
     return ManagerTiming(
         clock_ghz=get(data, "clock_ghz", float, source=src, positive=True),

@@ -119,7 +119,8 @@ def test_unknown_system_names_file_and_entry(tmp_path, capsys, no_simulation):
     ("{system: gpu-sd, draft_length: 2}", "{system: gpu-sd}",
      "systems[1].draft_length: system gpu-sd drafts a fixed d"),
     ("{system: pim-ad}", "{system: saddle, issue_rule: gpu-idel}",
-     "systems[2].issue_rule: unknown rule 'gpu-idel' (did you mean 'gpu-idle'?)"),
+     "systems[2].issue_rule: expected one of ['gpu-idle', 'tlm-idle', 'drained'], found 'gpu-idel' "
+     "(did you mean 'gpu-idle'?)"),
     ("{system: pim-ad}", "{system: pim-ad, tau: 0.3}",
      "systems[2].tau: system pim-ad has no stopping threshold"),
     ("{system: pim-ad}", "{system: pim-ad, batches: [4]}",
@@ -129,7 +130,8 @@ def test_unknown_system_names_file_and_entry(tmp_path, capsys, no_simulation):
     ("{system: pim-ad}", "{system: saddle, capacity_slack: 0.3}",
      "systems[2].capacity_slack: only capacity_rule fc_slack has a slack (saddle's rule here is 'ridge')"),
     ("{system: pim-ad}", "{system: saddle, capacity_rule: ridg}",
-     "systems[2].capacity_rule: unknown rule 'ridg' (did you mean 'ridge'?)"),
+     "systems[2].capacity_rule: expected one of ['ridge', 'fc_slack', 'pool'], found 'ridg' "
+     "(did you mean 'ridge'?)"),
     ("{system: pim-ad}", "{system: pim-ad, aging_passes: 2}",
      "systems[2].aging_passes: system pim-ad has no Shared Pool"),
     ("{system: pim-ad}", "{system: saddle, aging_passes: [2, 0]}",
@@ -137,7 +139,8 @@ def test_unknown_system_names_file_and_entry(tmp_path, capsys, no_simulation):
     ("{system: pim-ad}", "{system: saddle, aging_passes: 256}",
      "systems[2].aging_passes: expected at most 255, found 256"),
     ("batches: [2]", "batches: [2000]",
-     "batches[0]: batch 2000 of saddle (systems[3]) exceeds the 128 Controller slots"),
+     "batches[0]: batch 2000 exceeds the 128 Controller slots of configs/manager.yaml "
+     "(controller.max_requests) for saddle (systems[3])"),
 ])
 def test_bad_names_and_values_name_file_and_key(tmp_path, capsys, no_simulation, trace,
                                                 old, new, message):
@@ -181,12 +184,12 @@ def test_unknown_keys_in_nested_sections(tmp_path, capsys, no_simulation, old, n
 @pytest.fixture
 def configs(tmp_path, monkeypatch):
     """A copy of configs/ the code reads instead of the shipped one."""
-    import sim.config
-    import sim.experiments.grid
+    import common.config
+    import sim.systems.resolve
     copy = tmp_path / "configs"
     shutil.copytree(ROOT / "configs", copy, ignore=shutil.ignore_patterns("*.md"))
-    monkeypatch.setattr(sim.config, "CONFIGS", copy)
-    monkeypatch.setattr(sim.experiments.grid, "CONFIGS", copy)
+    monkeypatch.setattr(common.config, "CONFIGS", copy)
+    monkeypatch.setattr(sim.systems.resolve, "CONFIGS", copy)
     return copy
 
 
