@@ -10,7 +10,7 @@ import difflib
 import math
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import yaml
 
@@ -105,6 +105,6 @@ def get(data: dict, key: str, kind: type | tuple[type, ...], *, source: str | Pa
     if isinstance(value, bool) and bool not in kinds or not isinstance(value, kinds):
         names = " or ".join(k.__name__ for k in kinds)
         raise ConfigError(f"{source}: {where}: expected {names}, found {value!r}")
-    if positive and not (math.isfinite(value) and value > 0):
+    if positive and not (math.isfinite(cast(float, value)) and cast(float, value) > 0):
         raise ConfigError(f"{source}: {where}: expected a positive number, found {value!r}")
     return value

@@ -31,6 +31,7 @@ F = TypeVar("F", bound=Callable[..., Any])
 class Configs:
     """The config files with one set of overrides applied, and what was loaded from them."""
 
+    KEPT: ClassVar[int] = 2
     _shared: ClassVar[dict[tuple, Configs]] = {}
 
     def __init__(self, overrides: tuple[tuple[str, object], ...] = ()) -> None:
@@ -39,12 +40,15 @@ class Configs:
 
     @classmethod
     def of(cls, overrides: tuple[tuple[str, object], ...] = ()) -> Configs:
-        """The context every run with these overrides shares."""
+        """The context every run with these overrides shares. Only the last few are kept: a
+        sweep over a config value makes a context per point, each with its cost adapters'
+        price caches, and runs of one point follow each other."""
         if not overrides:
             return BASE
-        found = cls._shared.get(overrides)
-        if found is None:
-            found = cls._shared[overrides] = cls(overrides)
+        found = cls._shared.pop(overrides, None) or cls(overrides)
+        cls._shared[overrides] = found
+        while len(cls._shared) > cls.KEPT:
+            del cls._shared[next(iter(cls._shared))]
         return found
 
     def yaml(self, path: str | Path) -> dict:

@@ -344,6 +344,9 @@ def resolve(p: RunParams) -> Resolved:
                  draft_length=None,
                  mapping=dict(spec.static_mapping) if spec.static_mapping else None)
     where = f"{p.source}: "
+    for name in ("dlm_fc_threshold", "tlm_attention_threshold"):
+        if getattr(p, name) is not None:
+            check_threshold(getattr(p, name), spec, where + name)
     base = ManagerConfig.load(p.manager, configs=configs)
     if p.tau is not None:
         r.tau = p.tau

@@ -61,8 +61,12 @@ def execute(r: Resolved, record: bool = False) -> tuple[RunMetrics, object]:
                      mapping=r.mapping, timing=r.timing,  # type: ignore[arg-type]
                      manager_config=r.manager,
                      draft_length=r.draft_length if spec.stop == "fixed" else None)
-    run = (PooledRun(setup, r.capacity, r.issue_rule)
-           if spec.verify == "shared_pool" else LockstepRun(setup))
+    run: PooledRun | LockstepRun
+    if spec.verify == "shared_pool":
+        assert r.capacity is not None       # resolved for every Shared Pool system
+        run = PooledRun(setup, r.capacity, r.issue_rule)
+    else:
+        run = LockstepRun(setup)
     if record:
         if not isinstance(run, PooledRun):
             raise ConfigError(f"{p.source}: system {p.system} has no Manager to record (verify: shared_pool)")

@@ -14,8 +14,8 @@ import numpy as np
 import pytest
 
 from sim.cli import build_parser, main
-from sim.errors import SaddleError
-from sim.paths import ROOT
+from common.errors import SaddleError
+from common.paths import ROOT
 from tests.sim.systems.conftest import make_trace, request
 
 PAIR = "opt-66b+opt-1.3b"
@@ -383,7 +383,7 @@ def test_interrupt_is_reported_once(monkeypatch, capsys):
 
 
 def test_shipped_sweep_settings_pass_and_a_typo_is_refused(tmp_path):
-    from sim.config import config_path
+    from common.config import config_path
     from sim.errors import ConfigError
     from sim.experiments.calibrate import check_settings
     settings, shape = check_settings(config_path("experiments", "calibrate"), PAIR)
@@ -403,3 +403,26 @@ def test_an_entry_repeating_another_is_refused(tmp_path, capsys, no_simulation):
                                               "  - {system: pim-ad}\n  - {system: gpu-sd, draft_length: [4, 2]}"))
     err = _fails(capsys, "run", exp)
     assert f"{exp}: systems[3]: the same runs as systems[1]" in err
+
+
+# -- one rule, one message -------------------------------------------------------------------------
+
+@pytest.mark.parametrize("field, value, message", [
+    ("issue_rule", "soon", "issue_rule: expected one of ['gpu-idle', 'tlm-idle', 'drained'], "
+                           "found 'soon'"),
+    ("capacity_rule", "ridg", "capacity_rule: expected one of ['ridge', 'fc_slack', 'pool'], "
+                              "found 'ridg' (did you mean 'ridge'?)"),
+    ("aging_passes", 256, "aging_passes: expected at most 255, found 256"),
+    ("dlm_fc_threshold", -1, "dlm_fc_threshold: expected an integer >= 0, found -1"),
+])
+def test_an_experiment_and_the_api_say_the_same(tmp_path, capsys, no_simulation, trace, field,
+                                                 value, message):
+    """An entry of an experiment file and a RunParams given to simulate are checked by the same
+    rule (sim/systems/resolve.py): the message differs only in where the value was read."""
+    from sim.systems.run import RunParams, simulate
+    exp = _write(tmp_path, EXPERIMENT.replace("{system: pim-ad}", f"{{system: saddle, {field}: {value}}}"))
+    assert f"{exp}: systems[2].{message}" in _fails(capsys, "run", exp, "--trace", trace)
+    with pytest.raises(SaddleError) as err:
+        simulate(RunParams(system="saddle", pair=PAIR, batch=2, trace=trace, split="all",
+                           source="api", **{field: value}))
+    assert str(err.value) == f"api: {message}"
