@@ -13,9 +13,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from sim.cli import build_parser, main
 from common.errors import SaddleError
 from common.paths import ROOT
+from sim.cli import build_parser, main
 from tests.sim.systems.conftest import make_trace, request
 
 PAIR = "opt-66b+opt-1.3b"
@@ -211,7 +211,7 @@ def test_pair_files_name_unknown_models(tmp_path, capsys, configs, no_simulation
     (configs / "models" / "pairs" / "opt-typo.yaml").write_text(text.replace("opt-1.3b", "opt-1.3c"))
     exp = _write(tmp_path, EXPERIMENT.replace(f"pairs: [{PAIR}]", "pairs: [opt-typo]"))
     err = _fails(capsys, "run", exp)
-    assert f"opt-typo.yaml: dlm: unknown model config 'opt-1.3c' (did you mean 'opt-1.3b'?)" in err
+    assert "opt-typo.yaml: dlm: unknown model config 'opt-1.3c' (did you mean 'opt-1.3b'?)" in err
 
 
 def test_sweep_settings_files_refuse_unknown_keys_and_pairs(tmp_path, capsys, monkeypatch):
