@@ -161,7 +161,7 @@ def load_experiment(path: Path, trace: str | None = None, requests: int | str | 
 def check_costs(runs: list[RunParams], where: str) -> None:
     """Load each run's cost model and price one TLM step with it, so a config value that
     loads but cannot be priced (a zero clock, ...) stops the grid before its first run."""
-    for p in runs:
+    for p in {(p.system, p.pair, p.overrides): p for p in runs}.values():
         configs = p.configs()
         hardware = load_system(p.system, configs=configs).hardware
         models = load_pair(p.pair, configs=configs)
