@@ -13,7 +13,7 @@ import importlib
 import signal
 import sys
 
-from sim.errors import SaddleError
+from common.errors import SaddleError
 
 # Order is the order of `saddle --help`.
 SUBCOMMAND_MODULES = [
@@ -35,7 +35,8 @@ def version() -> str:
         return installed("saddle")
     except PackageNotFoundError:
         import re
-        from sim.paths import ROOT
+
+        from common.paths import ROOT
         found = re.search(r'^version = "([^"]+)"', (ROOT / "pyproject.toml").read_text(), re.M)
         return found.group(1) if found else "unknown"
 

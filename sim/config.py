@@ -1,123 +1,80 @@
-"""YAML loading with errors that name the file and the key path.
+"""The config files as a run reads them: ``Configs``, a run's overrides applied to every file
+it loads, and the objects its loaders build, each built once.
 
-Every parameter of the project lives in ``configs/``. Code reads it through these helpers so
-that a wrong or missing value is reported as ``FILE: key.path: expected ..., found ...``.
+Loaders (``load_model``, ``load_gpu``, ``ManagerConfig.load``, ...) take the context as
+``configs=``; without one they read the shipped files (``BASE``). Nothing here is global state
+a run changes: runs with other overrides get another context (``Configs.of``), so an object
+built from other values is never reused, and a grid's runs with the same overrides share one,
+so each file is read and each cost model built once per process.
+
+The YAML helpers themselves (``load_yaml``, ``get``, ``config_path``, ...) live in
+``common.config``; they are re-exported here for the RTL flow's imports.
 """
 from __future__ import annotations
 
-import copy
-import difflib
-import math
-from functools import lru_cache
+import functools
+from collections.abc import Callable, Hashable
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar, TypeVar, cast
 
-import yaml
+from common.config import check_keys, config_path, get, known_names, load_yaml, suggest
+from common.errors import ConfigError
+from sim.overrides import Overrides
 
-from sim.errors import ConfigError
-from sim.paths import CONFIGS
+__all__ = ["BASE", "CALIBRATIONS", "Configs", "calibrated", "check_keys", "config_path", "get",
+           "known_names", "load_yaml", "loader", "suggest"]
 
-# Overrides of config files in force (sim/overrides.py sets them around a run): resolved file
-# -> ((key path, value), ...). Every loader reads through load_yaml, so they all see them.
-ACTIVE_OVERRIDES: dict[Path, tuple] = {}
-
-
-def load_yaml(path: str | Path) -> dict:
-    """Load a YAML mapping; a missing file, a syntax error or a non-mapping is a ConfigError.
-    A file with overrides in force (``sim.overrides.applied``) comes back with them set."""
-    path = Path(path)
-    if not path.is_file():
-        raise ConfigError(f"{path}: no such config file")
-    try:
-        data = copy.deepcopy(_parse(path.read_bytes()))
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" line {mark.line + 1}" if mark is not None else ""
-        raise ConfigError(f"{path}:{where} invalid YAML: {getattr(exc, 'problem', exc)}") from None
-    if not isinstance(data, dict):
-        raise ConfigError(f"{path}: expected a mapping at the top level, found {type(data).__name__}")
-    if ACTIVE_OVERRIDES:
-        patches = ACTIVE_OVERRIDES.get(path.resolve())
-        if patches:
-            from sim.overrides import patch
-            data = patch(data, patches)
-    return data
+T = TypeVar("T")
+F = TypeVar("F", bound=Callable[..., Any])
 
 
-@lru_cache(maxsize=256)
-def _parse(text: bytes):
-    """The YAML document in ``text``, parsed once per content: a grid resolves every run's
-    configs (hundreds of loads of a few dozen files), and PyYAML's parser is pure Python.
-    Keyed by the bytes, not the file's time stamp (coarser than a rewrite in a test); the
-    caller gets a deep copy, which it may change."""
-    return yaml.safe_load(text)
+class Configs:
+    """The config files with one set of overrides applied, and what was loaded from them."""
+
+    KEPT: ClassVar[int] = 2
+    _shared: ClassVar[dict[tuple, Configs]] = {}
+
+    def __init__(self, overrides: tuple[tuple[str, object], ...] = ()) -> None:
+        self.overrides = Overrides(tuple(overrides))
+        self._loaded: dict[Hashable, Any] = {}
+
+    @classmethod
+    def of(cls, overrides: tuple[tuple[str, object], ...] = ()) -> Configs:
+        """The context every run with these overrides shares. Only the last few are kept: a
+        sweep over a config value makes a context per point, each with its cost adapters'
+        price caches, and runs of one point follow each other."""
+        if not overrides:
+            return BASE
+        found = cls._shared.pop(overrides, None) or cls(overrides)
+        cls._shared[overrides] = found
+        while len(cls._shared) > cls.KEPT:
+            del cls._shared[next(iter(cls._shared))]
+        return found
+
+    def yaml(self, path: str | Path) -> dict:
+        """The file's mapping (the caller's own copy) with this context's overrides set."""
+        return self.overrides.apply(Path(path), load_yaml(path))
+
+    def cached(self, key: Hashable, build: Callable[[], T]) -> T:
+        """``build()``, once per ``key`` in this context."""
+        try:
+            return cast(T, self._loaded[key])
+        except KeyError:
+            value = self._loaded[key] = build()
+            return value
 
 
-def suggest(word: object, choices) -> str:
-    """`` (did you mean 'x'?)`` for the closest of ``choices`` to ``word``, or ''."""
-    if not isinstance(word, str):
-        return ""
-    close = difflib.get_close_matches(word, [str(c) for c in choices], n=1, cutoff=0.6)
-    return f" (did you mean {close[0]!r}?)" if close else ""
+BASE = Configs()
 
 
-def known_names(kind: str) -> list[str]:
-    """Names of the ``configs/<kind>/*.yaml`` files."""
-    return sorted(p.stem for p in (CONFIGS / kind).glob("*.yaml"))
-
-
-_KIND_NAMES = {"models/pairs": "pair", "models": "model", "systems": "system",
-               "experiments": "experiment", "traces": "trace", "calibration": "calibration",
-               "sweeps": "sweep"}
-
-
-def config_path(kind: str, name: str, *, source: str | Path | None = None,
-                where: str | None = None) -> Path:
-    """``configs/<kind>/<name>.yaml``; an unknown name lists the known ones and suggests the
-    closest. ``source`` and ``where`` (a key path) say where the name was read."""
-    path = CONFIGS / kind / f"{name}.yaml" if isinstance(name, str) and name else None
-    if path is None or not path.is_file() or path.parent != CONFIGS / kind:
-        known = known_names(kind)
-        what = _KIND_NAMES.get(kind, kind)
-        place = f"{source}: " if source else ""
-        place += f"{where}: " if where else ""
-        raise ConfigError(f"{place}unknown {what} config {name!r}{suggest(name, known)}; known: "
-                          f"{', '.join(known) or 'none'}")
-    return path
-
-
-def check_keys(data: dict, known, *, source: str | Path, where: str = "") -> None:
-    """A ConfigError for the first key of ``data`` not in ``known``, with the closest known key
-    suggested (a typo such as ``draft_lenght`` fails here, not later as a missing key)."""
-    for key in data:
-        if key not in known:
-            path = f"{where}.{key}" if where else str(key)
-            raise ConfigError(f"{source}: {path}: unknown key{suggest(key, known)}; expected "
-                              f"some of {', '.join(sorted(known))}")
-
-
-def get(data: dict, key: str, kind: type | tuple[type, ...], *, source: str | Path,
-        prefix: str = "", default: Any = ..., positive: bool = False) -> Any:
-    """``data[key]`` checked against ``kind``; errors name ``source`` and the dotted key path.
-
-    ``bool`` never passes for ``int`` or ``float``; ``int`` passes for ``float``. With
-    ``positive`` the number must be finite and > 0.
-    """
-    where = f"{prefix}.{key}" if prefix else key
-    if key not in data:
-        if default is not ...:
-            return default
-        raise ConfigError(f"{source}: missing key {where!r}")
-    value = data[key]
-    kinds = kind if isinstance(kind, tuple) else (kind,)
-    if float in kinds and isinstance(value, int) and not isinstance(value, bool):
-        value = float(value)
-    if isinstance(value, bool) and bool not in kinds or not isinstance(value, kinds):
-        names = " or ".join(k.__name__ for k in kinds)
-        raise ConfigError(f"{source}: {where}: expected {names}, found {value!r}")
-    if positive and not (math.isfinite(value) and value > 0):
-        raise ConfigError(f"{source}: {where}: expected a positive number, found {value!r}")
-    return value
+def loader(fn: F) -> F:
+    """``fn(*args, configs=...)`` built once per context and arguments: a grid asks for the
+    same models and hardware for every run, and their checks and derived tables are not free."""
+    @functools.wraps(fn)
+    def load(*args, configs: Configs = BASE, **kwargs):
+        key = (fn.__module__, fn.__qualname__, args, tuple(sorted(kwargs.items())))
+        return configs.cached(key, lambda: fn(*args, configs=configs, **kwargs))
+    return cast(F, load)
 
 
 CALIBRATIONS = ("physical", "attacc")

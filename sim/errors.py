@@ -1,9 +1,4 @@
-"""Errors that reach the user as one clear line (the CLI prints them without a traceback)."""
+"""Kept for the RTL flow's imports (hw/); new code imports ``common.errors``."""
+from common.errors import ConfigError, SaddleError
 
-
-class SaddleError(Exception):
-    """Base of every error the CLI reports as ``saddle: error: <message>``."""
-
-
-class ConfigError(SaddleError, ValueError):
-    """A configuration file or value is wrong; the message names the file and the key."""
+__all__ = ["ConfigError", "SaddleError"]

@@ -19,8 +19,9 @@ from typing import Iterator, Sequence
 
 import numpy as np
 
-from sim.config import config_path, get, load_yaml
-from sim.errors import ConfigError, SaddleError
+from common.config import config_path, get
+from common.errors import ConfigError, SaddleError
+from sim.config import BASE, Configs, loader
 
 CONVENTIONS = ("models/conventions", "operators")
 ACTIVATIONS = {"relu": "relu", "silu": "silu_mul"}
@@ -331,15 +332,15 @@ class ModelSpec:
         return StepOperators(fc, attention, other)
 
 
-def element_bytes() -> int:
+def element_bytes(configs: Configs = BASE) -> int:
     """Bytes per element of weights, activations and KV cache (FP16 = 2)."""
-    return _conventions()[0]
+    return _conventions(configs=configs)[0]
 
 
-@lru_cache(maxsize=None)
-def _conventions() -> tuple[int, tuple[tuple[str, int], ...]]:
+@loader
+def _conventions(*, configs: Configs = BASE) -> tuple[int, tuple[tuple[str, int], ...]]:
     path = config_path(*CONVENTIONS)
-    data = load_yaml(path)
+    data = configs.yaml(path)
     bpe = get(data, "bytes_per_element", int, source=path, positive=True)
     fpe = get(data, "flops_per_element", dict, source=path)
     needed = set(ACTIVATIONS.values()) | set(NORMS) | {"residual", "softmax", "rope"}
@@ -358,11 +359,11 @@ def _choice(data: dict, key: str, allowed, path) -> str:
     return value
 
 
-@lru_cache(maxsize=None)
-def load_model(name: str) -> ModelSpec:
+@loader
+def load_model(name: str, *, configs: Configs = BASE) -> ModelSpec:
     """The model ``configs/models/<name>.yaml``."""
     path = config_path("models", name)
-    data = load_yaml(path)
+    data = configs.yaml(path)
     ints = {k: get(data, k, int, source=path, positive=True)
             for k in ("hidden", "layers", "heads", "kv_heads", "head_dim", "ffn", "ffn_matrices", "vocab")}
     if ints["ffn_matrices"] not in (2, 3):
@@ -372,7 +373,7 @@ def load_model(name: str) -> ModelSpec:
         raise ConfigError(f"{path}: heads ({ints['heads']}) must be a multiple of kv_heads ({ints['kv_heads']})")
     if get(data, "name", str, source=path) != name:
         raise ConfigError(f"{path}: name: expected {name!r} (the file name), found {data['name']!r}")
-    bpe, counts = _conventions()
+    bpe, counts = _conventions(configs=configs)
     return ModelSpec(name=name, activation=_choice(data, "activation", tuple(ACTIVATIONS), path),
                      norm=_choice(data, "norm", NORMS, path),
                      positional=_choice(data, "positional", POSITIONAL, path),
@@ -387,11 +388,11 @@ class ModelPair:
     max_sequence_length: int
 
 
-@lru_cache(maxsize=None)
-def load_pair(name: str) -> ModelPair:
+@loader
+def load_pair(name: str, *, configs: Configs = BASE) -> ModelPair:
     """A TLM + DLM pair ``configs/models/pairs/<name>.yaml``."""
     path = config_path("models/pairs", name)
-    data = load_yaml(path)
-    return ModelPair(name, load_model(get(data, "tlm", str, source=path)),
-                     load_model(get(data, "dlm", str, source=path)),
+    data = configs.yaml(path)
+    return ModelPair(name, load_model(get(data, "tlm", str, source=path), configs=configs),
+                     load_model(get(data, "dlm", str, source=path), configs=configs),
                      get(data, "max_sequence_length", int, source=path, positive=True))

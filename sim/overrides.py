@@ -14,22 +14,19 @@ step_latency_ns`` of ``links.yaml``) sets it there too: the override holds under
 calibration. ``calibrations.NAME.key`` overrides one calibration's value only.
 
 Overrides are part of a run's parameters (``RunParams.overrides``), so of its key and digest:
-a changed value is a new run, never a cached one. ``applied`` puts them in force around a run:
-every loader reads its file through ``sim.config.load_yaml``, which sets them, and the caches
-of loaded configs are emptied on the way in and out, so no object built from other values is
-reused.
+a changed value is a new run, never a cached one. A run reads its config files through a
+``sim.config.Configs`` made for its overrides (``Overrides``), which sets them in every file it
+loads and keeps the objects built from them apart from those of other overrides.
 """
 from __future__ import annotations
 
-import sys
-from contextlib import contextmanager
-from functools import lru_cache
+from dataclasses import dataclass, field
+from functools import cache
 from pathlib import Path
 
-from sim import config
-from sim.config import load_yaml, suggest
-from sim.errors import ConfigError
-from sim.paths import CONFIGS
+from common.config import load_yaml, suggest
+from common.errors import ConfigError
+from common.paths import CONFIGS
 
 # What an override may change: hardware, models, systems, Manager timing (folders) and the
 # Manager files (configs/manager*.yaml). Experiments are what a sweep varies by its own keys;
@@ -40,12 +37,9 @@ REFUSED = {"experiments": "set the experiment's own keys instead (batch, pair, w
            "tau": "use the key tau", "traces": "a trace is chosen by its file, not its generator",
            "synth": "synthesis settings are not part of a run",
            "calibration": "calibration records are not read by runs"}
-# Caches filled from the traces' content alone (not from config files): kept across overrides,
-# since reading a trace again costs seconds.
-TRACE_CACHES = ("sim.systems.run._workload", "sim.workload.", "sim.experiments.runner._file_digest")
 
 
-@lru_cache(maxsize=None)
+@cache
 def config_files() -> dict[str, Path]:
     """Every overridable config file by its dotted name (``hardware.hbm3_pim``)."""
     files = {}
@@ -144,37 +138,21 @@ def patch(data: dict, patches: tuple) -> dict:
     return data
 
 
-def clear_config_caches() -> None:
-    """Empty every module-level cache of the simulator except the traces' (objects built from
-    config files are cached by name: a loader must read its file again under new overrides).
-    Method caches are keyed by the objects' values, so they stay correct and are kept."""
-    for name, module in list(sys.modules.items()):
-        if not (name == "sim" or name.startswith("sim.")) or module is None:
-            continue
-        for attr, fn in list(vars(module).items()):
-            qual = f"{name}.{attr}"
-            if callable(getattr(fn, "cache_clear", None)) and getattr(fn, "__module__", None) == name \
-                    and not qual.startswith(TRACE_CACHES):
-                fn.cache_clear()
+@dataclass(frozen=True)
+class Overrides:
+    """Checked overrides (``normalize``'s pairs) by the file each sets a value of."""
 
+    pairs: tuple[tuple[str, object], ...] = ()
+    by_file: dict[Path, tuple] = field(init=False, compare=False, repr=False)
 
-@contextmanager
-def applied(overrides: tuple[tuple[str, object], ...]):
-    """Put ``overrides`` ((key, value) pairs, as checked by ``normalize``) in force."""
-    if not overrides:
-        yield
-        return
-    active: dict[Path, tuple] = {}
-    for key, value in overrides:
-        path, keys = resolve(key, "override")
-        active[path.resolve()] = active.get(path.resolve(), ()) + ((keys, value),)
-    previous = dict(config.ACTIVE_OVERRIDES)
-    clear_config_caches()
-    config.ACTIVE_OVERRIDES.clear()
-    config.ACTIVE_OVERRIDES.update(active)
-    try:
-        yield
-    finally:
-        config.ACTIVE_OVERRIDES.clear()
-        config.ACTIVE_OVERRIDES.update(previous)
-        clear_config_caches()
+    def __post_init__(self) -> None:
+        by_file: dict[Path, tuple] = {}
+        for key, value in self.pairs:
+            path, keys = resolve(key, "override")
+            by_file[path.resolve()] = by_file.get(path.resolve(), ()) + ((keys, value),)
+        object.__setattr__(self, "by_file", by_file)
+
+    def apply(self, path: Path, data: dict) -> dict:
+        """``data``, the caller's copy of ``path``, with the values set for that file."""
+        patches = self.by_file.get(path.resolve()) if self.by_file else None
+        return patch(data, patches) if patches else data

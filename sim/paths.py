@@ -1,17 +1,4 @@
-"""Where the repository's data lives. The package is installed editable (see README), so the
-shipped configs and traces are found beside the code."""
-from __future__ import annotations
+"""Kept for the RTL flow's and benchmarks' imports; new code imports ``common.paths``."""
+from common.paths import BUILD, CONFIGS, ROOT, TRACE_DATA, results_dir
 
-import os
-from pathlib import Path
-
-ROOT = Path(__file__).resolve().parent.parent
-CONFIGS = ROOT / "configs"
-TRACE_DATA = ROOT / "traces" / "data"
-BUILD = ROOT / "build"
-
-
-def results_dir() -> Path:
-    """Default output folder of experiments: ``results/`` in the current directory (override
-    with SADDLE_RESULTS)."""
-    return Path(os.environ.get("SADDLE_RESULTS", "results"))
+__all__ = ["BUILD", "CONFIGS", "ROOT", "TRACE_DATA", "results_dir"]

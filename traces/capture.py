@@ -32,7 +32,7 @@ from pathlib import Path
 
 import numpy as np
 
-from sim.errors import SaddleError
+from common.errors import SaddleError
 from traces.format import CATEGORIES, RequestTrace, TraceHeader
 
 DTYPES = ("float32", "float64")
@@ -483,7 +483,7 @@ def dequantized_copy(source: ModelSource) -> ModelSource:
         return source
     import torch
 
-    from sim.paths import BUILD
+    from common.paths import BUILD
 
     path = Path(source.location)
     folder = BUILD / "dequantized" / f"{path.stem}-{_sha256(path)[:16]}"

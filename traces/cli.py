@@ -9,7 +9,7 @@ import json
 import sys
 from pathlib import Path
 
-from sim.errors import SaddleError
+from common.errors import SaddleError
 
 
 def register(subparsers) -> None:

@@ -16,7 +16,7 @@ from typing import Any, NamedTuple
 import numpy as np
 import orjson
 
-from sim.errors import SaddleError
+from common.errors import SaddleError
 
 SCHEMA_VERSION = "saddle-trace/1"
 

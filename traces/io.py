@@ -20,7 +20,7 @@ from typing import Iterable, Iterator
 
 import orjson
 
-from sim.errors import SaddleError
+from common.errors import SaddleError
 from traces.format import RequestTrace, TraceError, TraceHeader, _Checker
 
 _GZIP_MAGIC = b"\x1f\x8b"

@@ -56,9 +56,9 @@ from pathlib import Path
 
 import numpy as np
 
-from sim.config import config_path, get, load_yaml
-from sim.errors import ConfigError
-from sim.paths import BUILD, CONFIGS, TRACE_DATA
+from common.config import config_path, get, load_yaml
+from common.errors import ConfigError
+from common.paths import BUILD, CONFIGS, TRACE_DATA
 from traces.format import CATEGORIES, RequestTrace, TraceHeader, split_flat
 from traces.io import write_trace
 

@@ -3,9 +3,8 @@ power as a separate term. Energies in pJ."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import lru_cache
 
-from sim.config import calibrated, config_path, get, load_yaml
+from sim.config import BASE, Configs, calibrated, config_path, get, loader
 from sim.errors import ConfigError
 
 COMPONENTS = ("gpu_dram", "gpu_onchip", "gpu_mac", "pim_bank", "pim_mac", "link", "static")
@@ -69,10 +68,11 @@ class EnergyModel:
         return gpus * self.gpu_static_w + stacks * self.pim_stack_static_w
 
 
-@lru_cache(maxsize=None)
-def load_energy(name: str = "energy", calibration: str = "physical") -> EnergyModel:
+@loader
+def load_energy(name: str = "energy", calibration: str = "physical", *,
+                configs: Configs = BASE) -> EnergyModel:
     path = config_path("hardware", name)
-    data = calibrated(load_yaml(path), calibration, source=path)
+    data = calibrated(configs.yaml(path), calibration, source=path)
     dyn = get(data, "dynamic", dict, source=path)
     st = get(data, "static", dict, source=path)
     d = lambda k: get(dyn, k, float, source=path, prefix="dynamic", positive=True)

@@ -21,7 +21,7 @@ from functools import lru_cache
 
 import numpy as np
 
-from sim.config import calibrated, config_path, get, load_yaml
+from sim.config import BASE, Configs, calibrated, config_path, get, loader
 from sim.errors import ConfigError
 from sim.model import FC, Attention
 
@@ -229,11 +229,12 @@ def _tile_bytes(m: int, n: int, k: int, bpe: int, tm: int, tn: int) -> int:
 ELEMENTWISE_KINDS = ("norm", "activation")
 
 
-@lru_cache(maxsize=None)
-def load_gpu(name: str = "a100", calibration: str = "physical") -> GPU:
+@loader
+def load_gpu(name: str = "a100", calibration: str = "physical", *,
+             configs: Configs = BASE) -> GPU:
     """The GPU ``configs/hardware/<name>.yaml`` under ``calibration``."""
     path = config_path("hardware", name)
-    data = calibrated(load_yaml(path), calibration, source=path)
+    data = calibrated(configs.yaml(path), calibration, source=path)
     g = lambda k, kind=float, **kw: get(data, k, kind, source=path, positive=True, **kw)
     for key in ("compute_efficiency", "memory_efficiency"):
         if g(key) > 1:

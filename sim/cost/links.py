@@ -6,7 +6,7 @@ import math
 from dataclasses import dataclass
 from functools import lru_cache
 
-from sim.config import calibrated, config_path, get, load_yaml
+from sim.config import BASE, Configs, calibrated, config_path, get, loader
 from sim.errors import ConfigError
 
 
@@ -42,11 +42,12 @@ class Link:
         return 0 if devices <= 1 else 2 * (devices - 1) * -(-nbytes // devices)
 
 
-@lru_cache(maxsize=None)
-def load_link(name: str, file: str = "links", calibration: str = "physical") -> Link:
+@loader
+def load_link(name: str, file: str = "links", calibration: str = "physical", *,
+              configs: Configs = BASE) -> Link:
     """The link ``name`` of ``configs/hardware/<file>.yaml`` under ``calibration``."""
     path = config_path("hardware", file)
-    data = calibrated(load_yaml(path), calibration, source=path)
+    data = calibrated(configs.yaml(path), calibration, source=path)
     entry = get(data, name, dict, source=path)
     g = lambda k: get(entry, k, float, source=path, prefix=name, positive=True)
     latency_key = "step_latency_ns" if "step_latency_ns" in entry else "latency_ns"

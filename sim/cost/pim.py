@@ -28,7 +28,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from sim.config import calibrated, config_path, get, load_yaml
+from sim.config import BASE, Configs, calibrated, config_path, get, loader
 from sim.errors import ConfigError, SaddleError
 
 TIMING_KEYS = ("CL", "RCD", "RP", "RAS", "RC", "WR", "RTP_L", "CCD_S", "CCD_L", "RRD_S", "RRD_L",
@@ -459,12 +459,13 @@ class GemvWork:
     result_bytes: int     # outputs (or partial sums) leaving the stacks
 
 
-@lru_cache(maxsize=None)
-def load_pim(name: str = "hbm3_pim", calibration: str = "physical") -> PimStack:
+@loader
+def load_pim(name: str = "hbm3_pim", calibration: str = "physical", *,
+             configs: Configs = BASE) -> PimStack:
     """The stack ``configs/hardware/<name>.yaml`` with its PE from ``pe: <file>``, under
     ``calibration``."""
     path = config_path("hardware", name)
-    data = calibrated(load_yaml(path), calibration, source=path)
+    data = calibrated(configs.yaml(path), calibration, source=path)
     g = lambda d, k, kind=int, prefix="": get(d, k, kind, source=path, prefix=prefix, positive=True)
     org = get(data, "organization", dict, source=path)
     orgv = {k: g(org, k, prefix="organization") for k in
@@ -475,7 +476,7 @@ def load_pim(name: str = "hbm3_pim", calibration: str = "physical") -> PimStack:
     rfc = math.ceil(g(timing, "RFC_ns", float, prefix="timing") * 1000 / tck_ps)
     pim = get(data, "pim", dict, source=path)
     pe_path = config_path("hardware", get(data, "pe", str, source=path))
-    pe = load_yaml(pe_path)
+    pe = configs.yaml(pe_path)
     pe_get = lambda k: get(pe, k, int, source=pe_path, positive=True)
     column_bytes, lanes = pe_get("column_bytes"), pe_get("lanes")
     row_bytes = g(data, "row_bytes")

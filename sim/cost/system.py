@@ -6,9 +6,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
-from functools import lru_cache
 
-from sim.config import CALIBRATIONS, config_path, get, load_yaml
+from sim.config import BASE, CALIBRATIONS, Configs, config_path, get, loader
 from sim.cost.energy import EnergyModel, load_energy
 from sim.cost.gpu import GPU, load_gpu
 from sim.cost.links import Link, load_link
@@ -107,12 +106,12 @@ class System:
         return (("fc", mapping["fc"]), ("attention", mapping["attention"]))
 
 
-@lru_cache(maxsize=None)
-def load_system(name: str, calibration: str | None = None) -> System:
+@loader
+def load_system(name: str, calibration: str | None = None, *, configs: Configs = BASE) -> System:
     """The system ``configs/hardware/<name>.yaml`` (a file with ``kind: system``), its
     components under ``calibration`` (default: the file's ``calibration``)."""
     path = config_path("hardware", name)
-    data = load_yaml(path)
+    data = configs.yaml(path)
     if data.get("kind") != "system":
         raise ConfigError(f"{path}: kind: expected 'system' (this is a component preset, not a "
                           f"system), found {data.get('kind')!r}")
@@ -134,12 +133,14 @@ def load_system(name: str, calibration: str | None = None) -> System:
     dm = get(data, "default_mapping", dict, source=path)
     mapping = {k: get(dm, k, str, source=path, prefix="default_mapping") for k in ("fc", "attention")}
     system = System(
-        name=name, devices=devices, gpu=load_gpu(get(data, "gpu", str, source=path), calibration),
-        pim=load_pim(pim_name, calibration) if pim_name else None, stacks_per_device=stacks,
+        name=name, devices=devices, gpu=load_gpu(get(data, "gpu", str, source=path), calibration, configs=configs),
+        pim=load_pim(pim_name, calibration, configs=configs) if pim_name else None, stacks_per_device=stacks,
         memory_bytes=int(get(data, "memory_gb", float, source=path, positive=True) * 2**30),
-        device_link=load_link(get(data, "device_link", str, source=path), links, calibration),
-        gpu_pim_link=load_link(gpu_pim_name, links, calibration) if gpu_pim_name else None,
-        energy=load_energy("energy", calibration), default_mapping=(), calibration=calibration)
+        device_link=load_link(get(data, "device_link", str, source=path), links, calibration,
+                              configs=configs),
+        gpu_pim_link=(load_link(gpu_pim_name, links, calibration, configs=configs)
+                      if gpu_pim_name else None),
+        energy=load_energy("energy", calibration, configs=configs), default_mapping=(), calibration=calibration)
     try:
         default = system._mapping(mapping)
     except SaddleError as exc:

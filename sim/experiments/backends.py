@@ -18,11 +18,11 @@ from __future__ import annotations
 
 import os
 import signal
-from typing import Callable, Iterator
+from collections.abc import Callable, Iterator
 
-from sim.errors import SaddleError
+from common.errors import SaddleError
 
-BACKENDS: dict[str, type["Backend"]] = {}
+BACKENDS: dict[str, type[Backend]] = {}
 # A Ray task is run again this many times when its worker process dies (killed, out of memory).
 RAY_RETRIES = 3
 
@@ -35,7 +35,7 @@ def register(name: str):
     return add
 
 
-def make(name: str, jobs: int, address: str | None = None) -> "Backend":
+def make(name: str, jobs: int, address: str | None = None) -> Backend:
     if isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1:
         raise SaddleError(f"jobs must be a positive integer, found {jobs!r}")
     if name not in BACKENDS:

@@ -6,7 +6,7 @@ import json
 import sys
 from pathlib import Path
 
-from sim.errors import SaddleError
+from common.errors import SaddleError
 
 
 def register(subparsers) -> None:
@@ -101,9 +101,9 @@ def _jobs(text: str) -> int:
 
 
 def run_handler(args) -> int:
+    from common.paths import results_dir
     from sim.experiments.grid import load_experiment, resolve_path
     from sim.experiments.runner import default_jobs, execute, table, write_results
-    from sim.paths import results_dir
 
     path = resolve_path(args.file)
     if args.timeline_run and not args.timeline:
@@ -153,10 +153,10 @@ def run_handler(args) -> int:
 
 def timeline_run(runs: list, rule: dict | None, source: str) -> int:
     """Index of the run ``--timeline-run`` names (the first run without a rule)."""
-    from sim.experiments.grid import _matches
+    from sim.experiments.grid import matches
     if not rule:
         return 0
-    found = [i for i, p in enumerate(runs) if _matches(p, rule, source)]
+    found = [i for i, p in enumerate(runs) if matches(p, rule)]
     if len(found) == 1:
         return found[0]
     shown = "; ".join(_describe(p) for p in (runs if not found else [runs[i] for i in found])[:8])

@@ -47,12 +47,18 @@ import hashlib
 import json
 from pathlib import Path
 
-from sim.config import check_keys, config_path, get, load_yaml, suggest
-from sim.errors import ConfigError
+from common.config import check_keys, config_path, get, load_yaml, suggest
+from common.errors import ConfigError
+from sim.config import BASE, Configs
 from sim.experiments.plots import PLOT_KEYS, check_spec
+from sim.manager.config import ManagerConfig
 from sim.model import load_pair
-from sim.paths import CONFIGS
-from sim.systems.run import RunParams
+from sim.overrides import normalize
+from sim.systems import resolve as rules
+from sim.systems.registry import STOP_RULES, check_entropy
+from sim.systems.resolve import RunParams, adapter, check_int, check_probability, workload
+from sim.systems.spec import SystemSpec, load_system
+from sim.workload import BATCHING, SPLITS
 
 PLOT_X = ("batch", "draft_length", "sequence_length", "system", "aging_passes")
 # Every key an experiment file may have; anything else is refused with the closest suggested.
@@ -95,28 +101,27 @@ def check_sequence_length(value, where: str) -> None:
         raise ConfigError(f"{where}: expected a positive integer, max or null, found {value!r}")
 
 
-def resolve_sequence_length(value, pair: str) -> int | None:
-    return load_pair(pair).max_sequence_length if value == "max" else value
+def resolve_sequence_length(value, pair: str, configs: Configs = BASE) -> int | None:
+    return load_pair(pair, configs=configs).max_sequence_length if value == "max" else value
 
 
-def check_pair(pair, source: str | None, where: str) -> None:
+def check_pair(pair, source: str | None, where: str, configs: Configs = BASE) -> None:
     """``pair`` names a pair file whose models exist; errors name ``source`` and ``where``."""
     if not isinstance(pair, str):
         raise ConfigError(f"{source + ': ' if source else ''}{where}: expected a pair name, found {pair!r}")
     path = config_path("models/pairs", pair, source=source, where=where)
-    data = load_yaml(path)
+    data = configs.yaml(path)
     for key in ("tlm", "dlm"):
         config_path("models", get(data, key, str, source=path), source=path, where=key)
-    load_pair(pair)
+    load_pair(pair, configs=configs)
 
 
-def check_system(name, source: str, where: str):
+def check_system(name, source: str, where: str, configs: Configs = BASE) -> SystemSpec:
     """The system's spec (its file checked completely, its hardware preset existing)."""
-    from sim.systems.spec import load_system
     if not isinstance(name, str):
         raise ConfigError(f"{source}: {where}: expected a system name, found {name!r}")
     path = config_path("systems", name, source=source, where=where)
-    spec = load_system(name)
+    spec = load_system(name, configs=configs)
     config_path("hardware", spec.hardware, source=path, where="hardware")
     return spec
 
@@ -131,18 +136,6 @@ def check_trace_file(path, what: str) -> Path:
     return path
 
 
-def _int(value, where: str, low: int = 1) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < low:
-        raise ConfigError(f"{where}: expected an integer >= {low}, found {value!r}")
-    return value
-
-
-def _probability(value, where: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= 1:
-        raise ConfigError(f"{where}: expected a number in [0, 1], found {value!r}")
-    return float(value)
-
-
 def load_experiment(path: Path, trace: str | None = None, requests: int | str | None = None,
                     data: dict | None = None) -> tuple[dict, list[RunParams]]:
     """The experiment's runs, every setting checked before anything runs (unknown keys with
@@ -154,30 +147,26 @@ def load_experiment(path: Path, trace: str | None = None, requests: int | str | 
     are not ``path``'s (a sweep's point, sim/sweeps/); errors still name ``path``.
 
     ``overrides: {config key: value}`` (sim/overrides.py) sets config-file values for every
-    run; the whole check runs with them in force, so a value a loader refuses stops it."""
-    from sim.overrides import applied, normalize
-
+    run; every check reads the files with them set, so a value a loader refuses stops it."""
     data = load_yaml(path) if data is None else data
     src = str(path)
     check_keys(data, EXPERIMENT_KEYS, source=src)
     overrides = normalize(get(data, "overrides", dict, source=src, default={}), f"{src}: overrides")
-    with applied(overrides):
-        experiment, runs = _load(data, src, trace, requests)
-        if overrides:
-            check_costs(runs, f"{src}: overrides")
-    return experiment, [dataclasses.replace(p, overrides=overrides) for p in runs]
+    experiment, runs = _load(data, src, trace, requests, overrides)
+    if overrides:
+        check_costs(runs, f"{src}: overrides")
+    return experiment, runs
 
 
 def check_costs(runs: list[RunParams], where: str) -> None:
     """Load each run's cost model and price one TLM step with it, so a config value that
     loads but cannot be priced (a zero clock, ...) stops the grid before its first run."""
-    from sim.systems.run import adapter
-    from sim.systems.spec import load_system
-
-    for hardware, pair in sorted({(load_system(p.system).hardware, p.pair) for p in runs}):
-        models = load_pair(pair)
+    for p in {(p.system, p.pair, p.overrides): p for p in runs}.values():
+        configs = p.configs()
+        hardware = load_system(p.system, configs=configs).hardware
+        models = load_pair(p.pair, configs=configs)
         try:
-            costs = adapter(hardware, models.tlm.name, models.dlm.name)
+            costs = adapter(hardware, models.tlm.name, models.dlm.name, configs)
             costs.system.price_step(costs.tlm, [(models.max_sequence_length // 2, 1)],
                                     devices=costs.n_devices)
         except ConfigError:
@@ -187,10 +176,8 @@ def check_costs(runs: list[RunParams], where: str) -> None:
                               f"({type(exc).__name__}: {exc})") from None
 
 
-def _load(data: dict, src: str, trace, requests) -> tuple[dict, list[RunParams]]:
-    from sim.systems.spec import CAPACITY_RULES, ISSUE_RULES, check_slack
-    from sim.workload import BATCHING, SPLITS
-
+def _load(data: dict, src: str, trace, requests, overrides: tuple) -> tuple[dict, list[RunParams]]:
+    configs = Configs.of(overrides)
     name = get(data, "name", str, source=src)
     if not name or "/" in name or name in (".", ".."):
         raise ConfigError(f"{src}: name: expected a folder name (no '/'), found {name!r}")
@@ -198,16 +185,15 @@ def _load(data: dict, src: str, trace, requests) -> tuple[dict, list[RunParams]]
     pairs = get(data, "pairs", list, source=src)
     batches = get(data, "batches", list, source=src)
     systems = get(data, "systems", list, source=src)
-    work = get(data, "workload", dict, source=src, default={})
     seqs = _list(get(data, "sequence_length", (int, str, list), source=src, default=[None]))
     tau = get(data, "tau", float, source=src, default=None)
     if tau is not None:
-        _probability(tau, f"{src}: tau")
+        check_probability(tau, f"{src}: tau")
     for key, items in (("pairs", pairs), ("batches", batches), ("systems", systems)):
         if not items:
             raise ConfigError(f"{src}: {key}: expected a non-empty list")
     for i, pair in enumerate(pairs):
-        check_pair(pair, src, f"pairs[{i}]")
+        check_pair(pair, src, f"pairs[{i}]", configs)
     if len(set(pairs)) != len(pairs):
         raise ConfigError(f"{src}: pairs: {pairs} names a pair twice")
     if trace is not None:
@@ -215,192 +201,192 @@ def _load(data: dict, src: str, trace, requests) -> tuple[dict, list[RunParams]]
             raise ConfigError(f"{src}: --trace replaces the trace of one pair; this experiment has {len(pairs)}")
         trace = str(check_trace_file(trace, "--trace"))
     for i, b in enumerate(batches):
-        _int(b, f"{src}: batches[{i}]")
+        check_int(b, f"{src}: batches[{i}]")
+    shared, n_requests, per_batch = _workload_settings(data, src, requests)
+    for i, seq in enumerate(seqs):
+        check_sequence_length(seq, f"{src}: sequence_length[{i}]")
+    entries: list[_Entry] = []
+    for i, entry in enumerate(systems):
+        entries.append(_check_entry(entry, f"systems[{i}]", src, pairs, batches, tau, configs))
+        _check_distinct(entries, src)
+    runs = [RunParams(pair=pair, batch=batch, sequence_length=seq, draft_length=d, aging_passes=k,
+                      requests=n_requests if per_batch is None else per_batch * batch,
+                      trace=trace, source=src, overrides=overrides, **shared, **e.fields(tau))
+            for pair in pairs for seq in (resolve_sequence_length(s, pair, configs) for s in seqs)
+            for batch in batches for e in entries if batch in e.batches
+            for d in e.draft_lengths for k in e.aging]
+    runs = _select(data, src, runs)
+    plot = get(data, "plot", (dict, list), source=src, default={"x": "batch", "metric": "tokens_per_s"})
+    _check_plots(plot, src, {p.label or p.system for p in runs})
+    if "published" in data:
+        from sim.experiments.published import check
+        check(data["published"], src)
+    if "compare" in data:
+        from sim.experiments import compare
+        compare.check(data["compare"], list(dict.fromkeys(p.label or p.system for p in runs)), src)
+    check_workloads(runs)
+    return dict(data, name=name, plot=plot), runs
+
+
+def _workload_settings(data: dict, src: str, requests) -> tuple[dict, int | None, int | None]:
+    """``workload:``'s settings as RunParams fields, its request count and its requests per
+    batch (``requests``: the command line's, which replaces both)."""
+    work = get(data, "workload", dict, source=src, default={})
     check_keys(work, WORKLOAD_KEYS, source=src, where="workload")
-    n_requests = get(work, "requests", int, source=src, prefix="workload", default=None)
+    w = lambda key, kind, default=None, **kw: get(work, key, kind, source=src, prefix="workload",
+                                                  default=default, **kw)
+    n_requests = w("requests", int)
     if n_requests is not None:
-        _int(n_requests, f"{src}: workload.requests")
-    per_batch = get(work, "requests_per_batch", int, source=src, prefix="workload", default=None,
-                    positive=True)
+        check_int(n_requests, f"{src}: workload.requests")
+    per_batch = w("requests_per_batch", int, positive=True)
     if per_batch is not None and n_requests is not None:
         raise ConfigError(f"{src}: workload: give requests or requests_per_batch, not both")
     if requests is not None:
         n_requests, per_batch = (None if requests == "all" else requests), None
-    split = get(work, "split", str, source=src, prefix="workload", default="test")
+    split = w("split", str, "test")
     if split not in SPLITS:
         raise ConfigError(f"{src}: workload.split: unknown split {split!r}{suggest(split, SPLITS)}; "
                           f"expected one of {', '.join(SPLITS)}")
-    batching = get(work, "batching", str, source=src, prefix="workload", default="continuous")
+    batching = w("batching", str, "continuous")
     if batching not in BATCHING:
         raise ConfigError(f"{src}: workload.batching: unknown batching {batching!r}"
                           f"{suggest(batching, BATCHING)}; expected one of {', '.join(BATCHING)}")
-    seed = get(work, "seed", int, source=src, prefix="workload", default=0)
-    fraction = get(work, "validation_fraction", float, source=src, prefix="workload", default=0.5)
+    seed = w("seed", int, 0)
+    fraction = w("validation_fraction", float, 0.5)
     if not 0 < fraction < 1:
         raise ConfigError(f"{src}: workload.validation_fraction: expected a number in (0, 1), "
                           f"found {fraction!r}")
-    for i, seq in enumerate(seqs):
-        check_sequence_length(seq, f"{src}: sequence_length[{i}]")
+    settings = dict(split=split, batching=batching, seed=seed, validation_fraction=fraction)
+    return settings, n_requests, per_batch
 
-    entries = []            # (entry, spec, draft lengths, aging Ks)
-    for i, entry in enumerate(systems):
-        at = f"systems[{i}]"
-        if not isinstance(entry, dict):
-            raise ConfigError(f"{src}: {at}: expected a mapping with 'system', found {entry!r}")
-        check_keys(entry, ENTRY_KEYS, source=src, where=at)
-        if "system" not in entry:
-            raise ConfigError(f"{src}: {at}: missing key 'system'")
-        spec = check_system(entry["system"], src, f"{at}.system")
-        own = get(entry, "batches", list, source=src, prefix=at, default=None)
-        for j, b in enumerate(own or []):
-            if b not in batches:
-                raise ConfigError(f"{src}: {at}.batches[{j}]: {b!r} is not one of the "
-                                  f"experiment's batches {batches}")
-        ds = _list(entry.get("draft_length"))
-        fixed = spec.speculative and spec.stop == "fixed"
-        for j, d in enumerate(ds):
-            where = f"{src}: {at}.draft_length" + (f"[{j}]" if isinstance(entry.get("draft_length"), list) else "")
-            if fixed and d is None:
-                raise ConfigError(f"{where}: system {spec.name} drafts a fixed d: give a number "
-                                  "or 'search'")
-            if fixed and d != "search":
-                _int(d, where)
-            if not fixed and d is not None:
-                raise ConfigError(f"{where}: system {spec.name} does not take a fixed d "
-                                  f"(found {d!r}); leave it out")
-        stop = spec.stop
-        if "stop" in entry:
-            from sim.systems.run import check_stop
-            stop = get(entry, "stop", str, source=src, prefix=at)
-            check_stop(stop, spec, f"{src}: {at}")
-        if "stop_param" in entry:
-            from sim.systems.registry import STOP_RULES
-            _probability(get(entry, "stop_param", float, source=src, prefix=at), f"{src}: {at}.stop_param")
-            if STOP_RULES[stop].param_name is None:
-                raise ConfigError(f"{src}: {at}.stop_param: stop rule {stop!r} takes no parameter; "
-                                  "leave stop_param out")
-        if "tau" in entry:
-            _probability(get(entry, "tau", float, source=src, prefix=at), f"{src}: {at}.tau")
-            if stop != "threshold":
-                raise ConfigError(f"{src}: {at}.tau: system {spec.name} has no stopping threshold "
-                                  "(its stop rule is not 'threshold'); leave tau out")
-        for key in ("dlm_fc_threshold", "tlm_attention_threshold"):
-            if key in entry:
-                from sim.manager.formats import THRESHOLD
-                value = _int(get(entry, key, int, source=src, prefix=at), f"{src}: {at}.{key}", low=0)
-                if value > THRESHOLD.max_raw:
-                    raise ConfigError(f"{src}: {at}.{key}: expected at most {THRESHOLD.max_raw}, "
-                                      f"found {value}")
-                if spec.mapping != "dynamic":
-                    raise ConfigError(f"{src}: {at}.{key}: system {spec.name} has no Scheduler "
-                                      "(mapping: dynamic); leave it out")
-        if "max_draft_len" in entry:
-            _int(get(entry, "max_draft_len", int, source=src, prefix=at), f"{src}: {at}.max_draft_len")
-        for key in ("capacity_rule", "capacity_slack"):
-            if key in entry and spec.verify != "shared_pool":
-                raise ConfigError(f"{src}: {at}.{key}: system {spec.name} has no pass "
-                                  "capacity (only systems with verify: shared_pool); leave it out")
-        rule = spec.capacity_rule
-        if "capacity_rule" in entry:
-            rule = get(entry, "capacity_rule", str, source=src, prefix=at)
-            if rule not in CAPACITY_RULES:
-                raise ConfigError(f"{src}: {at}.capacity_rule: unknown rule {rule!r}"
-                                  f"{suggest(rule, CAPACITY_RULES)}; expected one of {', '.join(CAPACITY_RULES)}")
-        if "capacity_slack" in entry:
-            slack = get(entry, "capacity_slack", float, source=src, prefix=at)
-            if rule != "fc_slack":
-                raise ConfigError(f"{src}: {at}.capacity_slack: only capacity_rule fc_slack has a "
-                                  f"slack ({spec.name}'s rule here is {rule!r})")
-            check_slack(slack, f"{src}: {at}.capacity_slack")
-        elif rule == "fc_slack" and spec.capacity_slack is None:
-            raise ConfigError(f"{src}: {at}: capacity_rule fc_slack needs capacity_slack "
-                              f"({spec.name}'s config has none)")
-        if "issue_rule" in entry:
-            rule = get(entry, "issue_rule", str, source=src, prefix=at)
-            if not spec.eager:
-                raise ConfigError(f"{src}: {at}.issue_rule: system {spec.name} has no Eager Pool; "
-                                  "drafting and verification alternate (leave issue_rule out)")
-            if rule not in ISSUE_RULES:
-                raise ConfigError(f"{src}: {at}.issue_rule: unknown rule {rule!r}"
-                                  f"{suggest(rule, ISSUE_RULES)}; expected one of {', '.join(ISSUE_RULES)}")
-        ks = _list(entry.get("aging_passes"))
-        if "aging_passes" in entry:
-            from sim.manager.formats import AGE
-            for j, k in enumerate(ks):
-                where = f"{src}: {at}.aging_passes" + (f"[{j}]" if isinstance(entry["aging_passes"], list) else "")
-                if _int(k, where) > AGE.max_raw:
-                    raise ConfigError(f"{where}: expected at most {AGE.max_raw}, found {k}")
-            if spec.verify != "shared_pool":
-                raise ConfigError(f"{src}: {at}.aging_passes: system {spec.name} has no Shared Pool "
-                                  "(only systems with verify: shared_pool); leave it out")
-        label = get(entry, "label", str, source=src, prefix=at, default=None)
-        if label == "":
-            raise ConfigError(f"{src}: {at}.label: expected a non-empty name")
-        if stop is not None and "stop_param" not in entry:
-            _check_tuned(stop, pairs, src, at)
-        if stop == "threshold" and get(entry, "tau", float, source=src, prefix=at,
-                                       default=tau) is None:
-            for pair in pairs:      # tau comes from configs/tau/<pair>.yaml
-                if not (CONFIGS / "tau" / f"{pair}.yaml").is_file():
-                    raise ConfigError(f"{src}: {at}: system {spec.name} needs a tau for {pair}: "
-                                      f"configs/tau/{pair}.yaml does not exist (give tau, or run "
-                                      f"saddle tune-tau --pair {pair})")
-        if spec.verify == "shared_pool":
-            from sim.manager.config import ManagerConfig
-            slots = ManagerConfig.load(None).max_requests
-            for j, b in enumerate(own or batches):
-                if b > slots:
-                    key = f"{at}.batches[{j}]" if own else f"batches[{j}]"
-                    raise ConfigError(f"{src}: {key}: batch {b} of {spec.name} ({at}) exceeds the "
-                                      f"{slots} Controller slots of configs/manager.yaml "
-                                      "(controller.max_requests)")
-        for other, (o_entry, o_spec, o_ds, o_ks) in enumerate(entries):
-            same = (o_entry.get("label") or o_spec.name) == (label or spec.name)
-            shared = set(o_entry.get("batches", batches)) & set(own or batches)
-            if same and shared and any(d in o_ds for d in ds) and any(k in o_ks for k in ks):
-                raise ConfigError(f"{src}: {at}: the same runs as systems[{other}] (system "
-                                  f"{label or spec.name}, draft length, aging, batches); give one a label")
-        entries.append((entry, spec, ds, ks))
 
-    runs = []
+@dataclasses.dataclass
+class _Entry:
+    """One checked entry of ``systems:``."""
+
+    at: str                                 # systems[i]
+    entry: dict
+    spec: SystemSpec
+    batches: list
+    draft_lengths: list
+    aging: list
+
+    @property
+    def name(self) -> str:
+        return self.entry.get("label") or self.spec.name
+
+    def fields(self, tau: float | None) -> dict:
+        """The entry's RunParams fields (``tau``: the experiment's)."""
+        e = self.entry
+        number = lambda key: float(e[key]) if key in e else None
+        return dict(system=self.spec.name, tau=number("tau") if "tau" in e else tau,
+                    max_draft_len=e.get("max_draft_len"), capacity_rule=e.get("capacity_rule"),
+                    capacity_slack=number("capacity_slack"), issue_rule=e.get("issue_rule"),
+                    label=e.get("label"), stop=e.get("stop"), stop_param=number("stop_param"),
+                    dlm_fc_threshold=e.get("dlm_fc_threshold"),
+                    tlm_attention_threshold=e.get("tlm_attention_threshold"))
+
+
+def _check_entry(entry, at: str, src: str, pairs: list, batches: list, tau: float | None,
+                 configs: Configs) -> _Entry:
+    """An entry of ``systems:`` checked by the rules a run is resolved by
+    (``sim/systems/resolve.py``); errors name the entry's key."""
+    if not isinstance(entry, dict):
+        raise ConfigError(f"{src}: {at}: expected a mapping with 'system', found {entry!r}")
+    check_keys(entry, ENTRY_KEYS, source=src, where=at)
+    if "system" not in entry:
+        raise ConfigError(f"{src}: {at}: missing key 'system'")
+    spec = check_system(entry["system"], src, f"{at}.system", configs)
+    where = f"{src}: {at}."
+    value = lambda key, kind: get(entry, key, kind, source=src, prefix=at)
+    own = get(entry, "batches", list, source=src, prefix=at, default=None)
+    for j, b in enumerate(own or []):
+        if b not in batches:
+            raise ConfigError(f"{src}: {at}.batches[{j}]: {b!r} is not one of the experiment's "
+                              f"batches {batches}")
+    ds = _list(entry.get("draft_length"))
+    for j, d in enumerate(ds):
+        index = f"[{j}]" if isinstance(entry.get("draft_length"), list) else ""
+        rules.check_draft_length(d, spec, f"{where}draft_length{index}")
+    stop = spec.stop
+    if "stop" in entry:
+        stop = value("stop", str)
+        rules.check_stop(stop, spec, f"{src}: {at}")
+    if "stop_param" in entry:
+        rules.check_stop_param(value("stop_param", float), stop, f"{where}stop_param")
+    if "tau" in entry:
+        check_probability(value("tau", float), f"{where}tau")
+        if stop != "threshold":
+            raise ConfigError(f"{where}tau: system {spec.name} has no stopping threshold (its "
+                              "stop rule is not 'threshold'); leave tau out")
+    for key in ("dlm_fc_threshold", "tlm_attention_threshold"):
+        if key in entry:
+            rules.check_threshold(value(key, int), spec, f"{where}{key}")
+    if "max_draft_len" in entry:
+        check_int(value("max_draft_len", int), f"{where}max_draft_len")
+    rules.check_capacity(spec, value("capacity_rule", str) if "capacity_rule" in entry else None,
+                         value("capacity_slack", float) if "capacity_slack" in entry else None,
+                         where)
+    if "issue_rule" in entry:
+        rules.check_issue_rule(value("issue_rule", str), spec, f"{where}issue_rule")
+    ks = _list(entry.get("aging_passes"))
+    for j, k in enumerate(ks if "aging_passes" in entry else []):
+        index = f"[{j}]" if isinstance(entry["aging_passes"], list) else ""
+        rules.check_aging(k, spec, f"{where}aging_passes{index}")
+    if get(entry, "label", str, source=src, prefix=at, default=None) == "":
+        raise ConfigError(f"{where}label: expected a non-empty name")
+    _check_tuned(stop, "stop_param" in entry, get(entry, "tau", float, source=src, prefix=at,
+                                                  default=tau), pairs, f"{src}: {at}")
+    cfg = ManagerConfig.load(None, configs=configs)
+    for j, b in enumerate(own or batches):
+        rules.check_slots(b, spec, cfg, None, f"{src}: {at}.batches[{j}]" if own
+                          else f"{src}: batches[{j}]", f" ({at})")
+    return _Entry(at, entry, spec, own or batches, ds, ks)
+
+
+def _check_distinct(entries: list[_Entry], src: str) -> None:
+    """The last entry does not repeat the runs of an earlier one."""
+    new = entries[-1]
+    for other in entries[:-1]:
+        if other.name == new.name and set(other.batches) & set(new.batches) \
+                and any(d in other.draft_lengths for d in new.draft_lengths) \
+                and any(k in other.aging for k in new.aging):
+            raise ConfigError(f"{src}: {new.at}: the same runs as "
+                              f"{other.at} (system {new.name}, draft length, aging, batches); "
+                              "give one a label")
+
+
+def _check_tuned(stop: str | None, has_param: bool, tau: float | None, pairs: list,
+                 where: str) -> None:
+    """What a rule reads from configs/ when the entry does not give it (a rule's tuned
+    parameter, the threshold rule's tau) exists for every pair before anything runs."""
     for pair in pairs:
-        for seq_entry in seqs:
-            seq = resolve_sequence_length(seq_entry, pair)
-            for batch in batches:
-                for i, (entry, spec, ds, ks) in enumerate(entries):
-                    if batch not in entry.get("batches", batches):
-                        continue
-                    for d, k in ((d, k) for d in ds for k in ks):
-                        runs.append(RunParams(
-                            system=spec.name, pair=pair, batch=batch, draft_length=d,
-                            tau=float(entry["tau"]) if "tau" in entry else tau,
-                            max_draft_len=entry.get("max_draft_len"),
-                            capacity_rule=entry.get("capacity_rule"),
-                            capacity_slack=(float(entry["capacity_slack"])
-                                            if "capacity_slack" in entry else None),
-                            issue_rule=entry.get("issue_rule"), label=entry.get("label"),
-                            stop=entry.get("stop"),
-                            stop_param=(float(entry["stop_param"])
-                                        if "stop_param" in entry else None),
-                            dlm_fc_threshold=entry.get("dlm_fc_threshold"),
-                            tlm_attention_threshold=entry.get("tlm_attention_threshold"),
-                            aging_passes=k, trace=trace, split=split,
-                            requests=n_requests if per_batch is None else per_batch * batch,
-                            seed=seed, validation_fraction=fraction, batching=batching,
-                            sequence_length=seq, source=src))
+        try:
+            if stop is not None and not has_param and STOP_RULES[stop].param_name is not None:
+                rules.load_stop_param(pair, stop)
+            if stop == "threshold" and tau is None:
+                rules.load_tau(pair)
+        except ConfigError as e:
+            raise ConfigError(f"{where}: {e}") from None
+
+
+def _select(data: dict, src: str, runs: list[RunParams]) -> list[RunParams]:
+    """The runs matching one rule of ``select:``, if the experiment has one."""
     select = get(data, "select", list, source=src, default=None)
-    if select is not None:
-        for i, rule in enumerate(select):
-            if not isinstance(rule, dict):
-                raise ConfigError(f"{src}: select[{i}]: expected a mapping of run field -> value "
-                                  "or list of values")
-            check_keys(rule, RUN_FIELDS, source=src, where=f"select[{i}]")
-        runs = [p for p in runs if any(_matches(p, rule, f"{src}: select[{i}]")
-                                       for i, rule in enumerate(select))]
-        if not runs:
-            raise ConfigError(f"{src}: select: no run of the grid matches any rule")
-    names = {p.label or p.system for p in runs}
-    plot = get(data, "plot", (dict, list), source=src, default={"x": "batch", "metric": "tokens_per_s"})
+    if select is None:
+        return runs
+    for i, rule in enumerate(select):
+        if not isinstance(rule, dict):
+            raise ConfigError(f"{src}: select[{i}]: expected a mapping of run field -> value "
+                              "or list of values")
+        check_keys(rule, RUN_FIELDS, source=src, where=f"select[{i}]")
+    runs = [p for p in runs if any(matches(p, rule) for rule in select)]
+    if not runs:
+        raise ConfigError(f"{src}: select: no run of the grid matches any rule")
+    return runs
+
+
+def _check_plots(plot, src: str, names: set[str]) -> None:
     for i, spec in enumerate(plot if isinstance(plot, list) else [plot]):
         at = "plot" + (f"[{i}]" if isinstance(plot, list) else "")
         where = f"{src}: {at}"
@@ -418,54 +404,26 @@ def _load(data: dict, src: str, trace, requests) -> tuple[dict, list[RunParams]]
         if not isinstance(plot_where, dict):
             raise ConfigError(f"{where}.where: expected a mapping of run field -> value, found {plot_where!r}")
         check_keys(plot_where, RUN_FIELDS, source=src, where=f"{at}.where")
-    if "published" in data:
-        from sim.experiments.published import check
-        check(data["published"], src)
-    if "compare" in data:
-        from sim.experiments import compare
-        compare.check(data["compare"], list(dict.fromkeys(p.label or p.system for p in runs)), src)
-    check_workloads(runs)
-    data = dict(data, name=name, plot=plot)
-    return data, runs
 
 
 def check_workloads(runs: list[RunParams]) -> None:
     """Read every trace the runs replay and take each run's requests from it, as the run will
     (cached: the runs in this process reuse it), so a bad trace, a split the trace lacks, too
     few requests or a too short trace stop the experiment before its first run, once."""
-    from sim.systems.registry import STOP_RULES, check_entropy
-    from sim.systems.run import _workload
-
     seen = set()
     for p in runs:
         trace = p.trace_path()
-        max_seq = max(p.max_seq_len or load_pair(p.pair).max_sequence_length, p.sequence_length or 0)
-        key = (trace, p.split, p.requests, p.seed, p.validation_fraction, max_seq, p.sequence_length)
+        key = (trace, p.split, p.requests, p.seed, p.validation_fraction, p.max_seq(),
+               p.sequence_length)
         if key not in seen:
             seen.add(key)
-            work = _workload(trace, p.split, p.requests, p.seed, p.validation_fraction, max_seq,
-                             p.source, p.sequence_length)
+            work = workload(p)
             rule = p.stop_rule()
             if rule is not None and STOP_RULES[rule].needs_entropy:
                 check_entropy(work.requests, trace)
 
 
-def _check_tuned(rule: str, pairs: list, src: str, at: str) -> None:
-    """A rule with a parameter and no ``stop_param`` reads it from configs/stopping/<pair>.yaml:
-    each pair's must exist before anything runs."""
-    from sim.systems.registry import STOP_RULES
-    from sim.systems.run import load_stop_param
-
-    if STOP_RULES[rule].param_name is None:
-        return
-    for pair in pairs:
-        try:
-            load_stop_param(pair, rule)
-        except ConfigError as e:
-            raise ConfigError(f"{src}: {at}: {e}") from None
-
-
-def _matches(p: RunParams, rule: dict, where: str) -> bool:
+def matches(p: RunParams, rule: dict) -> bool:
     """A run matches a ``select`` rule when each named field equals the value (or is in the
     list of values)."""
     for key, want in rule.items():

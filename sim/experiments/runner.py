@@ -12,16 +12,16 @@ import hashlib
 import json
 import os
 import traceback
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 
 import yaml
 
-from sim.errors import SaddleError
-from sim.metrics import RunRecord
+from common.errors import SaddleError
+from common.paths import CONFIGS, ROOT
 from sim.experiments.backends import Backend, make
 from sim.experiments.grid import params_dict, run_key
-from sim.paths import CONFIGS, ROOT
+from sim.metrics import RunRecord
 from sim.systems.registry import STOP_RULES
 from sim.systems.run import RunParams, load_stop_param, load_tau, simulate
 from sim.systems.spec import load_system
@@ -31,7 +31,7 @@ MAX_FAILURES_SHOWN = 5
 CSV_FIELDS = RunRecord.csv_fields()
 
 
-@lru_cache(maxsize=None)
+@cache
 def _file_digest(path: str) -> str:
     try:
         return hashlib.sha256(Path(path).read_bytes()).hexdigest()[:16]
@@ -55,7 +55,7 @@ def portable(path: str | Path) -> str:
 RUN_CONFIGS = ("systems", "hardware", "models", "timing")
 
 
-@lru_cache(maxsize=None)
+@cache
 def _configs_digest(manager: str | None) -> str:
     from sim.manager.config import DEFAULT_PATH
     files = sorted(f for kind in RUN_CONFIGS for f in (CONFIGS / kind).glob("*.yaml"))
@@ -137,7 +137,7 @@ def run_file(p: RunParams) -> tuple[dict, str]:
 
 
 def plan(runs: list[RunParams], out: Path, timeline: Path | None = None,
-         timeline_run: int = 0) -> tuple[list[RunParams], list[dict | None], list["_Task"]]:
+         timeline_run: int = 0) -> tuple[list[RunParams], list[dict | None], list[_Task]]:
     """``(resolved runs, records, tasks)``: each run resolved (tau, trace), its record when
     ``out/runs/`` holds it (else None), and a task for every run still to simulate."""
     runs_dir = out / "runs"
@@ -162,7 +162,7 @@ def plan(runs: list[RunParams], out: Path, timeline: Path | None = None,
     return todo, records, pending
 
 
-def dispatch(name: str, pending: list["_Task"], total: int, done, runner: Backend, *,
+def dispatch(name: str, pending: list[_Task], total: int, done, runner: Backend, *,
              progress: bool = True) -> None:
     """Simulate ``pending`` (``total`` runs in all, the others saved) on ``runner``; each run's
     file is written here as soon as it ends (whatever machine simulated it), then
@@ -198,7 +198,8 @@ def dispatch(name: str, pending: list["_Task"], total: int, done, runner: Backen
         # Longest first, so short runs fill the workers at the end: Manager-driven runs take
         # several times longer than the others, and a run's time grows with its batch (the
         # order changes no result).
-        away.sort(key=lambda t: (load_system(t.params.system).verify != "shared_pool",
+        away.sort(key=lambda t: (load_system(t.params.system, configs=t.params.configs()).verify
+                                 != "shared_pool",
                                  -t.params.batch))
         for task, value, lost in runner.map(_run_task, away):
             finish(task, *(value if lost is None else (None, lost)))

@@ -5,8 +5,9 @@ import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 
-from sim.config import get, load_yaml
-from sim.errors import ConfigError
+from common.errors import ConfigError
+from common.paths import CONFIGS
+from sim.config import BASE, Configs, get
 from sim.manager.controller import ACCEPTANCE_BINS
 from sim.manager.formats import (
     AGE,
@@ -20,7 +21,6 @@ from sim.manager.formats import (
     quantize_prob,
 )
 from sim.manager.transactions import Device
-from sim.paths import CONFIGS
 
 DEFAULT_PATH = CONFIGS / "manager.yaml"
 
@@ -113,9 +113,9 @@ class ManagerConfig:
         return dataclasses.replace(self, **changes)
 
     @classmethod
-    def load(cls, path: str | Path | None = None) -> ManagerConfig:
+    def load(cls, path: str | Path | None = None, *, configs: Configs = BASE) -> ManagerConfig:
         path = Path(path) if path is not None else DEFAULT_PATH
-        return cls.from_dict(load_yaml(path), source=str(path))
+        return cls.from_dict(configs.yaml(path), source=str(path))
 
     @classmethod
     def from_dict(cls, data: dict, source: str = "manager config") -> ManagerConfig:

@@ -5,7 +5,7 @@ import json
 import sys
 from pathlib import Path
 
-from sim.errors import SaddleError
+from common.errors import SaddleError
 
 
 def register(subparsers) -> None:
@@ -27,9 +27,9 @@ def register(subparsers) -> None:
 
 
 def sweep_handler(args) -> int:
+    from common.paths import results_dir
     from sim.experiments.backends import make
     from sim.experiments.runner import default_jobs
-    from sim.paths import results_dir
     from sim.sweeps.plots import plot_sweep
     from sim.sweeps.run import run_sweep, write_outputs
     from sim.sweeps.spec import load_sweep, resolve_sweep
@@ -43,8 +43,8 @@ def sweep_handler(args) -> int:
     write_outputs(sweep, out, summary, rows)
     plots = [] if args.no_plot else plot_sweep(out, sweep.name, sweep.plot, rows)
     if sweep.plot is None and not args.no_plot:
-        print(f"no plot: more than three axes with several values; choose x, y and facet in "
-              f"the sweep's plot:", file=sys.stderr)
+        print("no plot: more than three axes with several values; choose x, y and facet in "
+              "the sweep's plot:", file=sys.stderr)
     if args.json:
         print(json.dumps(summary.to_dict() | {"out": str(out), "plots": [str(p) for p in plots]},
                          sort_keys=True))

@@ -35,8 +35,8 @@ import itertools
 from dataclasses import dataclass
 from pathlib import Path
 
-from sim.config import check_keys, config_path, get, load_yaml, suggest
-from sim.errors import ConfigError
+from common.config import check_keys, config_path, get, load_yaml, suggest
+from common.errors import ConfigError
 from sim.experiments.grid import ENTRY_KEYS, WORKLOAD_KEYS, load_experiment, resolve_path
 from sim.sweeps.sampling import SAMPLERS
 from sim.systems.run import RunParams

@@ -6,8 +6,9 @@ import math
 from dataclasses import dataclass
 from enum import Enum
 
-from sim.config import check_keys, config_path, get, load_yaml
-from sim.errors import ConfigError
+from common.config import check_keys, config_path, get
+from common.errors import ConfigError
+from sim.config import BASE, Configs
 
 
 class Kind(str, Enum):
@@ -86,9 +87,9 @@ def _choice(data: dict, key: str, choices: tuple[str, ...], source: str, default
     return value
 
 
-def load_system(name: str) -> SystemSpec:
+def load_system(name: str, *, configs: Configs = BASE) -> SystemSpec:
     path = config_path("systems", name)
-    data = load_yaml(path)
+    data = configs.yaml(path)
     src = str(path)
     check_keys(data, SYSTEM_KEYS, source=src)   # first: a typo is not reported as a missing key
     decoding = _choice(data, "decoding", DECODING, src)
@@ -167,9 +168,9 @@ class ManagerTiming:
         return self._ps(self.select_fixed_cycles + n_selected)
 
 
-def load_manager_timing(name: str = "manager") -> ManagerTiming:
+def load_manager_timing(name: str = "manager", *, configs: Configs = BASE) -> ManagerTiming:
     path = config_path("timing", name)
-    data = load_yaml(path)
+    data = configs.yaml(path)
     src = str(path)
     return ManagerTiming(
         clock_ghz=get(data, "clock_ghz", float, source=src, positive=True),

@@ -1,7 +1,7 @@
 """Operator FLOPs and bytes against hand counts (OPT-66B, Llama-3.1-70B), and model errors."""
 import pytest
 
-import sim.config
+import common.config
 from sim.errors import ConfigError, SaddleError
 from sim.model import load_model, load_pair
 
@@ -117,11 +117,11 @@ def test_unknown_model_lists_known():
 
 def test_bad_model_file_names_file_and_key(tmp_path, monkeypatch):
     (tmp_path / "models" / "conventions").mkdir(parents=True)
-    real = sim.config.CONFIGS / "models"
+    real = common.config.CONFIGS / "models"
     (tmp_path / "models" / "conventions" / "operators.yaml").write_text(
         (real / "conventions" / "operators.yaml").read_text())
     text = (real / "opt-1.3b.yaml").read_text().replace("name: opt-1.3b", "name: bad")
     (tmp_path / "models" / "bad.yaml").write_text(text.replace("heads: 32\n", "heads: -3\n", 1))
-    monkeypatch.setattr(sim.config, "CONFIGS", tmp_path)
+    monkeypatch.setattr(common.config, "CONFIGS", tmp_path)
     with pytest.raises(ConfigError, match=r"bad\.yaml: heads: expected a positive number"):
         load_model.__wrapped__("bad")

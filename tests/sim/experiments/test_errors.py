@@ -13,9 +13,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from common.errors import SaddleError
+from common.paths import ROOT
 from sim.cli import build_parser, main
-from sim.errors import SaddleError
-from sim.paths import ROOT
 from tests.sim.systems.conftest import make_trace, request
 
 PAIR = "opt-66b+opt-1.3b"
@@ -119,7 +119,8 @@ def test_unknown_system_names_file_and_entry(tmp_path, capsys, no_simulation):
     ("{system: gpu-sd, draft_length: 2}", "{system: gpu-sd}",
      "systems[1].draft_length: system gpu-sd drafts a fixed d"),
     ("{system: pim-ad}", "{system: saddle, issue_rule: gpu-idel}",
-     "systems[2].issue_rule: unknown rule 'gpu-idel' (did you mean 'gpu-idle'?)"),
+     "systems[2].issue_rule: expected one of ['gpu-idle', 'tlm-idle', 'drained'], found 'gpu-idel' "
+     "(did you mean 'gpu-idle'?)"),
     ("{system: pim-ad}", "{system: pim-ad, tau: 0.3}",
      "systems[2].tau: system pim-ad has no stopping threshold"),
     ("{system: pim-ad}", "{system: pim-ad, batches: [4]}",
@@ -129,7 +130,8 @@ def test_unknown_system_names_file_and_entry(tmp_path, capsys, no_simulation):
     ("{system: pim-ad}", "{system: saddle, capacity_slack: 0.3}",
      "systems[2].capacity_slack: only capacity_rule fc_slack has a slack (saddle's rule here is 'ridge')"),
     ("{system: pim-ad}", "{system: saddle, capacity_rule: ridg}",
-     "systems[2].capacity_rule: unknown rule 'ridg' (did you mean 'ridge'?)"),
+     "systems[2].capacity_rule: expected one of ['ridge', 'fc_slack', 'pool'], found 'ridg' "
+     "(did you mean 'ridge'?)"),
     ("{system: pim-ad}", "{system: pim-ad, aging_passes: 2}",
      "systems[2].aging_passes: system pim-ad has no Shared Pool"),
     ("{system: pim-ad}", "{system: saddle, aging_passes: [2, 0]}",
@@ -137,7 +139,8 @@ def test_unknown_system_names_file_and_entry(tmp_path, capsys, no_simulation):
     ("{system: pim-ad}", "{system: saddle, aging_passes: 256}",
      "systems[2].aging_passes: expected at most 255, found 256"),
     ("batches: [2]", "batches: [2000]",
-     "batches[0]: batch 2000 of saddle (systems[3]) exceeds the 128 Controller slots"),
+     "batches[0]: batch 2000 exceeds the 128 Controller slots of configs/manager.yaml "
+     "(controller.max_requests) for saddle (systems[3])"),
 ])
 def test_bad_names_and_values_name_file_and_key(tmp_path, capsys, no_simulation, trace,
                                                 old, new, message):
@@ -181,12 +184,12 @@ def test_unknown_keys_in_nested_sections(tmp_path, capsys, no_simulation, old, n
 @pytest.fixture
 def configs(tmp_path, monkeypatch):
     """A copy of configs/ the code reads instead of the shipped one."""
-    import sim.config
-    import sim.experiments.grid
+    import common.config
+    import sim.systems.resolve
     copy = tmp_path / "configs"
     shutil.copytree(ROOT / "configs", copy, ignore=shutil.ignore_patterns("*.md"))
-    monkeypatch.setattr(sim.config, "CONFIGS", copy)
-    monkeypatch.setattr(sim.experiments.grid, "CONFIGS", copy)
+    monkeypatch.setattr(common.config, "CONFIGS", copy)
+    monkeypatch.setattr(sim.systems.resolve, "CONFIGS", copy)
     return copy
 
 
@@ -208,7 +211,7 @@ def test_pair_files_name_unknown_models(tmp_path, capsys, configs, no_simulation
     (configs / "models" / "pairs" / "opt-typo.yaml").write_text(text.replace("opt-1.3b", "opt-1.3c"))
     exp = _write(tmp_path, EXPERIMENT.replace(f"pairs: [{PAIR}]", "pairs: [opt-typo]"))
     err = _fails(capsys, "run", exp)
-    assert f"opt-typo.yaml: dlm: unknown model config 'opt-1.3c' (did you mean 'opt-1.3b'?)" in err
+    assert "opt-typo.yaml: dlm: unknown model config 'opt-1.3c' (did you mean 'opt-1.3b'?)" in err
 
 
 def test_sweep_settings_files_refuse_unknown_keys_and_pairs(tmp_path, capsys, monkeypatch):
@@ -380,7 +383,7 @@ def test_interrupt_is_reported_once(monkeypatch, capsys):
 
 
 def test_shipped_sweep_settings_pass_and_a_typo_is_refused(tmp_path):
-    from sim.config import config_path
+    from common.config import config_path
     from sim.errors import ConfigError
     from sim.experiments.calibrate import check_settings
     settings, shape = check_settings(config_path("experiments", "calibrate"), PAIR)
@@ -400,3 +403,26 @@ def test_an_entry_repeating_another_is_refused(tmp_path, capsys, no_simulation):
                                               "  - {system: pim-ad}\n  - {system: gpu-sd, draft_length: [4, 2]}"))
     err = _fails(capsys, "run", exp)
     assert f"{exp}: systems[3]: the same runs as systems[1]" in err
+
+
+# -- one rule, one message -------------------------------------------------------------------------
+
+@pytest.mark.parametrize("field, value, message", [
+    ("issue_rule", "soon", "issue_rule: expected one of ['gpu-idle', 'tlm-idle', 'drained'], "
+                           "found 'soon'"),
+    ("capacity_rule", "ridg", "capacity_rule: expected one of ['ridge', 'fc_slack', 'pool'], "
+                              "found 'ridg' (did you mean 'ridge'?)"),
+    ("aging_passes", 256, "aging_passes: expected at most 255, found 256"),
+    ("dlm_fc_threshold", -1, "dlm_fc_threshold: expected an integer >= 0, found -1"),
+])
+def test_an_experiment_and_the_api_say_the_same(tmp_path, capsys, no_simulation, trace, field,
+                                                 value, message):
+    """An entry of an experiment file and a RunParams given to simulate are checked by the same
+    rule (sim/systems/resolve.py): the message differs only in where the value was read."""
+    from sim.systems.run import RunParams, simulate
+    exp = _write(tmp_path, EXPERIMENT.replace("{system: pim-ad}", f"{{system: saddle, {field}: {value}}}"))
+    assert f"{exp}: systems[2].{message}" in _fails(capsys, "run", exp, "--trace", trace)
+    with pytest.raises(SaddleError) as err:
+        simulate(RunParams(system="saddle", pair=PAIR, batch=2, trace=trace, split="all",
+                           source="api", **{field: value}))
+    assert str(err.value) == f"api: {message}"

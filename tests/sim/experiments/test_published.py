@@ -110,7 +110,7 @@ def test_calibrate_and_tune_tau_run_the_experiments_sequence_length(tmp_path, mo
 
 
 def test_tune_tau_finishes_from_an_earlier_runs_output(tmp_path, monkeypatch):
-    from sim.config import config_path, load_yaml
+    from common.config import config_path, load_yaml
     from sim.experiments import tune
     grid = load_yaml(config_path("experiments", "tune-tau"))["tau_grid"]
     log = tmp_path / "tau.log"

@@ -6,11 +6,12 @@ import json
 
 import pytest
 
-from sim.config import load_yaml
+from common.config import load_yaml
+from sim.config import Configs
 from sim.cost.links import load_link
 from sim.errors import ConfigError
 from sim.experiments.grid import LATER_FIELDS, run_key
-from sim.overrides import applied, normalize, resolve
+from sim.overrides import normalize, resolve
 from sim.paths import CONFIGS
 from sim.systems.run import RunParams, simulate
 
@@ -40,19 +41,20 @@ def test_unknown_keys_and_values_of_another_kind_are_refused(key, value, message
     assert message in str(err.value)
 
 
-def test_an_override_holds_under_every_calibration_and_only_inside():
+def test_an_override_holds_under_every_calibration_and_only_in_its_context():
     assert normalize({NVLINK: 2000}, "x") == ((NVLINK, 2000),)
     before = load_link("nvlink", "links", "attacc")
     assert before.latency_ps == 6_060_000           # calibrations.attacc sets 6060 ns
-    with applied(normalize({NVLINK: 2000}, "x")):
-        assert load_link("nvlink", "links", "attacc").latency_ps == 2_000_000
-        assert load_link("nvlink", "links", "physical").latency_ps == 2_000_000
-        assert load_yaml(CONFIGS / "hardware/links.yaml")["gpu_pim"]["latency_ns"] == 500
+    configs = Configs(normalize({NVLINK: 2000}, "x"))
+    assert load_link("nvlink", "links", "attacc", configs=configs).latency_ps == 2_000_000
+    assert load_link("nvlink", "links", "physical", configs=configs).latency_ps == 2_000_000
+    assert configs.yaml(CONFIGS / "hardware/links.yaml")["gpu_pim"]["latency_ns"] == 500
     assert load_link("nvlink", "links", "attacc") == before
     # one calibration only
-    with applied(normalize({"hardware.links.calibrations.attacc.nvlink.step_latency_ns": 100}, "x")):
-        assert load_link("nvlink", "links", "attacc").latency_ps == 100_000
-        assert load_link("nvlink", "links", "physical").latency_ps == 700_000
+    configs = Configs(normalize({"hardware.links.calibrations.attacc.nvlink.step_latency_ns": 100},
+                                "x"))
+    assert load_link("nvlink", "links", "attacc", configs=configs).latency_ps == 100_000
+    assert load_link("nvlink", "links", "physical", configs=configs).latency_ps == 700_000
 
 
 def test_runs_under_overrides_reuse_nothing_built_from_other_values(tiny_trace_path):

@@ -6,7 +6,7 @@ import os
 import sys
 
 import pytest
-import ray                      # the ray extra: make test installs it
+import ray  # the ray extra: make test installs it
 from ray import cloudpickle
 from ray.cluster_utils import Cluster
 

@@ -93,8 +93,8 @@ def test_a_sweep_resolves_to_one_run_per_point(write):
     ("zip: {batch: [2, 4], workload.seed: [0]}\n", r"zip: the lists have different lengths"),
     ("grid: {batch: [2]}\nzip: {batch: [4]}\n", r"batch: an axis of more than one"),
     ("grid: {system: [saddle], batch: [2, 200]}\n",
-     r"point 2 \(system=saddle, batch=200\): .*base.yaml: batches\[0\]: batch 200 of saddle .* "
-     r"exceeds the 128 Controller slots"),
+     r"point 2 \(system=saddle, batch=200\): .*base.yaml: batches\[0\]: batch 200 exceeds the 128 "
+     r"Controller slots of configs/manager.yaml \(controller.max_requests\) for saddle"),
     ("grid: {draft_length: [3]}\n",
      r"point 1 \(draft_length=3\): .*systems\[0\].draft_length: system pim-ad does not take a fixed d"),
     ("grid: {hardware.links.nvlink.efficiency: [0.5, 2.0]}\n",

@@ -1,0 +1,4 @@
+"""What the simulator (``sim/``), the trace tools (``traces/``) and the RTL flow (``hw/``) share:
+errors the CLI prints as one line, the repository's paths, and YAML loading with errors that
+name the file and the key. It imports nothing of theirs, so none of them depends on another
+through it."""

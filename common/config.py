@@ -1,0 +1,110 @@
+"""YAML loading with errors that name the file and the key path.
+
+Every parameter of the project lives in ``configs/``. Code reads it through these helpers so
+that a wrong or missing value is reported as ``FILE: key.path: expected ..., found ...``.
+"""
+from __future__ import annotations
+
+import copy
+import difflib
+import math
+from functools import lru_cache
+from pathlib import Path
+from typing import Any, cast
+
+import yaml
+
+from common.errors import ConfigError
+from common.paths import CONFIGS
+
+
+def load_yaml(path: str | Path) -> dict:
+    """A YAML mapping, the caller's own copy; a missing file, a syntax error or a non-mapping
+    is a ConfigError."""
+    path = Path(path)
+    if not path.is_file():
+        raise ConfigError(f"{path}: no such config file")
+    try:
+        data = copy.deepcopy(_parse(path.read_bytes()))
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" line {mark.line + 1}" if mark is not None else ""
+        raise ConfigError(f"{path}:{where} invalid YAML: {getattr(exc, 'problem', exc)}") from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: expected a mapping at the top level, found {type(data).__name__}")
+    return data
+
+
+@lru_cache(maxsize=256)
+def _parse(text: bytes):
+    """The YAML document in ``text``, parsed once per content: a grid resolves every run's
+    configs (hundreds of loads of a few dozen files), and PyYAML's parser is pure Python.
+    Keyed by the bytes, not the file's time stamp (coarser than a rewrite in a test)."""
+    return yaml.safe_load(text)
+
+
+def suggest(word: object, choices) -> str:
+    """`` (did you mean 'x'?)`` for the closest of ``choices`` to ``word``, or ''."""
+    if not isinstance(word, str):
+        return ""
+    close = difflib.get_close_matches(word, [str(c) for c in choices], n=1, cutoff=0.6)
+    return f" (did you mean {close[0]!r}?)" if close else ""
+
+
+def known_names(kind: str) -> list[str]:
+    """Names of the ``configs/<kind>/*.yaml`` files."""
+    return sorted(p.stem for p in (CONFIGS / kind).glob("*.yaml"))
+
+
+_KIND_NAMES = {"models/pairs": "pair", "models": "model", "systems": "system",
+               "experiments": "experiment", "traces": "trace", "calibration": "calibration",
+               "sweeps": "sweep"}
+
+
+def config_path(kind: str, name: str, *, source: str | Path | None = None,
+                where: str | None = None) -> Path:
+    """``configs/<kind>/<name>.yaml``; an unknown name lists the known ones and suggests the
+    closest. ``source`` and ``where`` (a key path) say where the name was read."""
+    path = CONFIGS / kind / f"{name}.yaml" if isinstance(name, str) and name else None
+    if path is None or not path.is_file() or path.parent != CONFIGS / kind:
+        known = known_names(kind)
+        what = _KIND_NAMES.get(kind, kind)
+        place = f"{source}: " if source else ""
+        place += f"{where}: " if where else ""
+        raise ConfigError(f"{place}unknown {what} config {name!r}{suggest(name, known)}; known: "
+                          f"{', '.join(known) or 'none'}")
+    return path
+
+
+def check_keys(data: dict, known, *, source: str | Path, where: str = "") -> None:
+    """A ConfigError for the first key of ``data`` not in ``known``, with the closest known key
+    suggested (a typo such as ``draft_lenght`` fails here, not later as a missing key)."""
+    for key in data:
+        if key not in known:
+            path = f"{where}.{key}" if where else str(key)
+            raise ConfigError(f"{source}: {path}: unknown key{suggest(key, known)}; expected "
+                              f"some of {', '.join(sorted(known))}")
+
+
+def get(data: dict, key: str, kind: type | tuple[type, ...], *, source: str | Path,
+        prefix: str = "", default: Any = ..., positive: bool = False) -> Any:
+    """``data[key]`` checked against ``kind``; errors name ``source`` and the dotted key path.
+
+    ``bool`` never passes for ``int`` or ``float``; ``int`` passes for ``float``. With
+    ``positive`` the number must be finite and > 0.
+    """
+    where = f"{prefix}.{key}" if prefix else key
+    if key not in data:
+        if default is not ...:
+            return default
+        raise ConfigError(f"{source}: missing key {where!r}")
+    value = data[key]
+    kinds = kind if isinstance(kind, tuple) else (kind,)
+    if float in kinds and isinstance(value, int) and not isinstance(value, bool):
+        value = float(value)
+    if isinstance(value, bool) and bool not in kinds or not isinstance(value, kinds):
+        names = " or ".join(k.__name__ for k in kinds)
+        raise ConfigError(f"{source}: {where}: expected {names}, found {value!r}")
+    if positive and not (math.isfinite(cast(float, value)) and cast(float, value) > 0):
+        raise ConfigError(f"{source}: {where}: expected a positive number, found {value!r}")
+    return value
