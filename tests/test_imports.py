@@ -1,6 +1,7 @@
 """The packages' import graph: no module imports itself through others, and the trace tools
 stand on their own (``traces/`` imports ``common/``, never ``sim/``). Every import counts,
-module-level and inside functions: a deferred import hides a circle, it does not remove it."""
+module-level and inside functions: a deferred import hides a circle, it does not remove it.
+Imports under ``if TYPE_CHECKING:`` are annotations only, never executed, and do not count."""
 import ast
 from pathlib import Path
 
@@ -25,7 +26,12 @@ def _imports(name: str, path: Path, known: set[str]) -> set[str]:
     name defined there, as import checkers count it)."""
     package = name if path.name == "__init__.py" else name.rpartition(".")[0]
     found = set()
-    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+    tree = ast.parse(path.read_text(), str(path))
+    typing_only = {id(n) for block in ast.walk(tree) if _type_checking(block)
+                   for stmt in block.body for n in ast.walk(stmt)}
+    for node in ast.walk(tree):
+        if id(node) in typing_only:
+            continue
         if isinstance(node, ast.Import):
             targets = [a.name for a in node.names]
         elif isinstance(node, ast.ImportFrom):
@@ -44,6 +50,15 @@ def _imports(name: str, path: Path, known: set[str]) -> set[str]:
             if target and target != name:
                 found.add(target)
     return found
+
+
+def _type_checking(node: ast.AST) -> bool:
+    """``if TYPE_CHECKING:`` (or ``typing.TYPE_CHECKING``)."""
+    if not isinstance(node, ast.If):
+        return False
+    test = node.test
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
 
 
 def _graph() -> dict[str, set[str]]:

@@ -18,6 +18,9 @@ class Kind(str, Enum):
     def __str__(self) -> str:
         return self.value
 
+    def __repr__(self) -> str:   # messages quote a choice as the YAML spells it
+        return repr(self.value)
+
 
 class Decoding(Kind):
     AUTOREGRESSIVE = "autoregressive"
