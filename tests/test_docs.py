@@ -23,12 +23,6 @@ PART_READMES = [
         reason="hw/README.md is trimmed with the RTL report (issue 34)", strict=False)),
 ]
 
-# READMEs that other changes of this round trim; the lead removes an entry after merging them.
-IN_PROGRESS = {
-    "sim/cost/README.md": "sim/cost/README.md is trimmed with the pricing redesign (issue 30)",
-    "sim/manager/README.md": "sim/manager/README.md is trimmed with the Manager's redesign (issue 30)",
-}
-
 # A commit hash as prose cites one: 7 to 40 hex digits as a whole word, with at least one digit
 # and one letter (so neither a plain number nor an English word). A full sha256 digest is 64
 # digits and never matches; a shorter digest labelled "sha256" just before it is allowed.
@@ -85,9 +79,7 @@ def test_architecture_is_at_most_200_lines():
 
 
 @pytest.mark.parametrize("path", ["CHANGELOG.md", *readmes()])
-def test_no_commit_hash_in_readmes_and_changelog(path, request):
-    if path in IN_PROGRESS:
-        request.applymarker(pytest.mark.xfail(reason=IN_PROGRESS[path], strict=False))
+def test_no_commit_hash_in_readmes_and_changelog(path):
     hits = commit_hashes((ROOT / path).read_text(encoding="utf-8"))
     assert not hits, f"{path}: commit hashes ({', '.join(hits)}); history goes to CHANGELOG.md"
 
