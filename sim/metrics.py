@@ -29,8 +29,8 @@ from dataclasses import asdict, dataclass, field, fields
 
 import numpy as np
 
+from common.errors import SaddleError
 from sim.engine.devices import IntervalLog
-from sim.errors import SaddleError
 from sim.manager.transactions import DiscardReason
 
 PS_PER_S = 10 ** 12

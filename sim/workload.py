@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
-from sim.errors import ConfigError
+from common.errors import ConfigError
 from traces.format import RequestTrace, TraceHeader
 
 SPLITS = ("validation", "test", "all")

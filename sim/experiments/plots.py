@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from sim.errors import ConfigError
+from common.errors import ConfigError
 
 # Every key a plot spec may have (sim/experiments/grid.py refuses others).
 PLOT_KEYS = ("name", "x", "metric", "normalize", "where", "stack", "metrics", "labels", "fraction",
