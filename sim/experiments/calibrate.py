@@ -27,8 +27,12 @@ import yaml
 from common.errors import ConfigError
 from common.paths import BUILD, CONFIGS
 from sim.config import check_keys, config_path, get, load_yaml
-from sim.experiments.grid import check_pair, check_sequence_length, resolve_sequence_length
-from sim.experiments.tune import check_batches
+from sim.experiments.grid import (
+    check_batches,
+    check_pair,
+    check_sequence_length,
+    resolve_sequence_length,
+)
 from sim.systems.run import RunParams, simulate
 
 SETTINGS_KEYS = ("deltas", "batches", "requests", "sequence_length", "acceptance_shape")

@@ -25,6 +25,7 @@ from common.errors import ConfigError
 from common.paths import CONFIGS
 from sim.config import check_keys, config_path, get, load_yaml
 from sim.experiments.grid import (
+    check_batches,
     check_pair,
     check_sequence_length,
     check_system,
@@ -55,15 +56,6 @@ def resolve_settings(name: str) -> Path:
     """A settings file: a name in configs/experiments/ or a path."""
     return resolve_path(name) if name.endswith((".yaml", ".yml")) or "/" in name \
         else config_path("experiments", name, where="--config")
-
-
-def check_batches(batches: list, src: str) -> list:
-    if not batches:
-        raise ConfigError(f"{src}: batches: expected a non-empty list")
-    for i, b in enumerate(batches):
-        if isinstance(b, bool) or not isinstance(b, int) or b < 1:
-            raise ConfigError(f"{src}: batches[{i}]: expected an integer >= 1, found {b!r}")
-    return batches
 
 
 def geomean(rates: list[float]) -> float:
