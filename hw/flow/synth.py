@@ -38,11 +38,11 @@ import tempfile
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from common.config import config_path, get, load_yaml
 from common.errors import SaddleError
 from common.paths import BUILD, ROOT
 from hw.flow.debian_package import extract_package
 from hw.flow.unique_modules import share_identical_modules
-from sim.config import config_path, get, load_yaml
 
 LIB_PACKAGE = "qflow-tech-osu018"
 LIB_FILE = "osu018_stdcells.lib"

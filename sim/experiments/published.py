@@ -34,8 +34,8 @@ import csv
 import math
 from pathlib import Path
 
+from common.config import check_keys
 from common.errors import ConfigError
-from sim.config import check_keys
 
 KINDS = ("mean_ratio", "ratio", "best_count", "below", "argmax")
 FACTORS = ("tokens per pass", "pass time", "verifying share", "window")

@@ -21,9 +21,9 @@ from pathlib import Path
 
 import yaml
 
+from common.config import check_keys, config_path, get, load_yaml
 from common.errors import ConfigError
 from common.paths import CONFIGS
-from sim.config import check_keys, config_path, get, load_yaml
 from sim.experiments.grid import (
     check_batches,
     check_pair,
