@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import time
 
+from common.paths import CONFIGS
 from sim.manager import Manager, ManagerConfig
 from sim.manager.random_txns import generate_with_events
 from sim.manager.transactions import Admit, DraftToken, Unlock, VerifyIssue, VerifyResult
-from sim.paths import CONFIGS
 
 
 def best_of(n, fn):

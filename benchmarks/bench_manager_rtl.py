@@ -14,8 +14,8 @@ import sys
 import time
 from collections import defaultdict
 
+from common.paths import ROOT
 from sim.manager.random_txns import generate_with_events
-from sim.paths import ROOT
 
 sys.path.insert(0, str(ROOT))     # the RTL test benches live in tests/ (a package)
 from tests.hw.manager.test_manager import SMALL, replay  # noqa: E402

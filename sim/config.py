@@ -7,8 +7,8 @@ a run changes: runs with other overrides get another context (``Configs.of``), s
 built from other values is never reused, and a grid's runs with the same overrides share one,
 so each file is read and each cost model built once per process.
 
-The YAML helpers themselves (``load_yaml``, ``get``, ``config_path``, ...) live in
-``common.config``; they are re-exported here for the RTL flow's imports.
+The YAML helpers (``load_yaml``, ``get``, ``config_path``, ...) live in ``common.config``; the
+re-exports here serve sim/cost, sim/manager and sim/pe_ref.py until they import it directly.
 """
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Kept for the RTL flow's imports (hw/); new code imports ``common.errors``."""
+"""Re-export for sim/cost, sim/manager, sim/systems and sim/pe_ref.py; import ``common.errors``."""
 from common.errors import ConfigError, SaddleError
 
 __all__ = ["ConfigError", "SaddleError"]

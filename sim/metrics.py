@@ -29,8 +29,8 @@ from dataclasses import asdict, dataclass, field, fields
 
 import numpy as np
 
+from common.errors import SaddleError
 from sim.engine.devices import IntervalLog
-from sim.errors import SaddleError
 from sim.manager.transactions import DiscardReason
 
 PS_PER_S = 10 ** 12
@@ -76,11 +76,9 @@ def latency_breakdown(log: IntervalLog, total_ps: int) -> dict[str, int]:
     """Exclusive partition of [0, total_ps] by the priority overlap > verification >
     prediction > monitoring > decision_making > idle (in ps)."""
     spans = [log.spans(prefix) for prefix in ("TLM", "DLM", "monitor", "decide")]
-    # Every instant where some lane starts or ends (between two, nothing changes), then the
-    # end of the run; segment i ends at times[i]. (Sorted, then duplicates dropped: what
-    # np.unique returns, which takes 15 times longer on numpy 2's hashing path.) A lane's
-    # intervals are logged in time order, so the edges are a few long sorted runs: the stable
-    # sort (timsort) merges them in half the time of the default quicksort, same values.
+    # Every instant where some lane starts or ends, then the end of the run; segment i ends at
+    # times[i]. Sort and drop duplicates rather than np.unique (hashing, far slower on numpy 2);
+    # a stable sort merges the lanes' already sorted runs.
     edges = np.sort(np.concatenate([s.ravel() for s in spans]), kind="stable")
     if edges.size:
         edges = edges[np.concatenate(([True], edges[1:] != edges[:-1]))]

@@ -13,9 +13,9 @@ what a fused (flash) attention kernel moves, without the score and probability i
 from __future__ import annotations
 
 import numbers
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
 from functools import lru_cache
-from typing import Iterator, Sequence
 
 import numpy as np
 
@@ -193,8 +193,7 @@ class StepOperators:
 def check_requests(requests: Sequence[tuple[int, int]]) -> tuple[tuple[int, int], ...]:
     """Requests as a tuple of ``(context_len, query_tokens)`` int pairs, validated."""
     reqs = tuple(requests)
-    # Fast path for a well-formed batch; anything else is re-checked one by one below for an
-    # error naming the request.
+    # Fast path; anything else is re-checked one by one for an error naming the request.
     if reqs and all(type(r) is tuple and len(r) == 2 and type(r[0]) is int and type(r[1]) is int
                     and 1 <= r[1] <= r[0] for r in reqs):
         return reqs
@@ -238,9 +237,7 @@ class ModelSpec:
     shards: int = 1
 
     def __hash__(self) -> int:
-        # Every cost cache is keyed by a model or one device's share of it: the name and the
-        # share count tell them apart, cheaper than hashing every field (equal specs still
-        # hash equal).
+        # Cost caches key on specs: name and share count tell them apart, cheaper than every field.
         return hash((self.name, self.shards))
 
     @property
@@ -270,11 +267,12 @@ class ModelSpec:
     def kv_bytes_per_token(self) -> int:
         return 2 * self.layers * self.kv_heads * self.head_dim * self.bpe
 
-    @lru_cache(maxsize=256)
-    def shard(self, devices: int) -> "ModelSpec":
-        """One device's share under tensor parallelism over ``devices`` (DESIGN.md section 3):
-        heads, FFN columns and vocabulary split; KV heads split, or replicated when there are
-        fewer KV heads than devices (Llama's 8 KV heads over 8 devices: one each)."""
+    # Method caches (B019) hold specs alive: harmless, a spec lives as long as its Configs anyway.
+    @lru_cache(maxsize=256)  # noqa: B019
+    def shard(self, devices: int) -> ModelSpec:
+        """One device's share under tensor parallelism over ``devices`` (Megatron-style): heads,
+        FFN columns and vocabulary split; KV heads split, or replicated when there are fewer KV
+        heads than devices (Llama's 8 KV heads over 8 devices: one each)."""
         if isinstance(devices, bool) or not isinstance(devices, int) or devices < 1:
             raise SaddleError(f"devices must be a positive integer, found {devices!r}")
         if devices == 1:
@@ -287,22 +285,22 @@ class ModelSpec:
                        ffn=-(-self.ffn // devices), vocab=-(-self.vocab // devices),
                        shards=self.shards * devices)
 
-    @lru_cache(maxsize=65536)
+    @lru_cache(maxsize=65536)  # noqa: B019
     def attention_ops(self, context: int, queries: int, request: int = 0) -> tuple[Attention, Attention, Attention]:
         """Scores, softmax and context of one request (every layer: ``repeat = layers``)."""
+        return self._attention(context, queries, request)
+
+    def attention_batch(self, contexts: np.ndarray, queries: np.ndarray) -> tuple[Attention, Attention, Attention]:
+        """Scores, softmax and context of many requests at once (array-valued counts)."""
+        return self._attention(contexts, queries, -1)
+
+    def _attention(self, context, queries, request: int) -> tuple[Attention, Attention, Attention]:
         common = dict(repeat=self.layers, request=request, context=context, queries=queries,
                       heads=self.heads, kv_heads=self.kv_heads, head_dim=self.head_dim,
                       bpe=self.bpe, softmax_flops=self._fpe("softmax"))
         return tuple(Attention(name=p, **common) for p in ("scores", "softmax", "context"))
 
-    def attention_batch(self, contexts: np.ndarray, queries: np.ndarray) -> tuple[Attention, Attention, Attention]:
-        """Scores, softmax and context of many requests at once (array-valued counts)."""
-        common = dict(repeat=self.layers, request=-1, context=contexts, queries=queries,
-                      heads=self.heads, kv_heads=self.kv_heads, head_dim=self.head_dim,
-                      bpe=self.bpe, softmax_flops=self._fpe("softmax"))
-        return tuple(Attention(name=p, **common) for p in ("scores", "softmax", "context"))
-
-    @lru_cache(maxsize=4096)
+    @lru_cache(maxsize=4096)  # noqa: B019
     def dense_ops(self, tokens: int) -> tuple[tuple[FC, ...], tuple[Elementwise, ...]]:
         """FC and elementwise operators of a step over ``tokens`` tokens in total."""
         fc = tuple(FC(name, r, tokens, k, n, self.bpe) for name, k, n, r in self.fc_shapes())

@@ -1,4 +1,4 @@
-"""Kept for the RTL flow's and benchmarks' imports; new code imports ``common.paths``."""
+"""Re-export for sim/cost/validation.py; import ``common.paths``."""
 from common.paths import BUILD, CONFIGS, ROOT, TRACE_DATA, results_dir
 
 __all__ = ["BUILD", "CONFIGS", "ROOT", "TRACE_DATA", "results_dir"]

@@ -6,7 +6,7 @@ import os
 
 from amaranth.sim import Simulator
 
-from sim.paths import BUILD
+from common.paths import BUILD
 
 
 def run(dut, *testbenches, name: str, clock: bool = True, background=()) -> None:

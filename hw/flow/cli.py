@@ -11,8 +11,8 @@ import sys
 import time
 from pathlib import Path
 
-from sim.errors import SaddleError
-from sim.paths import BUILD
+from common.errors import SaddleError
+from common.paths import BUILD
 
 
 def register(subparsers) -> None:
@@ -55,7 +55,7 @@ def register(subparsers) -> None:
     fetch = sub.add_parser("fetch-lib", help="fetch the osu018 standard-cell library into build/celllib/")
     fetch.set_defaults(func=_fetch_lib)
 
-    from sim.paths import CONFIGS, TRACE_DATA
+    from common.paths import CONFIGS, TRACE_DATA
     cov = sub.add_parser("coverify", help="the Manager RTL against the model on a simulated run's transactions",
                          description="Simulate one Shared Pool system on a trace with a small Manager, record "
                                      "its transactions and replay them on the Manager RTL (Amaranth's "
@@ -194,8 +194,15 @@ def _synth(args) -> int:
 def _timing(args) -> int:
     from hw.flow.export import write_verilog
     from hw.flow.synth import MAPPED_NETLIST, fetch_celllib, parse_liberty, repo_path
-    from hw.flow.timing import (block_timing, buffered_netlist, critical_path, fetch_opensta,
-                                load_timing_config, measure_fo4, sta_netlist)
+    from hw.flow.timing import (
+        block_timing,
+        buffered_netlist,
+        critical_path,
+        fetch_opensta,
+        load_timing_config,
+        measure_fo4,
+        sta_netlist,
+    )
 
     sta, liberty = fetch_opensta(), fetch_celllib()
     config = load_timing_config()

@@ -135,7 +135,7 @@ def _on_verilator(config: ManagerConfig, softmax, txlog: Path, stall: float, see
 def log_pairs(path: Path):
     """A transaction log's config, softmax sizes (or None) and (input, expected events); the
     model fills in missing outputs and must agree with the recorded ones."""
-    from sim.errors import SaddleError
+    from common.errors import SaddleError
     from sim.manager.manager import Manager
     from sim.manager.txlog import read_txlog, replay
 

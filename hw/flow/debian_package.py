@@ -13,7 +13,7 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-from sim.errors import SaddleError
+from common.errors import SaddleError
 
 
 def extract_package(package: str, dest: Path, hint: str) -> Path:

@@ -12,7 +12,7 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from sim.errors import SaddleError
+from common.errors import SaddleError
 
 
 def to_verilog(component, name: str) -> str:

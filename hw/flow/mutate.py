@@ -29,8 +29,8 @@ shipped design).
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 from hw.common.fault import known_faults
 
@@ -95,9 +95,16 @@ def program_check(name: str, program, lanes: int) -> Check:
 
 
 def manager_checks() -> list[Check]:
+    from common.paths import CONFIGS, TRACE_DATA
     from hw.flow.coverify import record_run
-    from hw.flow.manager_stimulus import RANDOM_SEEDS, ROUND_BY_HAND, SMALL, SOFTMAX, corner_pairs, random_pairs
-    from sim.paths import CONFIGS, TRACE_DATA
+    from hw.flow.manager_stimulus import (
+        RANDOM_SEEDS,
+        ROUND_BY_HAND,
+        SMALL,
+        SOFTMAX,
+        corner_pairs,
+        random_pairs,
+    )
     from sim.systems.run import RunParams
 
     real = RunParams(system="saddle", pair="opt-66b+opt-1.3b", batch=16, requests=24, split="all",

@@ -38,10 +38,9 @@ import tempfile
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from sim.config import config_path, get, load_yaml
-from sim.errors import SaddleError
-from sim.paths import BUILD, ROOT
-
+from common.config import config_path, get, load_yaml
+from common.errors import SaddleError
+from common.paths import BUILD, ROOT
 from hw.flow.debian_package import extract_package
 from hw.flow.unique_modules import share_identical_modules
 

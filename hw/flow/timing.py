@@ -19,10 +19,10 @@ import subprocess
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from common.config import config_path, get, load_yaml
+from common.errors import SaddleError
+from common.paths import BUILD
 from hw.flow.debian_package import extract_package
-from sim.config import config_path, get, load_yaml
-from sim.errors import SaddleError
-from sim.paths import BUILD
 
 STA_PACKAGE = "opensta"
 STA_DIR = BUILD / "opensta"

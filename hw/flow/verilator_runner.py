@@ -41,12 +41,12 @@ from __future__ import annotations
 import os
 import sys
 import xml.etree.ElementTree as ET
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
 
+from common.paths import BUILD
 from hw.flow.export import VERILATOR_BUILD_ARGS, verilator_env, write_verilog
-from sim.paths import BUILD
 
 COCOTB_BUILD = BUILD / "cocotb"
 
@@ -85,7 +85,7 @@ class VerilatorDesign:
     def build_dir(self) -> Path:
         return COCOTB_BUILD / (f"{self.name}-waves" if self.waves else self.name)
 
-    def build(self) -> "VerilatorDesign":
+    def build(self) -> VerilatorDesign:
         from cocotb_tools.runner import get_runner
 
         _use_verilator_env()

@@ -2,8 +2,8 @@
 ``configs/hardware/manager_rtl.yaml`` (the softmax unit, the Shared Pool's selector)."""
 from __future__ import annotations
 
-from sim.config import config_path, get, load_yaml
-from sim.errors import ConfigError
+from common.config import config_path, get, load_yaml
+from common.errors import ConfigError
 from sim.manager.softmax import SoftmaxParams
 
 

@@ -29,7 +29,6 @@ RAY_RETRIES = 3
 
 def register(name: str):
     def add(cls):
-        cls.name = name
         BACKENDS[name] = cls
         return cls
     return add
@@ -46,8 +45,6 @@ def make(name: str, jobs: int, address: str | None = None) -> Backend:
 
 
 class Backend:
-    name = ""
-
     def __init__(self, jobs: int, address: str | None = None) -> None:
         self.jobs = jobs
         self.address = address

@@ -24,11 +24,15 @@ from pathlib import Path
 
 import yaml
 
-from sim.config import check_keys, config_path, get, load_yaml
-from sim.errors import ConfigError
-from sim.experiments.grid import check_pair, check_sequence_length, resolve_sequence_length
-from sim.experiments.tune import check_batches
-from sim.paths import BUILD, CONFIGS
+from common.config import check_keys, config_path, get, load_yaml
+from common.errors import ConfigError
+from common.paths import BUILD, CONFIGS
+from sim.experiments.grid import (
+    check_batches,
+    check_pair,
+    check_sequence_length,
+    resolve_sequence_length,
+)
 from sim.systems.run import RunParams, simulate
 
 SETTINGS_KEYS = ("deltas", "batches", "requests", "sequence_length", "acceptance_shape")
@@ -88,6 +92,7 @@ def evaluate(pair: str, trace: Path, settings: dict, src: str) -> dict:
 def shape_violations(trace: Path, shape: dict) -> tuple[int, dict]:
     """Broken bounds of the published acceptance shape, and the measured values."""
     import numpy as np
+
     from traces.io import read_trace
     from traces.stats import trace_stats
 

@@ -162,7 +162,8 @@ def timeline_run(runs: list, rule: dict | None, source: str) -> int:
     shown = "; ".join(_describe(p) for p in (runs if not found else [runs[i] for i in found])[:8])
     what = "no run" if not found else f"{len(found)} runs"
     more = "" if len(found or runs) <= 8 else f"; and {len(found or runs) - 8} more"
-    raise SaddleError(f"--timeline-run {_show(rule)}: {what} of {source} match"
+    given = ",".join(f"{k}={v}" for k, v in rule.items())
+    raise SaddleError(f"--timeline-run {given}: {what} of {source} match"
                       f"{'es' if not found else ''}; {'runs' if not found else 'matching'}: "
                       f"{shown}{more} (add fields to name exactly one)")
 
@@ -174,10 +175,6 @@ def _describe(p) -> str:
     if p.sequence_length is not None:
         text += f",sequence_length={p.sequence_length}"
     return text
-
-
-def _show(rule: dict) -> str:
-    return ",".join(f"{k}={v}" for k, v in rule.items())
 
 
 def tune_handler(args) -> int:

@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import math
 
-from sim.config import check_keys, get
-from sim.errors import ConfigError
+from common.config import check_keys, get
+from common.errors import ConfigError
 from sim.experiments.published import POINT, _points
 
 KEYS = ("reference", "baseline")

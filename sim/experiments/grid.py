@@ -105,6 +105,23 @@ def resolve_sequence_length(value, pair: str, configs: Configs = BASE) -> int | 
     return load_pair(pair, configs=configs).max_sequence_length if value == "max" else value
 
 
+def check_name(data: dict, src: str) -> str:
+    """The file's ``name`` (its results folder), its ``description`` checked too."""
+    name = get(data, "name", str, source=src)
+    if not name or "/" in name or name in (".", ".."):
+        raise ConfigError(f"{src}: name: expected a folder name (no '/'), found {name!r}")
+    get(data, "description", str, source=src, default=None)
+    return name
+
+
+def check_batches(batches: list, src: str) -> list:
+    if not batches:
+        raise ConfigError(f"{src}: batches: expected a non-empty list")
+    for i, b in enumerate(batches):
+        check_int(b, f"{src}: batches[{i}]")
+    return batches
+
+
 def check_pair(pair, source: str | None, where: str, configs: Configs = BASE) -> None:
     """``pair`` names a pair file whose models exist; errors name ``source`` and ``where``."""
     if not isinstance(pair, str):
@@ -178,10 +195,7 @@ def check_costs(runs: list[RunParams], where: str) -> None:
 
 def _load(data: dict, src: str, trace, requests, overrides: tuple) -> tuple[dict, list[RunParams]]:
     configs = Configs.of(overrides)
-    name = get(data, "name", str, source=src)
-    if not name or "/" in name or name in (".", ".."):
-        raise ConfigError(f"{src}: name: expected a folder name (no '/'), found {name!r}")
-    get(data, "description", str, source=src, default=None)
+    name = check_name(data, src)
     pairs = get(data, "pairs", list, source=src)
     batches = get(data, "batches", list, source=src)
     systems = get(data, "systems", list, source=src)
@@ -189,7 +203,7 @@ def _load(data: dict, src: str, trace, requests, overrides: tuple) -> tuple[dict
     tau = get(data, "tau", float, source=src, default=None)
     if tau is not None:
         check_probability(tau, f"{src}: tau")
-    for key, items in (("pairs", pairs), ("batches", batches), ("systems", systems)):
+    for key, items in (("pairs", pairs), ("systems", systems)):
         if not items:
             raise ConfigError(f"{src}: {key}: expected a non-empty list")
     for i, pair in enumerate(pairs):
@@ -200,8 +214,7 @@ def _load(data: dict, src: str, trace, requests, overrides: tuple) -> tuple[dict
         if len(pairs) != 1:
             raise ConfigError(f"{src}: --trace replaces the trace of one pair; this experiment has {len(pairs)}")
         trace = str(check_trace_file(trace, "--trace"))
-    for i, b in enumerate(batches):
-        check_int(b, f"{src}: batches[{i}]")
+    check_batches(batches, src)
     shared, n_requests, per_batch = _workload_settings(data, src, requests)
     for i, seq in enumerate(seqs):
         check_sequence_length(seq, f"{src}: sequence_length[{i}]")

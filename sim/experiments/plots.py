@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from sim.errors import ConfigError
+from common.errors import ConfigError
 
 # Every key a plot spec may have (sim/experiments/grid.py refuses others).
 PLOT_KEYS = ("name", "x", "metric", "normalize", "where", "stack", "metrics", "labels", "fraction",
@@ -126,78 +126,97 @@ def plot(path: Path, experiment: dict, spec: dict, records: list[dict],
 
     for ax, pair in zip(axes[0], pairs):
         rows = [r for r in records if r["pair"] == pair]
-        title_extra, x_title = "", X_TITLES.get(x_key, x_key)
-        names = _names(rows)
-        series = list(dict.fromkeys(names[id(r)] for r in rows))
-        if "stack" in spec or "metrics" in spec:
-            title_extra, x_title = _multi_bars(ax, rows, names, series, spec)
-        elif x_key == "system":
-            groups = list(dict.fromkeys((r["batch"], r.get("sequence_length")) for r in rows))
-            if len(groups) == 1:
-                # One point: a bar per system, named on the axis; the point goes in the title.
-                for j, name in enumerate(series):
-                    match = [r for r in rows if names[id(r)] == name]
-                    ax.bar(j, value(match[0]), 0.7, color=f"C{j % 10}")
-                ax.set_xticks(range(len(series)))
-                ax.set_xticklabels(series, rotation=30 if len(series) > 4 else 0,
-                                   ha="right" if len(series) > 4 else "center", fontsize=8)
-                batch, seq = groups[0]
-                title_extra = f", batch {batch}" + (f", sequence length {seq}" if seq else "")
-            else:
-                width = 0.8 / max(1, len(series))
-                for j, name in enumerate(series):
-                    xs, ys = [], []
-                    for g, (batch, seq) in enumerate(groups):
-                        match = [r for r in rows if names[id(r)] == name and r["batch"] == batch
-                                 and r.get("sequence_length") == seq]
-                        if match:
-                            xs.append(g + (j - (len(series) - 1) / 2) * width)
-                            ys.append(value(match[0]))
-                    ax.bar(xs, ys, width, label=name)
-                ax.set_xticks(range(len(groups)))
-                ax.set_xticklabels([f"{b}" + (f", L={s}" if s else "") for b, s in groups])
-                x_title = "batch size" + (", sequence length" if any(s for _, s in groups) else "")
-        elif x_key in ("draft_length", "aging_passes"):
-            systems = list(dict.fromkeys(r["system"] for r in rows))
-            batches = list(dict.fromkeys(r["batch"] for r in rows))
-            for k, system in enumerate(systems):
-                for batch in batches:
-                    name = system if len(batches) == 1 else f"{system} b{batch}"
-                    pts = sorted((r[x_key], value(r)) for r in rows if r["system"] == system
-                                 and r["batch"] == batch and r.get(x_key) is not None)
-                    if pts:
-                        ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=name)
-                    elif len(batches) == 1:
-                        for r in rows:
-                            if r["system"] == system:
-                                ax.axhline(value(r), linestyle="--", linewidth=1, color=f"C{k}",
-                                           label=system)
-        else:
-            for name in series:
-                pts = sorted((r[x_key], value(r)) for r in rows if names[id(r)] == name
-                             and r.get(x_key) is not None)
-                if pts:
-                    ax.plot([str(p[0]) for p in pts], [p[1] for p in pts], marker="o", label=name)
+        title_extra, x_title = _panel(ax, rows, spec, x_key, value)
         ax.set_title(pair + title_extra, fontsize=9)
         ax.set_xlabel(x_title)
         ax.set_ylabel(_ylabel(spec, metric, norm))
         ax.grid(alpha=0.3, axis="y" if x_key == "system" else "both")
         if norm and "stack" not in spec and "metrics" not in spec:
             ax.axhline(1.0, color="0.3", linewidth=0.8, linestyle=":")
-    # One legend for all panels (they share their series), beside the last: never over a bar
-    # or a line.
-    legend: dict[str, object] = {}
-    for ax in axes[0]:
-        for handle, label in zip(*ax.get_legend_handles_labels()):
-            legend.setdefault(label, handle)
-    if legend:
-        axes[0][-1].legend(legend.values(), legend.keys(), fontsize=7, loc="upper left",
-                           bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
+    _legend_beside(axes[0])
     fig.suptitle(experiment.get("description", experiment["name"]), fontsize=9)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)
     return path
+
+
+def _panel(ax, rows: list[dict], spec: dict, x_key: str, value) -> tuple[str, str]:
+    """One pair's panel; returns what its title adds and the x axis title."""
+    names = _names(rows)
+    series = list(dict.fromkeys(names[id(r)] for r in rows))
+    if "stack" in spec or "metrics" in spec:
+        return _multi_bars(ax, rows, names, series, spec)
+    if x_key == "system":
+        return _system_bars(ax, rows, names, series, value)
+    if x_key in ("draft_length", "aging_passes"):
+        _lines_per_system(ax, rows, x_key, value)
+    else:
+        for name in series:
+            pts = sorted((r[x_key], value(r)) for r in rows if names[id(r)] == name
+                         and r.get(x_key) is not None)
+            if pts:
+                ax.plot([str(p[0]) for p in pts], [p[1] for p in pts], marker="o", label=name)
+    return "", X_TITLES.get(x_key, x_key)
+
+
+def _system_bars(ax, rows: list[dict], names: dict[int, str], series: list[str],
+                 value) -> tuple[str, str]:
+    groups = list(dict.fromkeys((r["batch"], r.get("sequence_length")) for r in rows))
+    if len(groups) == 1:
+        # One point: a bar per system, named on the axis; the point goes in the title.
+        for j, name in enumerate(series):
+            match = [r for r in rows if names[id(r)] == name]
+            ax.bar(j, value(match[0]), 0.7, color=f"C{j % 10}")
+        ax.set_xticks(range(len(series)))
+        ax.set_xticklabels(series, rotation=30 if len(series) > 4 else 0,
+                           ha="right" if len(series) > 4 else "center", fontsize=8)
+        batch, seq = groups[0]
+        return f", batch {batch}" + (f", sequence length {seq}" if seq else ""), X_TITLES["system"]
+    width = 0.8 / max(1, len(series))
+    for j, name in enumerate(series):
+        xs, ys = [], []
+        for g, (batch, seq) in enumerate(groups):
+            match = [r for r in rows if names[id(r)] == name and r["batch"] == batch
+                     and r.get("sequence_length") == seq]
+            if match:
+                xs.append(g + (j - (len(series) - 1) / 2) * width)
+                ys.append(value(match[0]))
+        ax.bar(xs, ys, width, label=name)
+    ax.set_xticks(range(len(groups)))
+    ax.set_xticklabels([f"{b}" + (f", L={s}" if s else "") for b, s in groups])
+    return "", "batch size" + (", sequence length" if any(s for _, s in groups) else "")
+
+
+def _lines_per_system(ax, rows: list[dict], x_key: str, value) -> None:
+    """A line per system (and batch) against ``x_key``; with one batch, a system without that
+    setting is a horizontal line."""
+    systems = list(dict.fromkeys(r["system"] for r in rows))
+    batches = list(dict.fromkeys(r["batch"] for r in rows))
+    for k, system in enumerate(systems):
+        for batch in batches:
+            name = system if len(batches) == 1 else f"{system} b{batch}"
+            pts = sorted((r[x_key], value(r)) for r in rows if r["system"] == system
+                         and r["batch"] == batch and r.get(x_key) is not None)
+            if pts:
+                ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=name)
+            elif len(batches) == 1:
+                for r in rows:
+                    if r["system"] == system:
+                        ax.axhline(value(r), linestyle="--", linewidth=1, color=f"C{k}",
+                                   label=system)
+
+
+def _legend_beside(axes) -> None:
+    """One legend for all panels (they share their series), beside the last: never over a bar
+    or a line."""
+    legend: dict[str, object] = {}
+    for ax in axes:
+        for handle, label in zip(*ax.get_legend_handles_labels()):
+            legend.setdefault(label, handle)
+    if legend:
+        axes[-1].legend(legend.values(), legend.keys(), fontsize=7, loc="upper left",
+                        bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
 
 
 X_TITLES = {"batch": "batch size", "draft_length": "draft length d",

@@ -34,8 +34,8 @@ import csv
 import math
 from pathlib import Path
 
-from sim.config import check_keys
-from sim.errors import ConfigError
+from common.config import check_keys
+from common.errors import ConfigError
 
 KINDS = ("mean_ratio", "ratio", "best_count", "below", "argmax")
 FACTORS = ("tokens per pass", "pass time", "verifying share", "window")
@@ -91,11 +91,14 @@ def _name(ref) -> str:
     return ref.get("system", "?") + "".join(f" {k}={v}" for k, v in ref.items() if k != "system")
 
 
+def _paired(records: list[dict], a, b, where: dict, metric: str | None) -> tuple[dict, dict, list]:
+    """The points of references ``a`` and ``b`` (``_points``) and the points both have."""
+    pa, pb = _points(records, a, where, metric), _points(records, b, where, metric)
+    return pa, pb, sorted(set(pa) & set(pb), key=str)
+
+
 def _ratios(records, claim, metric) -> list[float]:
-    where = claim.get("where", {})
-    num = _points(records, claim["num"], where, metric)
-    den = _points(records, claim["den"], where, metric)
-    keys = sorted(set(num) & set(den), key=str)
+    num, den, keys = _paired(records, claim["num"], claim["den"], claim.get("where", {}), metric)
     if not keys:
         raise ConfigError(f"published: no point has both {_name(claim['num'])} and {_name(claim['den'])}")
     return [num[k] / den[k] for k in keys]
@@ -115,10 +118,7 @@ def decompose(records: list[dict], claim: dict) -> dict[str, float] | None:
     """Geometric means over the claim's points of the factors of num / den (module doc); their
     product is the geometric mean of the tokens/s ratios. None if a record lacks the counts
     (a record made by hand, say)."""
-    where = claim.get("where", {})
-    num = _points(records, claim["num"], where, None)
-    den = _points(records, claim["den"], where, None)
-    keys = sorted(set(num) & set(den), key=str)
+    num, den, keys = _paired(records, claim["num"], claim["den"], claim.get("where", {}), None)
     if not all(f in r for k in keys for r in (num[k], den[k]) for f in _NEEDED):
         return None
     logs = [0.0] * len(FACTORS)
@@ -165,9 +165,7 @@ def compare(published: dict, records: list[dict]) -> list[dict]:
                          "published": f"{claim['value']} of {len(full)}", "ours": f"{wins} of {len(full)}",
                          "agrees": wins == claim["value"], "detail": ""})
         elif kind == "below":
-            lo = _points(records, claim["lower"], where, metric)
-            hi = _points(records, claim["higher"], where, metric)
-            keys = sorted(set(lo) & set(hi), key=str)
+            lo, hi, keys = _paired(records, claim["lower"], claim["higher"], where, metric)
             held = [k for k in keys if lo[k] < hi[k]]
             want = len(keys) if claim["value"] == "all" else claim["value"]
             detail = ", ".join(f"{k[0]} b{k[1]}: {lo[k] / hi[k]:.2f}" for k in keys)

@@ -74,11 +74,7 @@ def _saved_params(p: RunParams) -> dict:
 
 def _same_run(saved: dict | None, params: dict) -> bool:
     """A saved run is this run: same parameters and trace content, wherever the trace is."""
-    if not isinstance(saved, dict):
-        return False
-    drop = ("trace",)
-    return ({k: v for k, v in saved.items() if k not in drop}
-            == {k: v for k, v in params.items() if k not in drop})
+    return isinstance(saved, dict) and saved | {"trace": None} == params | {"trace": None}
 
 
 def resolved(p: RunParams) -> RunParams:
@@ -181,7 +177,8 @@ def dispatch(name: str, pending: list[_Task], total: int, done, runner: Backend,
     def finish(task: _Task, record: dict | None, error: str | None) -> None:
         nonlocal failed
         if record is not None:
-            _save(task, record)
+            write_whole(Path(task.path), json.dumps({"params": task.record_params, "result": record},
+                                                    sort_keys=True))
         done(task, record, error)
         if bar:
             failed += error is not None
@@ -250,11 +247,10 @@ def _run_task(task: _Task) -> tuple[dict | None, str | None]:
     return metrics.to_dict() | {"sequence_length": p.sequence_length}, None
 
 
-def _save(task: _Task, record: dict) -> None:
-    """The run's file, written whole or not at all (a rerun resumes from it)."""
-    path = Path(task.path)
+def write_whole(path: Path, text: str) -> None:
+    """``text`` written whole or not at all: a rerun resumes from what is there."""
     tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps({"params": task.record_params, "result": record}, sort_keys=True))
+    tmp.write_text(text)
     tmp.replace(path)
 
 

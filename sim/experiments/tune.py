@@ -21,13 +21,19 @@ from pathlib import Path
 
 import yaml
 
-from sim.config import check_keys, config_path, get, load_yaml
-from sim.errors import ConfigError
-from sim.experiments.grid import (check_pair, check_sequence_length, check_system, check_workloads,
-                                  resolve_path, resolve_sequence_length)
-from sim.paths import CONFIGS
+from common.config import check_keys, config_path, get, load_yaml
+from common.errors import ConfigError
+from common.paths import CONFIGS
+from sim.experiments.grid import (
+    check_batches,
+    check_pair,
+    check_sequence_length,
+    check_system,
+    check_workloads,
+    resolve_path,
+    resolve_sequence_length,
+)
 from sim.systems.run import RunParams, simulate
-
 
 _LOG_LINE = re.compile(r"^tau ([0-9.]+): ([0-9.]+) tokens/s")
 
@@ -50,15 +56,6 @@ def resolve_settings(name: str) -> Path:
     """A settings file: a name in configs/experiments/ or a path."""
     return resolve_path(name) if name.endswith((".yaml", ".yml")) or "/" in name \
         else config_path("experiments", name, where="--config")
-
-
-def check_batches(batches: list, src: str) -> list:
-    if not batches:
-        raise ConfigError(f"{src}: batches: expected a non-empty list")
-    for i, b in enumerate(batches):
-        if isinstance(b, bool) or not isinstance(b, int) or b < 1:
-            raise ConfigError(f"{src}: batches[{i}]: expected an integer >= 1, found {b!r}")
-    return batches
 
 
 def geomean(rates: list[float]) -> float:
@@ -129,8 +126,8 @@ STOP_SETTINGS_KEYS = ("system", "grids", "batches", "requests", "sequence_length
 def tune_stop(pair: str, rule: str, settings: str = "tune-stop", write: bool = True,
               jobs: int = 1, out: Path | None = None) -> float:
     """Choose ``rule``'s parameter for ``pair`` on the validation split (module doc)."""
+    from common.paths import results_dir
     from sim.experiments.runner import execute
-    from sim.paths import results_dir
     from sim.systems.registry import STOP_RULES
     from sim.systems.run import check_stop
 

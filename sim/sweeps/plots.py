@@ -20,10 +20,6 @@ def _get(row: dict, key: str | None):
     return row["run"]["system"] if key == SYSTEM and SYSTEM not in row["point"] else row["point"][key]
 
 
-def _label(key: str | None) -> str:
-    return "" if key is None else key
-
-
 def best(rows: list[dict], plot: dict, metric: str) -> dict:
     """The best finished row by ``metric`` of each facet value (each line of a line plot, each
     panel of a heatmap), or with ``best_per: y`` of each (facet, y): ``{key: row}``, the key
@@ -68,7 +64,7 @@ def plot_sweep(out: Path, name: str, plot: dict | None, rows: list[dict]) -> lis
                 top = marks[facet]
                 ax.plot([_get(top, plot["x"])], [top["metrics"][metric]], marker="*",
                         markersize=16, color=drawn[0].get_color(), markeredgecolor="black")
-            ax.set_xlabel(_label(plot["x"]))
+            ax.set_xlabel(plot["x"])
             ax.set_ylabel(metric)
             if plot["facet"]:
                 ax.legend(fontsize=8)
@@ -80,8 +76,8 @@ def plot_sweep(out: Path, name: str, plot: dict | None, rows: list[dict]) -> lis
                 tops = [r for key, r in marks.items()
                         if (key[0] if plot.get("best_per") == "y" else key) == facet]
                 _heatmap(ax, cells, [(_get(r, plot["x"]), _get(r, plot["y"])) for r in tops])
-                ax.set_xlabel(_label(plot["x"]))
-                ax.set_ylabel(_label(plot["y"]))
+                ax.set_xlabel(plot["x"])
+                ax.set_ylabel(plot["y"])
                 ax.set_title(f"{plot['facet']}={facet}" if plot["facet"] else metric, fontsize=9)
         fig.suptitle(f"{name}: {metric} (best marked with a star)", fontsize=10)
         fig.tight_layout()

@@ -22,7 +22,7 @@ from pathlib import Path
 import yaml
 
 from sim.experiments.backends import Backend, make
-from sim.experiments.runner import dispatch, plan, run_file
+from sim.experiments.runner import dispatch, plan, run_file, write_whole
 from sim.sweeps.spec import Sweep
 
 RUN_FIELDS = ("system", "pair", "batch", "draft_length", "sequence_length")
@@ -66,12 +66,6 @@ def row(point: dict, params: dict, record: dict | None, error: str | None) -> di
             "error": error, "metrics": flat(record) if record is not None else {}}
 
 
-def _write(path: Path, data: dict) -> None:
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(data, sort_keys=True, indent=1))
-    tmp.replace(path)
-
-
 def run_sweep(sweep: Sweep, out: Path, runner: Backend | None = None, *,
               progress: bool = True) -> tuple[Summary, list[dict]]:
     """Simulate every run of the sweep not already saved in ``out`` on ``runner`` (default: in
@@ -92,7 +86,7 @@ def run_sweep(sweep: Sweep, out: Path, runner: Backend | None = None, *,
         except (OSError, ValueError):       # missing or damaged
             same = False
         if not same:
-            _write(path, rows[index])
+            write_whole(path, json.dumps(rows[index], sort_keys=True, indent=1))
 
     for i, p in enumerate(todo):
         if records[i] is not None:          # saved: its row, written if it is missing

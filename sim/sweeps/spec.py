@@ -37,7 +37,13 @@ from pathlib import Path
 
 from common.config import check_keys, config_path, get, load_yaml, suggest
 from common.errors import ConfigError
-from sim.experiments.grid import ENTRY_KEYS, WORKLOAD_KEYS, load_experiment, resolve_path
+from sim.experiments.grid import (
+    ENTRY_KEYS,
+    WORKLOAD_KEYS,
+    check_name,
+    load_experiment,
+    resolve_path,
+)
 from sim.sweeps.sampling import SAMPLERS
 from sim.systems.run import RunParams
 
@@ -194,10 +200,7 @@ def load_sweep(path: Path) -> Sweep:
     data = load_yaml(path)
     src = str(path)
     check_keys(data, SWEEP_KEYS, source=src)
-    name = get(data, "name", str, source=src)
-    if not name or "/" in name or name in (".", ".."):
-        raise ConfigError(f"{src}: name: expected a folder name (no '/'), found {name!r}")
-    get(data, "description", str, source=src, default=None)
+    name = check_name(data, src)
     base_path = resolve_path(get(data, "experiment", str, source=src))
     base = load_yaml(base_path)
     axes, points = points_of(data, src)

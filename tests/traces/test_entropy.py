@@ -2,8 +2,6 @@
 their round trip, their errors, the window along the DLM's path, and the synthetic model."""
 from __future__ import annotations
 
-import gzip
-
 import numpy as np
 import pytest
 
@@ -120,7 +118,7 @@ def test_realfit_recovers_the_entropy_model(tmp_path):
 
 
 def test_entropy_model_parameters_are_checked(tmp_path):
-    from sim.errors import ConfigError
+    from common.errors import ConfigError
 
     cfg = tmp_path / "entropy.yaml"
     cfg.write_text("tail_nats:\n  accepted: {median: 0.5, sigma: 0.5}\n  rejected: {median: 2.0, sigma: 0.3}\n")

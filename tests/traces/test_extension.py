@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import traces.synth as synth
-from sim.errors import ConfigError
+from common.errors import ConfigError
 from traces.format import RequestTrace, TraceError, TraceHeader
 from traces.io import read_trace, write_trace
 

@@ -9,8 +9,8 @@ import pytest
 import yaml
 
 import traces.synth as synth
+from common.errors import ConfigError
 from sim.cli import main as saddle
-from sim.errors import ConfigError
 from tests.traces.helpers import PAIRS, shipped, shipped_stats
 from traces.format import CATEGORIES
 from traces.io import read_trace

@@ -5,12 +5,12 @@ import json
 
 import pytest
 
+from common.errors import SaddleError
+from common.paths import CONFIGS, TRACE_DATA
 from hw.flow.coverify import coverify, record_run
 from sim.cli import main
-from sim.errors import SaddleError
 from sim.manager.random_txns import CORNERS, coverage
 from sim.manager.transactions import Refused
-from sim.paths import CONFIGS, TRACE_DATA
 from sim.systems.run import RunParams
 
 REAL = TRACE_DATA / "smollm2-135m.self24.real.jsonl.gz"

@@ -6,10 +6,18 @@ from amaranth import Module
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
+from common.errors import SaddleError
 from hw.flow.export import lint, write_verilog
-from hw.flow.synth import (GenericWeights, fetch_celllib, generic_cell_kind, generic_nand2_eq,
-                      load_flow, load_generic_weights, parse_liberty, synthesize)
-from sim.errors import SaddleError
+from hw.flow.synth import (
+    GenericWeights,
+    fetch_celllib,
+    generic_cell_kind,
+    generic_nand2_eq,
+    load_flow,
+    load_generic_weights,
+    parse_liberty,
+    synthesize,
+)
 from tests.hw.flow.accumulator import Accumulator, add_accumulators
 
 

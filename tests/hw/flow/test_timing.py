@@ -5,9 +5,18 @@ import json
 
 import pytest
 
-from hw.flow.timing import (Buffering, block_timing, buffer_fanout, critical_path, fetch_opensta,
-                            fo4_chain_netlist, load_timing_config, measure_fo4, parse_path)
-from sim.errors import SaddleError
+from common.errors import SaddleError
+from hw.flow.timing import (
+    Buffering,
+    block_timing,
+    buffer_fanout,
+    critical_path,
+    fetch_opensta,
+    fo4_chain_netlist,
+    load_timing_config,
+    measure_fo4,
+    parse_path,
+)
 
 REPORT = """Startpoint: r0 (rising edge-triggered flip-flop clocked by clk)
 Endpoint: r1 (rising edge-triggered flip-flop clocked by clk)

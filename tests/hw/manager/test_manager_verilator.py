@@ -17,11 +17,11 @@ from pathlib import Path
 
 import pytest
 
+from common.paths import CONFIGS
 from hw.flow.coverify import design_name
 from hw.flow.manager_replay import IDLE_SOFTMAX
 from hw.manager.manager import Manager
 from sim.manager.config import ManagerConfig
-from sim.paths import CONFIGS
 
 BENCH = Path(__file__).with_name("cocotb_manager.py")
 REDUCED = ManagerConfig.load(CONFIGS / "manager_coverify.yaml").replace(tau=26000)

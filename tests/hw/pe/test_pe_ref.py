@@ -5,10 +5,19 @@ import math
 import numpy as np
 import pytest
 
-from sim.errors import ConfigError
-from sim.pe_ref import (BankPERef, Mode, accumulate, adder_tree, error_bound, fp16_mul, fp32_add,
-                        fp32_to_fp16, load_params)
+from common.errors import ConfigError
 from hw.flow.testbench.pe_vectors import any_fp16, finite_fp16, h
+from sim.pe_ref import (
+    BankPERef,
+    Mode,
+    accumulate,
+    adder_tree,
+    error_bound,
+    fp16_mul,
+    fp32_add,
+    fp32_to_fp16,
+    load_params,
+)
 
 
 def f32(x):

@@ -7,6 +7,7 @@ import sys
 
 import pytest
 
+from common.errors import ConfigError
 from sim.config import calibrated
 from sim.cost.gpu import load_gpu
 from sim.cost.links import load_link
@@ -22,7 +23,6 @@ from sim.cost.validation import (
     load_table,
     summarize,
 )
-from sim.errors import ConfigError
 from sim.model import FC, load_model
 
 GPU = load_gpu("a100", "attacc")

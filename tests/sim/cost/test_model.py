@@ -2,7 +2,7 @@
 import pytest
 
 import common.config
-from sim.errors import ConfigError, SaddleError
+from common.errors import ConfigError, SaddleError
 from sim.model import load_model, load_pair
 
 MODELS = ["opt-1.3b", "opt-6.7b", "opt-66b", "opt-175b", "llama-3.1-70b", "llama-3.2-1b"]

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
+from common.errors import ConfigError, SaddleError
 from sim.cost.crossover import dlm_fc_crossover, tlm_attention_crossover
 from sim.cost.system import load_system
-from sim.errors import ConfigError, SaddleError
 from sim.model import load_model
 
 DGX = load_system("dgx-a100")

@@ -8,11 +8,11 @@ import threading
 import numpy as np
 import pytest
 
+from common.errors import SaddleError
+from common.paths import ROOT
 from sim.cli import main
-from sim.errors import SaddleError
 from sim.experiments.backends import start_method
 from sim.experiments.runner import MAX_DEFAULT_JOBS, default_jobs, execute
-from sim.paths import ROOT
 from sim.systems.run import RunParams
 from tests.sim.systems.conftest import make_trace, request
 

@@ -3,7 +3,7 @@ import math
 
 import pytest
 
-from sim.errors import ConfigError
+from common.errors import ConfigError
 from sim.experiments import published
 from sim.experiments.grid import load_experiment, resolve_path
 

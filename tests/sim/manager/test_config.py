@@ -1,6 +1,6 @@
 import pytest
 
-from sim.errors import ConfigError
+from common.errors import ConfigError
 from sim.manager import ManagerConfig
 from sim.manager.transactions import Device
 

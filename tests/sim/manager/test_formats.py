@@ -68,7 +68,7 @@ def test_check_names_what_and_range():
 def test_acceptance_table_in_the_manager_config():
     """The calibrated stop rule's table: 16 UQ1.16 raws, written and read back by the YAML
     shape (transaction logs carry the config), refused otherwise with the key named."""
-    from sim.errors import ConfigError
+    from common.errors import ConfigError
     from sim.manager.config import ManagerConfig
 
     table = tuple(range(0, 65536, 4096))

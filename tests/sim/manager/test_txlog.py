@@ -2,13 +2,13 @@ import json
 
 import pytest
 
+from common.errors import SaddleError
+from common.paths import CONFIGS
 from sim.cli import main
-from sim.errors import SaddleError
 from sim.manager import ManagerConfig
 from sim.manager.random_txns import generate_with_events
 from sim.manager.transactions import Drafted
 from sim.manager.txlog import TxLogWriter, read_txlog, replay, write_txlog
-from sim.paths import CONFIGS
 from tests.sim.manager.helpers import config
 
 SMALL = config(shared_entries=6, eager_entries=4)

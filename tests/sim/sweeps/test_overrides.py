@@ -7,12 +7,12 @@ import json
 import pytest
 
 from common.config import load_yaml
+from common.errors import ConfigError
+from common.paths import CONFIGS
 from sim.config import Configs
 from sim.cost.links import load_link
-from sim.errors import ConfigError
 from sim.experiments.grid import LATER_FIELDS, run_key
 from sim.overrides import normalize, resolve
-from sim.paths import CONFIGS
 from sim.systems.run import RunParams, simulate
 
 NVLINK = "hardware.links.nvlink.step_latency_ns"

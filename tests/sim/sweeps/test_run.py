@@ -10,8 +10,8 @@ import time
 
 import pytest
 
+from common.errors import SaddleError
 from sim.cli import main
-from sim.errors import SaddleError
 from sim.sweeps.plots import best
 from sim.sweeps.run import run_sweep, write_outputs
 from sim.sweeps.spec import load_sweep

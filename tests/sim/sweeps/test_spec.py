@@ -3,7 +3,7 @@ anything runs, with the key named."""
 import numpy as np
 import pytest
 
-from sim.errors import ConfigError
+from common.errors import ConfigError
 from sim.sweeps.sampling import latin_hypercube, uniform
 from sim.sweeps.spec import edit, load_sweep, points_of
 

@@ -5,7 +5,7 @@ import json
 import numpy as np
 import pytest
 
-from sim.errors import ConfigError
+from common.errors import ConfigError
 from sim.systems import pooled
 from sim.systems.run import RunParams, simulate
 from sim.workload import load_workload

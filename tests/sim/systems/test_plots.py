@@ -1,7 +1,7 @@
 """Plot specs: stacked and side-by-side bars from result records, and their config errors."""
 import pytest
 
-from sim.errors import ConfigError
+from common.errors import ConfigError
 from sim.experiments.plots import check_spec, plot
 
 RECORDS = [

@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from sim.paths import CONFIGS
+from common.paths import CONFIGS
 from sim.systems import pooled
 from sim.systems.run import simulate
 from tests.sim.systems.test_systems import params

@@ -3,9 +3,9 @@ stand for: every DraftToken carries the token id (position mod 2**17) and ``quan
 position, and a prediction step takes its ready rounds in slot order."""
 import pytest
 
+from common.paths import CONFIGS
 from sim.manager.formats import quantize_prob
 from sim.manager.manager import Manager
-from sim.paths import CONFIGS
 from sim.systems import pooled
 from sim.systems.run import simulate
 from tests.sim.systems.test_systems import params

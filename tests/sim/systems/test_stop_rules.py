@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from sim.errors import ConfigError
+from common.errors import ConfigError
 from sim.manager.controller import Controller, acceptance_bin
 from sim.manager.formats import quantize_prob
 from sim.systems.registry import CALIBRATION_BINS, STOP_RULES, calibration_table, check_entropy

@@ -140,7 +140,7 @@ def test_capacity_rules_by_hand():
 
 
 def test_capacity_rule_and_slack_are_checked(tmp_path, monkeypatch, tiny_trace):
-    from sim.errors import ConfigError
+    from common.errors import ConfigError
     from sim.systems import spec
     bad = tmp_path / "systems"
     bad.mkdir()
@@ -171,8 +171,8 @@ def test_capacity_rule_and_slack_are_checked(tmp_path, monkeypatch, tiny_trace):
 
 
 def test_manager_config_file_sizes_the_pools(tiny_trace):
-    from sim.errors import ConfigError
-    from sim.paths import CONFIGS
+    from common.errors import ConfigError
+    from common.paths import CONFIGS
     small = str(CONFIGS / "manager_coverify.yaml")                            # 16 slots, 32 + 24 entries
     _, run = simulate(params("saddle", None, tiny_trace, manager=small))
     assert (run.manager.config.shared_entries, run.manager.config.eager_entries) == (32, 24)
