@@ -46,12 +46,10 @@ class EventQueue:
         """The event ``seq`` (still pending) will not run."""
         self._cancelled.add(seq)
 
-    def run(self, until: int | None = None) -> int:
-        """Process events until the queue is empty (or ``until``); returns the final time."""
+    def run(self) -> int:
+        """Process events until the queue is empty; returns the final time."""
         heap, cancelled = self._heap, self._cancelled
         while heap:
-            if until is not None and heap[0][0] > until:
-                break
             time, _, seq, action = heappop(heap)
             if cancelled and seq in cancelled:
                 cancelled.discard(seq)

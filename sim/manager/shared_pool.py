@@ -113,9 +113,6 @@ class SharedPool:
         read from the selection's own grouping, not regrouped token by token."""
         return {request: [e.position for e in entries] for request, entries in self._in_flight.items()}
 
-    def in_flight_requests(self) -> list[int]:
-        return sorted(self._in_flight)
-
     def serials(self) -> set[int]:
         """Ledger serials of every entry, waiting or in flight."""
         return {e.serial for group in (self._waiting, self._in_flight)

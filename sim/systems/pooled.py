@@ -1,16 +1,9 @@
 """SADDLE-p, SADDLE-s, SADDLE and the oracle: every decision taken by the Manager model.
 
-The engine talks to ``sim.manager.manager.Manager`` only through its transactions:
-``Admit`` when a request enters, ``DraftToken`` for every token the DLM produces (the answer
-says which pool took it and whether the round goes on, or ``Refused`` under back-pressure),
-``SchedulerQuery`` after each prediction step (where the micro-batch's next DLM FC runs),
-``VerifyIssue`` whenever a verification could start (the answer lists the tokens, in greedy
-order, and where TLM attention runs), ``VerifyResult`` per request and ``Unlock`` when the pass
-ends (eager tokens moved or discarded, new rounds resumed), ``Retire`` when an output is done.
-The five sent per draft token, per prediction step and per pass (DraftToken, SchedulerQuery,
-VerifyIssue, VerifyResult, Unlock) go through ``Manager.draft`` / ``query`` / ``issue`` /
-``result`` / ``unlock`` (the same transactions without the transaction and event objects); a
-run that records its transactions talks to a ``RecordingManager``, which logs them all.
+The engine talks to ``sim.manager.manager.Manager`` only through its transactions, in the
+order sim/manager/README.md describes; the five sent per token, step or pass go through its
+unboxed methods (``draft``, ``query``, ``issue``, ``result``, ``unlock``). A run that records
+its transactions talks to a ``RecordingManager``, which logs them all.
 
 Trace positions. A round starts at output position ``base`` (the committed prefix when it
 starts); its j-th draft token (Manager position j) is the DLM's token at output position
@@ -166,9 +159,6 @@ class PooledRun(BaseRun):
 
     # -- prediction ----------------------------------------------------------------------
     def proceed(self) -> None:
-        self.kick()
-
-    def kick(self) -> None:
         """Start a prediction step on every idle micro-batch that has work."""
         if not self.overlap and self.in_pass:
             return
@@ -244,7 +234,7 @@ class PooledRun(BaseRun):
         if any(self.mb_wait) or self.in_pass:
             return
         if not self.try_issue():
-            self.kick()
+            self.proceed()
 
     # -- verification --------------------------------------------------------------------
     def below_capacity_ok(self) -> bool:
@@ -330,10 +320,10 @@ class PooledRun(BaseRun):
             return
         if self.overlap:
             # The resumed requests' DLM steps start now, before the issue rule looks at the GPUs.
-            self.kick()
+            self.proceed()
             self.try_issue()
         elif not self.try_issue():
-            self.kick()
+            self.proceed()
 
     def on_finish(self, live) -> None:
         self.apply(Retire(live.slot))

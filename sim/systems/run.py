@@ -9,6 +9,7 @@ from __future__ import annotations
 import gc
 from contextlib import contextmanager
 from dataclasses import replace
+from typing import Any
 
 from common.errors import ConfigError
 from sim.metrics import RunRecord
@@ -58,10 +59,10 @@ def simulate(p: RunParams, timeline: bool = False, record: bool = False) -> tupl
 def execute(r: Resolved, record: bool = False) -> tuple[RunRecord, object]:
     """Build the resolved run's system, run it and annotate its record with its setup."""
     p, spec = r.params, r.spec
+    assert r.mapping is not None and r.manager is not None    # resolve sets both
     setup = RunSetup(spec=spec, pair=p.pair, workload=r.workload, batch=p.batch,
                      batching=p.batching, costs=r.costs, stop=r.stop,
-                     mapping=r.mapping, timing=r.timing,  # type: ignore[arg-type]
-                     manager_config=r.manager,
+                     mapping=r.mapping, timing=r.timing, manager_config=r.manager,
                      draft_length=r.draft_length if spec.stop == "fixed" else None,
                      capacity=r.capacity or 0,
                      issue_rule=IssueRule(r.issue_rule or IssueRule.DRAINED), record=record)
@@ -73,5 +74,6 @@ def execute(r: Resolved, record: bool = False) -> tuple[RunRecord, object]:
     metrics.sequence_length = p.sequence_length
     if p.label is not None:
         metrics.system = p.label
-    return replace(metrics, **{key: str(value) if isinstance(value, Kind) else value
-                               for key, value in r.annotations().items()}), run
+    notes: dict[str, Any] = {key: str(value) if isinstance(value, Kind) else value
+                             for key, value in r.annotations().items()}
+    return replace(metrics, **notes), run
