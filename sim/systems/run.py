@@ -31,13 +31,11 @@ from sim.systems.spec import IssueRule, Kind
 
 @contextmanager
 def _without_cycle_collection():
-    """A run allocates millions of short-lived objects (events, transactions, priced steps)
-    next to large long-lived caches; the cyclic collector's passes over those caches cost a
-    fifth of a run. Reference counting frees the run's garbage. After the run, what is still
-    tracked (mostly the price caches it filled, about a million objects after a large run) is
-    moved to the permanent generation (``gc.freeze``): the collector would otherwise traverse
-    all of it at its next pass, 5 % of a run. The price is that the run's own reference cycles
-    (the Manager's few hundred objects) are kept, not collected."""
+    """A run allocates millions of short-lived objects next to large long-lived caches: the
+    cyclic collector's passes over those caches cost a fifth of a run, and reference counting
+    frees the run's garbage. After it, what is still tracked (mostly the price caches, about a
+    million objects) is frozen (``gc.freeze``), else the next pass traverses it all (5 % of a
+    run). The price: the run's own reference cycles (a few hundred objects) are kept."""
     enabled = gc.isenabled()
     gc.disable()
     try:
