@@ -74,11 +74,9 @@ class DeviceSet:
         self.background: dict[int, _Running] = {}
         self.gpu_busy_ps = 0      # device-ps summed over devices
         self.pim_busy_ps = 0
-        # The GPU and PIM capacity the foreground job leaves, max(0, 1 - its busy share): asked
-        # for every background step started while a pass runs, so computed once per pass.
+        # The (GPU, PIM) capacity the foreground job leaves, max(0, 1 - its share): once a pass.
         self._free: tuple[float, float] = (1.0, 1.0)
-        # The completion action of each device's background step: one per prediction step, so
-        # built once per device, not once per step.
+        # Each device's background completion action, built once, not once per step.
         self._finish = [partial(self._finish_background, device) for device in range(n_devices)]
 
     # -- starting jobs -------------------------------------------------------------------
@@ -105,9 +103,8 @@ class DeviceSet:
         rate = 1.0 if self.foreground is None else self._background_rate(work)
         job = background[device] = _Running(lane, work, on_done, now, float(work.time_ps), rate, now)
         self._account(work)
-        # Nothing run yet, no event to cancel: scheduled directly. At rate 1 (no pass in flight)
-        # the step ends after exactly its time_ps: what _schedule computes, ceil(t - 1e-9) = t
-        # for an int t > 0 (and 0 for t = 0), without the float arithmetic.
+        # At rate 1 the step ends after exactly its time_ps (what _schedule computes, ceil(t -
+        # 1e-9) = t for an int t), without the float arithmetic.
         if rate == 1.0:
             job.event = self.queue.after(work.time_ps, self._finish[device], DONE_PRIORITY)
         else:
@@ -205,11 +202,8 @@ class DeviceSet:
 class IntervalLog:
     """Closed intervals per lane (``TLM``, ``DLM/mb3``, ``monitor/mb3``, ``decide``), each
     with the Work that ran in it (None for Manager activity), for metrics and the timeline.
-
-    A large run logs millions (two per prediction step), and the metrics read their starts and
-    ends as arrays: each lane keeps its starts and ends in int64 ``array``s (read by numpy
-    without a Python object per interval) beside its Works; ``intervals`` shows them as
-    (start, end, work) tuples."""
+    A large run logs millions: each lane keeps its starts and ends in int64 ``array``s (read
+    by numpy without a Python object per interval) beside its Works."""
 
     def __init__(self) -> None:
         self._lanes: dict[str, tuple[array, array, list[Work | None]]] = {}

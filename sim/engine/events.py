@@ -10,10 +10,9 @@ from heapq import heappop, heappush
 
 
 class EventQueue:
-    """A heap of ``(time, priority, seq, action)`` tuples, popped in that order: compared in
-    C, and ``seq`` is unique, so an action is never compared. A large run schedules millions
-    of events: an event is its tuple, named by its ``seq`` (``at`` returns it, ``cancel``
-    takes it), not an object of its own."""
+    """A heap of ``(time, priority, seq, action)`` tuples, compared in C (``seq`` is unique,
+    so an action is never compared). An event is its tuple, named by its ``seq`` (``at``
+    returns it, ``cancel`` takes it): a large run schedules millions."""
 
     def __init__(self) -> None:
         self._heap: list[tuple[int, int, int, Callable[[], None]]] = []
@@ -33,8 +32,7 @@ class EventQueue:
         return seq
 
     def after(self, delay: int, action: Callable[[], None], priority: int = 0) -> int:
-        """``at(now + delay, ...)``; ``delay`` a non-negative int. Two per prediction step of a
-        run: the push written out, not a call of ``at``."""
+        """``at(now + delay, ...)``, the push written out (two per prediction step)."""
         if type(delay) is not int or delay < 0:
             return self.at(self.now + delay, action, priority)   # raises the error of at
         seq = self._seq
@@ -46,12 +44,10 @@ class EventQueue:
         """The event ``seq`` (still pending) will not run."""
         self._cancelled.add(seq)
 
-    def run(self, until: int | None = None) -> int:
-        """Process events until the queue is empty (or ``until``); returns the final time."""
+    def run(self) -> int:
+        """Process events until the queue is empty; returns the final time."""
         heap, cancelled = self._heap, self._cancelled
         while heap:
-            if until is not None and heap[0][0] > until:
-                break
             time, _, seq, action = heappop(heap)
             if cancelled and seq in cancelled:
                 cancelled.discard(seq)

@@ -60,10 +60,6 @@ class ManagerConfig:
     def __post_init__(self):
         self.validate()
 
-    @property
-    def eager_entries_per_microbatch(self) -> int:
-        return self.eager_entries // self.micro_batches
-
     def validate(self, source: str = "ManagerConfig") -> None:
         """Every value fits the formats the RTL is built with; ConfigError names the field."""
         def bounded(name, low, high):
@@ -134,20 +130,18 @@ class ManagerConfig:
             except ValueError:
                 raise ConfigError(f"{source}: scheduler.static.{key}: expected gpu or pim, found {value!r}") from None
 
+        def ints(section: dict, prefix: str, *keys: str) -> dict:
+            return {key: get(section, key, int, source=source, prefix=prefix) for key in keys}
+
         config = cls.__new__(cls)
         values = dict(
-            max_requests=get(ctl, "max_requests", int, source=source, prefix="controller"),
-            max_draft_len=get(ctl, "max_draft_len", int, source=source, prefix="controller"),
+            **ints(ctl, "controller", "max_requests", "max_draft_len"),
             tau=quantize_prob(tau),
-            shared_entries=get(pools, "shared_entries", int, source=source, prefix="pools"),
-            eager_entries=get(pools, "eager_entries", int, source=source, prefix="pools"),
-            micro_batches=get(pools, "micro_batches", int, source=source, prefix="pools"),
+            **ints(pools, "pools", "shared_entries", "eager_entries", "micro_batches"),
             aging_passes=get(pools, "aging_passes", (int, type(None)), source=source, prefix="pools",
                              default=None),
             dynamic_mapping=get(sched, "dynamic", bool, source=source, prefix="scheduler"),
-            dlm_fc_threshold=get(sched, "dlm_fc_threshold", int, source=source, prefix="scheduler"),
-            tlm_attention_threshold=get(sched, "tlm_attention_threshold", int, source=source,
-                                        prefix="scheduler"),
+            **ints(sched, "scheduler", "dlm_fc_threshold", "tlm_attention_threshold"),
             static_dlm_fc=device("dlm_fc"),
             static_tlm_attention=device("tlm_attention"),
             acceptance_table=(tuple(ctl["acceptance_table"]) if isinstance(ctl.get("acceptance_table"), list)

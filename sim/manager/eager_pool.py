@@ -44,7 +44,6 @@ class EagerPools:
     def insert(self, entry: PoolEntry) -> None:
         mb = entry.microbatch
         assert self._count[mb] < self.capacity, "insert into a full Eager Pool"
-        # One per draft token that goes eager: no new empty list per call (setdefault's default).
         pool = self._entries[mb]
         entries = pool.get(entry.request)
         if not entries:
@@ -61,10 +60,8 @@ class EagerPools:
 
     def on_unlock(self, rejected: dict[int, int], shared: SharedPool
                   ) -> tuple[dict[int, list[PoolEntry]], dict[int, list[PoolEntry]]]:
-        """Discard the eager tokens of ``rejected`` (request -> micro-batch), then drain the rest.
-
-        Returns (moved, discarded), each request -> entries in ascending position.
-        """
+        """Discard the eager tokens of ``rejected`` (request -> micro-batch), drain the rest:
+        (moved, discarded), each request -> entries in ascending position."""
         discarded = {}
         for request in sorted(rejected):
             entries = self.take(request, rejected[request])

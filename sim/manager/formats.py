@@ -126,10 +126,6 @@ def quantize_prob(x: float) -> int:
     return PROB_ONE if x >= 1.0 else 0
 
 
-def prob_to_float(raw: int) -> float:
-    return PROB.to_float(raw)
-
-
 # DLM logits at the Controller's softmax unit (hw/manager/softmax.py, model sim/manager/softmax.py):
 # Q8.8, natural-log units, range [-128, 128) in steps of 1/256. Logits are shift-invariant, so
 # the GPU may subtract any offset before quantizing; 1/256 of a logit is 0.4 % of a probability.

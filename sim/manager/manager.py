@@ -5,10 +5,9 @@ the list of output events it causes, in a documented order (README.md). It is de
 the same sequence of transactions gives the same events. Illegal transactions raise
 ProtocolError and leave the state unchanged; full pools are legal and answered with Refused.
 
-The five transactions a simulation sends most (DraftToken, VerifyIssue, VerifyResult, Unlock,
-SchedulerQuery) also have unboxed methods (``draft``, ``issue``, ``result``, ``unlock``,
-``query``): fields as arguments, the answer without transaction or event objects, the same
-checks and state change; ``apply`` builds each one's events from the same code.
+The five transactions a simulation sends most also have unboxed methods (``draft``, ``issue``,
+``result``, ``unlock``, ``query``): fields as arguments, the answer without transaction or event
+objects; the same checks and state change, the code ``apply`` builds their events from.
 """
 from __future__ import annotations
 
@@ -66,15 +65,13 @@ from sim.manager.transactions import (
     VerifyResult,
 )
 
-# Read for every draft token: a module constant, not a lookup through the enum's metaclass.
+# Module constants for the per-token paths: an enum member or value is a metaclass lookup or
+# a property, an attrgetter a C call.
 SHARED, EAGER = Pool.SHARED, Pool.EAGER
-# The discard reasons' values, closed for most verified requests (Enum.value is a property).
 _REJECTED_PREFIX, _SHARED_AFTER_REJECT, _EAGER_AFTER_REJECT = (
     DiscardReason.REJECTED_PREFIX.value, DiscardReason.SHARED_AFTER_REJECT.value,
     DiscardReason.EAGER_AFTER_REJECT.value)
-# A pool entry's request, read for every token of every selection.
 _REQUEST_OF = attrgetter("request")
-# The field bounds draft and result test for every draft token and verified request.
 _REQUEST_MAX, _POSITION_MAX, _TOKEN_MAX = REQUEST_ID.max_raw, POSITION.max_raw, TOKEN_ID.max_raw
 
 
@@ -141,12 +138,9 @@ class Manager:
 
     def draft(self, request: int, microbatch: int, position: int, token: int, prob: int
               ) -> tuple[Pool, bool | None]:
-        """``apply(DraftToken(request, microbatch, position, token, prob))`` with the answer
-        unboxed: ``(pool, stop)`` for Drafted (its ``h`` is ``controller.slots[request].h``),
-        ``(pool, None)`` for Refused. The same checks and state change; it exists because the
-        simulator sends one DraftToken per draft token and, when it is not recording the
-        transactions, needs neither the transaction nor the event object."""
-        # The most frequent transaction: one combined range test, the detailed one on failure.
+        """``apply(DraftToken(...))`` unboxed: ``(pool, stop)`` for Drafted (its ``h`` is
+        ``controller.slots[request].h``), ``(pool, None)`` for Refused."""
+        # One per draft token: one combined range test, the detailed one on failure.
         if not (type(request) is int and type(microbatch) is int and type(position) is int
                 and type(token) is int and type(prob) is int and 0 <= request <= _REQUEST_MAX
                 and 0 <= microbatch < self._micro_batches and 0 <= position <= _POSITION_MAX
@@ -193,10 +187,8 @@ class Manager:
             raise ProtocolError(f"DraftToken.prob: expected raw UQ1.16 in [0, {PROB_ONE}], found {prob!r}")
 
     def issue(self, tlm_idle: bool, capacity: int) -> tuple[dict[int, list[int]], Device] | None:
-        """``apply(VerifyIssue(tlm_idle, capacity))`` with the answer unboxed: None for
-        NotIssued, else (the Issued tokens' positions per request, ``positions_by_request``;
-        the Mapping's TLM attention device). The same checks and state change; one per pass
-        (and per refused attempt) without a SelectedToken per token."""
+        """``apply(VerifyIssue(...))`` unboxed: None for NotIssued, else (the Issued tokens'
+        positions per request, ``positions_by_request``; the Mapping's TLM attention device)."""
         selection = self._select(tlm_idle, capacity)
         if isinstance(selection, NotIssued):
             return None
@@ -214,8 +206,8 @@ class Manager:
                 Mapping(Op.TLM_ATTENTION, device, num, den, -1)]
 
     def _select(self, tlm_idle: bool, capacity: int) -> NotIssued | tuple[list[PoolEntry], Device, int, int]:
-        """VerifyIssue's checks and state change: the NotIssued event, or (the selected
-        entries in greedy order, TLM attention's device and the estimate it came from)."""
+        """VerifyIssue's checks and state change: NotIssued, or (the selection in greedy order,
+        TLM attention's device, the estimate's numerator and denominator)."""
         if not isinstance(tlm_idle, bool):
             raise ProtocolError(f"VerifyIssue.tlm_idle: expected a boolean, found {tlm_idle!r}")
         if isinstance(capacity, bool) or not isinstance(capacity, int) or \
@@ -236,12 +228,9 @@ class Manager:
         return chosen, self.scheduler.tlm_attention(num, den), num, den
 
     def result(self, request: int, accepted: int, corrected_token: int) -> int:
-        """``apply(VerifyResult(request, accepted, corrected_token))`` with the answer unboxed:
-        how many of the request's waiting tokens it discarded (``shared_after_reject``); the
-        caller, which knows the k tokens it verified, has the rest of the events' content
-        (Verified: rejected iff accepted < k; ``rejected_prefix``: the k - accepted - 1 after
-        the rejected one). The same checks and state change: the simulator sends one per
-        request of every pass and, when not recording, needs no event objects."""
+        """``apply(VerifyResult(...))`` unboxed: how many waiting tokens it discarded
+        (``shared_after_reject``); the caller knows the rest (Verified: rejected iff accepted
+        < k; ``rejected_prefix``: the k - accepted - 1 after the rejected one)."""
         return len(self._verify(request, accepted, corrected_token)[1])
 
     def _result(self, txn: VerifyResult) -> list:
@@ -255,8 +244,8 @@ class Manager:
         return events
 
     def _verify(self, request: int, a: int, corrected_token: int) -> tuple[list[PoolEntry], list[PoolEntry]]:
-        """VerifyResult's checks and state change: (the request's tokens that were in flight,
-        its waiting tokens discarded after a rejection)."""
+        """VerifyResult's checks and state change: (its tokens in flight, its waiting tokens
+        discarded after a rejection)."""
         if not (type(request) is int and 0 <= request <= _REQUEST_MAX
                 and type(corrected_token) is int and 0 <= corrected_token <= _TOKEN_MAX):
             _field(REQUEST_ID, request, "VerifyResult.request")
@@ -292,9 +281,8 @@ class Manager:
         return entries, waiting
 
     def unlock(self) -> tuple[list[int], list[int]]:
-        """``apply(Unlock())`` with the answer unboxed: (the eager tokens discarded per rejected
-        request, ascending request: the Discarded events' sizes; the requests resumed,
-        ascending). The same checks and state change (one Unlock per pass)."""
+        """``apply(Unlock())`` unboxed: (the Discarded events' sizes, ascending request; the
+        requests resumed, ascending)."""
         discarded, _, resumed = self._unlock_state()
         return [len(entries) for entries in discarded.values()], [r for r, _, _ in resumed]
 
@@ -310,8 +298,8 @@ class Manager:
 
     def _unlock_state(self) -> tuple[dict[int, list[PoolEntry]], dict[int, list[PoolEntry]],
                                      list[tuple[int, int, bool]]]:
-        """Unlock's checks and state change: (eager tokens discarded, eager tokens moved, per
-        request; (request, start token, after_reject) of every resumed request)."""
+        """Unlock's checks and state change: (eager tokens discarded, moved, per request;
+        (request, start token, after_reject) per resumed request)."""
         shared = self.shared_pool
         if not shared.locked:
             raise ProtocolError("Unlock: the Shared Pool is not locked")
@@ -337,15 +325,13 @@ class Manager:
         return discarded, moved, resumed
 
     def query(self, microbatch: int) -> Mapping:
-        """``apply(SchedulerQuery(microbatch))``'s one event, unboxed from its list (one query
-        follows every prediction step)."""
+        """``apply(SchedulerQuery(microbatch))``'s one event."""
         if type(microbatch) is not int or not 0 <= microbatch < self._micro_batches:
             self._microbatch(microbatch, "SchedulerQuery")
         drafting = self.controller.drafting(microbatch)
         mapping = self._dlm_fc_mappings[microbatch].get(drafting)
         if mapping is None:
-            # The estimate is a function of the drafting count, the Scheduler a pure function
-            # of the estimate, and an event an immutable value: each answer is built once.
+            # A pure function of the drafting count, and an immutable event: built once.
             num, den = dlm_fc_estimate(drafting)
             mapping = self._dlm_fc_mappings[microbatch][drafting] = Mapping(
                 Op.DLM_FC, self.scheduler.dlm_fc(num, den), num, den, microbatch)
@@ -377,19 +363,16 @@ class Manager:
         if request in self._in_pass:
             raise ProtocolError(f"Retire: request {request} is in the current verification; retire it after Unlock")
         entries = self.shared_pool.invalidate(request) + self.eager_pools.take(request, slot.microbatch)
-        events = self._discard(request, entries, DiscardReason.REQUEST_RETIRED)
+        self._close(entries, DiscardReason.REQUEST_RETIRED.value)
+        events = _discarded(request, entries, DiscardReason.REQUEST_RETIRED)
         self.controller.retire(request)
         events.append(Retired(request))
         if not self.shared_pool.locked:
             events += _moved_events(self.eager_pools.drain_into(self.shared_pool))
         return events
 
-    def _discard(self, request: int, entries: list[PoolEntry], reason: DiscardReason) -> list:
-        self._close(entries, reason.value)
-        return _discarded(request, entries, reason)
-
     def _close(self, entries: list[PoolEntry], reason: str) -> None:
-        """Close the ledger fate of ``entries``: discarded for ``reason`` (a DiscardReason's value)."""
+        """``entries`` discarded for ``reason`` (a DiscardReason's value) in the ledger."""
         self.ledger.close_all([e.serial for e in entries], reason)
 
 

@@ -54,13 +54,9 @@ VOCAB = 128256
 TIE_PROBS = (PROB_ONE, PROB_ONE, 49152, 32768)
 
 # Action weights per phase: draft, issue, result, query, admit/retire.
-_WEIGHTS = {
-    "steady": (10, 3, 6, 1, 1),
+_WEIGHTS = {phase: (10, 3, 6, 1, 1) for phase in PHASES} | {
     "flood": (30, 1, 6, 1, 1),
     "long_lock": (20, 2, 1, 1, 1),
-    "reject_first": (10, 3, 6, 1, 1),
-    "accept_all": (10, 3, 6, 1, 1),
-    "ties": (10, 3, 6, 1, 1),
 }
 
 

@@ -11,18 +11,13 @@ that order always include every earlier pooled token of a selected token's reque
 property); ``select`` asserts it.
 
 Aging (``aging_passes`` = K, None = off, the paper's selector): each waiting entry counts the
-passes it was passed over, that is, the selections made while it waited in which no token of
-its request was chosen; a selection that takes any token of the request resets the count of
-every waiting entry of that request to 0, and the count saturates at K. An entry whose count
-has reached K is *aged*. The order becomes: aged entries first, then the others; within each
-group the order above (H descending, request ascending, position ascending). So a request
-none of whose tokens was chosen in K consecutive passes, while its oldest waiting token
-waited, is served first in the next pass, and several aged requests are served among
-themselves greedily by H as before. Counts start at 0 when a token enters the pool (drafted
-or moved from an Eager Pool). The prefix property still holds: within a request an older
-token's count is never below a newer one's (both reset together, both count the same passes),
-so aged tokens precede non-aged ones of the same request and H is non-increasing within each
-group. The RTL keeps the count in each CAM entry (hw/manager/shared_pool.py).
+selections made while it waited that chose no token of its request (saturating at K; 0 when it
+enters the pool, and 0 again for every waiting entry of a request a selection takes a token
+of). Entries whose count reached K (*aged*) come first, then the others, each group in the
+order above: a request passed over K times in a row is served first, and aged requests among
+themselves greedily by H. The prefix property holds: within a request an older token's count
+is never below a newer one's (both reset together, both count the same passes). The RTL keeps
+the count in each CAM entry (hw/manager/shared_pool.py).
 """
 from __future__ import annotations
 
@@ -76,7 +71,6 @@ class SharedPool:
 
     def insert(self, entry: PoolEntry) -> None:
         assert not self.locked and self._count < self.capacity, "insert into a locked or full Shared Pool"
-        # One per draft token that goes to the Shared Pool: no new empty list per call.
         entries = self._waiting.get(entry.request)
         if not entries:
             self._waiting[entry.request] = [entry]
@@ -86,10 +80,8 @@ class SharedPool:
         self._count += 1
 
     def insert_all(self, entries: list[PoolEntry]) -> None:
-        """``insert`` of each of ``entries`` in order, appended at once: a non-empty run of one
-        request's tokens in ascending position, what an Eager Pool moves at a drain (a
-        request's pooled tokens are one round's, taken in position order by the Controller),
-        so only the junction with the tokens already waiting is checked."""
+        """``insert`` of each of ``entries``: one request's tokens in ascending position (an
+        Eager Pool's drain), so only the junction with those already waiting is checked."""
         assert not self.locked and self._count + len(entries) <= self.capacity, \
             "insert into a locked or full Shared Pool"
         held = self._waiting.setdefault(entries[0].request, [])
@@ -108,13 +100,9 @@ class SharedPool:
         return len(self._in_flight.get(request, ()))
 
     def in_flight_positions(self) -> dict[int, list[int]]:
-        """The positions in flight per request, requests in the order of their first selected
-        token: after ``select``, ``positions_by_request`` of its answer (sim/manager/manager.py),
-        read from the selection's own grouping, not regrouped token by token."""
+        """After ``select``: ``positions_by_request`` of its answer (manager.py), read from the
+        selection's own grouping."""
         return {request: [e.position for e in entries] for request, entries in self._in_flight.items()}
-
-    def in_flight_requests(self) -> list[int]:
-        return sorted(self._in_flight)
 
     def serials(self) -> set[int]:
         """Ledger serials of every entry, waiting or in flight."""
@@ -130,10 +118,9 @@ class SharedPool:
     def select(self, n: int) -> list[PoolEntry]:
         """Up to ``n`` waiting entries in selection order; they go in flight and the pool locks."""
         assert not self.locked, "select on a locked Shared Pool"
-        # The order of selection_key (aged_selection_key with aging), built without a Python
-        # key call per entry (one selection per pass over up to the whole pool): the entries
-        # in (request, position) order, then a stable sort on H alone, descending (``reverse``
-        # keeps equal keys in their order), then, with aging, a stable partition on the age.
+        # selection_key's order (aged_selection_key's with aging) without a Python key call per
+        # entry: (request, position) order, a stable sort on H descending (``reverse`` keeps
+        # equal keys in order), then with aging a stable partition on the age.
         waiting = self._waiting
         candidates = list(chain.from_iterable(map(waiting.__getitem__, sorted(waiting))))
         candidates.sort(key=_H, reverse=True)

@@ -267,10 +267,7 @@ _TOP_LEVEL = {cls.__name__: cls for cls in INPUTS + OUTPUTS}
 
 def to_dict(obj) -> dict[str, Any]:
     """``{"type": NAME, field: value}`` with enums as their strings and tuples as lists."""
-    out: dict[str, Any] = {"type": type(obj).__name__}
-    for f in dataclasses.fields(obj):
-        out[f.name] = _plain(getattr(obj, f.name))
-    return out
+    return {"type": type(obj).__name__} | _plain(obj)
 
 
 def _plain(value):

@@ -31,40 +31,22 @@ def _line(obj) -> str:
     return json.dumps(obj, separators=(",", ":")) + "\n"
 
 
-class TxLogWriter:
-    """Streams a log: ``with TxLogWriter(path, config) as log: log.record(txn, events)``."""
-
-    def __init__(self, path: str | Path, config: ManagerConfig, softmax: SoftmaxParams | None = None):
-        self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._file = self.path.open("w")
-        header = {"format": FORMAT, "version": VERSION, "config": config.to_dict()}
-        if softmax is not None:
-            header["softmax"] = {"lanes": softmax.lanes, "vocab": softmax.vocab,
-                                 "exp_frac_bits": softmax.exp_frac_bits}
-        self._file.write(_line(header))
-
-    def record(self, txn, events: list | None = None) -> None:
-        entry: dict[str, object] = {"in": to_dict(txn)}
-        if events is not None:
-            entry["out"] = [to_dict(e) for e in events]
-        self._file.write(_line(entry))
-
-    def close(self) -> None:
-        self._file.close()
-
-    def __enter__(self) -> TxLogWriter:
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()
-
-
 def write_txlog(path: str | Path, config: ManagerConfig, pairs: Iterable[tuple[object, list | None]],
                 softmax: SoftmaxParams | None = None) -> None:
-    with TxLogWriter(path, config, softmax) as log:
+    """Write the log of ``pairs`` (input, outputs or None for an inputs-only line)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    header = {"format": FORMAT, "version": VERSION, "config": config.to_dict()}
+    if softmax is not None:
+        header["softmax"] = {"lanes": softmax.lanes, "vocab": softmax.vocab,
+                             "exp_frac_bits": softmax.exp_frac_bits}
+    with path.open("w") as f:
+        f.write(_line(header))
         for txn, events in pairs:
-            log.record(txn, events)
+            entry: dict[str, object] = {"in": to_dict(txn)}
+            if events is not None:
+                entry["out"] = [to_dict(e) for e in events]
+            f.write(_line(entry))
 
 
 @dataclass

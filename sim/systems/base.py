@@ -172,11 +172,6 @@ class BaseRun:
         if self._window_due and self.window is None:
             self.window = (self.queue.now, self.tokens.generated, self.energy_fj)
 
-    def members(self, mb: int) -> list[Live]:
-        """Requests of micro-batch ``mb`` in slot order."""
-        group = self.by_mb[mb]
-        return [group[s] for s in sorted(group)]
-
     # -- pricing and booking ---------------------------------------------------------------
     def book(self, priced: Priced) -> None:
         self.energy_fj += priced.energy_fj

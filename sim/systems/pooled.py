@@ -1,16 +1,9 @@
 """SADDLE-p, SADDLE-s, SADDLE and the oracle: every decision taken by the Manager model.
 
-The engine talks to ``sim.manager.manager.Manager`` only through its transactions:
-``Admit`` when a request enters, ``DraftToken`` for every token the DLM produces (the answer
-says which pool took it and whether the round goes on, or ``Refused`` under back-pressure),
-``SchedulerQuery`` after each prediction step (where the micro-batch's next DLM FC runs),
-``VerifyIssue`` whenever a verification could start (the answer lists the tokens, in greedy
-order, and where TLM attention runs), ``VerifyResult`` per request and ``Unlock`` when the pass
-ends (eager tokens moved or discarded, new rounds resumed), ``Retire`` when an output is done.
-The five sent per draft token, per prediction step and per pass (DraftToken, SchedulerQuery,
-VerifyIssue, VerifyResult, Unlock) go through ``Manager.draft`` / ``query`` / ``issue`` /
-``result`` / ``unlock`` (the same transactions without the transaction and event objects); a
-run that records its transactions talks to a ``RecordingManager``, which logs them all.
+The engine talks to ``sim.manager.manager.Manager`` only through its transactions, in the
+order sim/manager/README.md describes; the five sent per token, step or pass go through its
+unboxed methods (``draft``, ``query``, ``issue``, ``result``, ``unlock``). A run that records
+its transactions talks to a ``RecordingManager``, which logs them all.
 
 Trace positions. A round starts at output position ``base`` (the committed prefix when it
 starts); its j-th draft token (Manager position j) is the DLM's token at output position
@@ -118,9 +111,8 @@ class PooledRun(BaseRun):
         assert setup.stop is not None
         self.planned = setup.stop.planned
         self.mb_wait = [False] * self.n_devices   # a micro-batch's step or monitoring in flight
-        # Per micro-batch, slot -> current round of the requests that can draft: a prediction
-        # step takes only those (at large batch most requests of a micro-batch wait for their
-        # verification).
+        # Per micro-batch, slot -> current round of the requests that can draft (at large batch
+        # most wait for their verification): what a prediction step takes.
         self.ready: list[dict[int, Round]] = [{} for _ in range(self.n_devices)]
         self.blocked: list[Round] = []   # rounds refused since the last Unlock (to unblock)
         # Per micro-batch, the rounds of its prediction step in flight (after_draft's input).
@@ -166,9 +158,6 @@ class PooledRun(BaseRun):
 
     # -- prediction ----------------------------------------------------------------------
     def proceed(self) -> None:
-        self.kick()
-
-    def kick(self) -> None:
         """Start a prediction step on every idle micro-batch that has work."""
         if not self.overlap and self.in_pass:
             return
@@ -180,8 +169,7 @@ class PooledRun(BaseRun):
         ready = self.ready[mb]
         if not ready:
             return
-        # In slot order (slots are unique in a micro-batch): one C sort by key, not a sort of
-        # the slots and a lookup of each.
+        # In slot order: one C sort by key, not a sort of the slots and a lookup of each.
         rounds = self.stepping[mb] = sorted(ready.values(), key=_SLOT)
         fc = self.dlm_fc[mb]
         priced = self.price_dlm(tuple([rnd.start + rnd.pos for rnd in rounds]), fc=fc)
@@ -198,8 +186,8 @@ class PooledRun(BaseRun):
         draft = self.manager.draft
         for rnd in self.stepping[mb]:
             if rnd.stale:
-                # Rejected or finished while the step ran: its token was drafted on a context
-                # that no longer holds. The DLM's work is spent; the token never reaches a pool.
+                # Rejected or finished while the step ran: the DLM's work is spent, the token
+                # never reaches a pool.
                 tokens.drafted += 1
                 tokens.discard(STALE_CONTEXT)
                 continue
@@ -222,9 +210,8 @@ class PooledRun(BaseRun):
                 rnd.stopped = True
                 ready.pop(rnd.slot, None)
                 if not stop:
-                    # Output end or the oracle's plan: tell the Controller, so the Scheduler's
-                    # count of drafting requests and the next round's start are right. The
-                    # token just taken is pending, so the Manager cannot resume the request now.
+                    # Output end or the oracle's plan: the Controller must know (the Scheduler
+                    # counts drafting requests). The token just taken is pending: no Resumed.
                     events = self.apply(EndRound(rnd.slot))
                     assert not any(type(e) is Resumed for e in events)
         tokens.drafted += taken
@@ -244,7 +231,7 @@ class PooledRun(BaseRun):
         if any(self.mb_wait) or self.in_pass:
             return
         if not self.try_issue():
-            self.kick()
+            self.proceed()
 
     # -- verification --------------------------------------------------------------------
     def below_capacity_ok(self) -> bool:
@@ -278,18 +265,15 @@ class PooledRun(BaseRun):
             request = live[slot]
             positions = groups[slot]
             k = len(positions)
-            # A round's first chunk also feeds the last committed token (k + 1 queries); a later
-            # chunk follows an all-accepted one whose tokens the TLM has already processed, so it
-            # feeds its own k tokens. Either way the last query attends up to the chunk's end:
-            # the committed prefix (live.t = base + first - 1 here) plus k.
+            # k + 1 queries for a round's first chunk, k for a later one (module doc); the last
+            # attends up to the chunk's end, the committed prefix (base + first - 1) plus k.
             requests.append((request.context(k), k + (positions[0] == 1)))
         priced = self.price_tlm(requests, attention=attention)
         self.devices.start_foreground("TLM", priced.work, partial(self.after_pass, groups, slots))
 
     def after_pass(self, groups: dict[int, list[int]], slots: list[int]) -> None:
-        """The pass over ``groups`` (positions per request; ``slots``: its requests ascending)
-        is done: a VerifyResult per request in slot order, the Unlock, then each request's
-        commit in slot order (module doc)."""
+        """The pass over ``groups`` (``slots``: its requests ascending) is done: a VerifyResult
+        per request in slot order, the Unlock, then each request's commit in slot order."""
         result = self.manager.result
         verified = []           # (live, accepted tokens) per request, slot order
         for slot in slots:
@@ -317,8 +301,7 @@ class PooledRun(BaseRun):
             elif live.slot in resumed:
                 self.new_round(live)
         self.settle_window()
-        # Every refused round may draft again; those no longer current (retired or replaced)
-        # stay out of ``ready``.
+        # Every refused round may draft again; stale ones stay out of ``ready``.
         blocked, self.blocked = self.blocked, []
         for rnd in blocked:
             rnd.blocked = False
@@ -330,10 +313,10 @@ class PooledRun(BaseRun):
             return
         if self.overlap:
             # The resumed requests' DLM steps start now, before the issue rule looks at the GPUs.
-            self.kick()
+            self.proceed()
             self.try_issue()
         elif not self.try_issue():
-            self.kick()
+            self.proceed()
 
     def on_finish(self, live) -> None:
         self.apply(Retire(live.slot))

@@ -46,6 +46,9 @@ class StopRule:
     param_name: ClassVar[str | None] = None    # the tuned parameter, a number in [0, 1]
     needs_entropy: ClassVar[bool] = False      # reads the trace's entropy fields
     needs_calibration: ClassVar[bool] = False  # needs ``calibration_table`` of the validation split
+    planned_by_controller: ClassVar[bool] = False   # the Controller's H rule ends the round
+    # The table the Controller's multiplier reads instead of p (None: p itself).
+    acceptance_table: tuple[int, ...] | None = None
 
     def __init__(self, *, draft_length: int | None, tau_raw: int, max_draft_len: int,
                  param: float | None = None, calibration: Sequence[int] | None = None):
@@ -64,19 +67,6 @@ class StopRule:
     def controller_tau(self) -> int:
         return 0
 
-    @property
-    def adaptive(self) -> bool:
-        return True
-
-    @property
-    def acceptance_table(self) -> tuple[int, ...] | None:
-        """The table the Controller's multiplier reads instead of p (None: p itself)."""
-        return None
-
-    @property
-    def planned_by_controller(self) -> bool:
-        return False
-
     def planned(self, trace: RequestTrace, t: int, remaining: int) -> int | None:
         """Draft tokens of the round that starts at output position ``t`` with ``remaining``
         positions left, or None to let the Controller decide token by token."""
@@ -93,10 +83,6 @@ class FixedLength(StopRule):
         if not isinstance(self.draft_length, int) or self.draft_length < 1:
             raise ConfigError(f"stop rule 'fixed' needs draft_length >= 1, found {self.draft_length!r}")
 
-    @property
-    def adaptive(self) -> bool:
-        return False
-
     def planned(self, trace, t, remaining):
         return min(self.draft_length, remaining)
 
@@ -105,14 +91,11 @@ class FixedLength(StopRule):
 class Threshold(StopRule):
     """SADDLE's rule: the Controller stops when H < tau or at the maximum draft length."""
     name = "threshold"
+    planned_by_controller = True
 
     @property
     def controller_tau(self) -> int:
         return self.tau_raw
-
-    @property
-    def planned_by_controller(self) -> bool:
-        return True
 
     def planned(self, trace, t, remaining):
         return None
@@ -192,15 +175,11 @@ class Calibrated(Threshold):
         if calibration is None or len(calibration) != CALIBRATION_BINS:
             raise ConfigError(f"stop rule 'calibrated' needs an acceptance table of "
                               f"{CALIBRATION_BINS} entries, found {calibration!r}")
-        self.table = tuple(calibration)
+        self.acceptance_table = tuple(calibration)
 
     @property
     def controller_tau(self) -> int:
         return quantize_prob(1.0 - self.param)
-
-    @property
-    def acceptance_table(self) -> tuple[int, ...] | None:
-        return self.table
 
 
 # AdaEDL's scale gamma. Only (1 - lambda)^2 / gamma matters, so gamma is fixed and lambda tuned:

@@ -255,12 +255,9 @@ def adapter(hardware: str, tlm: str, dlm: str, configs: Configs = BASE) -> CostA
 
 
 def workload(p: RunParams, split: str | None = None) -> Workload:
-    """The requests ``p`` replays (or those of ``split``), as ``load_workload`` checks them."""
-    if split is None:
-        return _workload(p.trace_path(), p.split, p.requests, p.seed, p.validation_fraction,
-                         p.max_seq(), p.source, p.sequence_length)
-    return _workload(p.trace_path(), split, None, p.seed, p.validation_fraction, p.max_seq(),
-                     p.source, p.sequence_length)
+    """The requests ``p`` replays (or all of ``split``), as ``load_workload`` checks them."""
+    return _workload(p.trace_path(), split or p.split, None if split else p.requests, p.seed,
+                     p.validation_fraction, p.max_seq(), p.source, p.sequence_length)
 
 
 @lru_cache(maxsize=32)

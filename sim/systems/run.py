@@ -9,6 +9,7 @@ from __future__ import annotations
 import gc
 from contextlib import contextmanager
 from dataclasses import replace
+from typing import Any
 
 from common.errors import ConfigError
 from sim.metrics import RunRecord
@@ -30,13 +31,11 @@ from sim.systems.spec import IssueRule, Kind
 
 @contextmanager
 def _without_cycle_collection():
-    """A run allocates millions of short-lived objects (events, transactions, priced steps)
-    next to large long-lived caches; the cyclic collector's passes over those caches cost a
-    fifth of a run. Reference counting frees the run's garbage. After the run, what is still
-    tracked (mostly the price caches it filled, about a million objects after a large run) is
-    moved to the permanent generation (``gc.freeze``): the collector would otherwise traverse
-    all of it at its next pass, 5 % of a run. The price is that the run's own reference cycles
-    (the Manager's few hundred objects) are kept, not collected."""
+    """A run allocates millions of short-lived objects next to large long-lived caches: the
+    cyclic collector's passes over those caches cost a fifth of a run, and reference counting
+    frees the run's garbage. After it, what is still tracked (mostly the price caches, about a
+    million objects) is frozen (``gc.freeze``), else the next pass traverses it all (5 % of a
+    run). The price: the run's own reference cycles (a few hundred objects) are kept."""
     enabled = gc.isenabled()
     gc.disable()
     try:
@@ -58,10 +57,10 @@ def simulate(p: RunParams, timeline: bool = False, record: bool = False) -> tupl
 def execute(r: Resolved, record: bool = False) -> tuple[RunRecord, object]:
     """Build the resolved run's system, run it and annotate its record with its setup."""
     p, spec = r.params, r.spec
+    assert r.mapping is not None and r.manager is not None    # resolve sets both
     setup = RunSetup(spec=spec, pair=p.pair, workload=r.workload, batch=p.batch,
                      batching=p.batching, costs=r.costs, stop=r.stop,
-                     mapping=r.mapping, timing=r.timing,  # type: ignore[arg-type]
-                     manager_config=r.manager,
+                     mapping=r.mapping, timing=r.timing, manager_config=r.manager,
                      draft_length=r.draft_length if spec.stop == "fixed" else None,
                      capacity=r.capacity or 0,
                      issue_rule=IssueRule(r.issue_rule or IssueRule.DRAINED), record=record)
@@ -73,5 +72,6 @@ def execute(r: Resolved, record: bool = False) -> tuple[RunRecord, object]:
     metrics.sequence_length = p.sequence_length
     if p.label is not None:
         metrics.system = p.label
-    return replace(metrics, **{key: str(value) if isinstance(value, Kind) else value
-                               for key, value in r.annotations().items()}), run
+    notes: dict[str, Any] = {key: str(value) if isinstance(value, Kind) else value
+                             for key, value in r.annotations().items()}
+    return replace(metrics, **notes), run

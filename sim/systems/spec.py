@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from enum import Enum
+from typing import TypeVar
 
 from common.config import check_keys, config_path, get
 from common.errors import ConfigError
@@ -20,6 +21,9 @@ class Kind(str, Enum):
 
     def __repr__(self) -> str:   # messages quote a choice as the YAML spells it
         return repr(self.value)
+
+
+K = TypeVar("K", bound=Kind)
 
 
 class Decoding(Kind):
@@ -52,9 +56,6 @@ class CapacityRule(Kind):
     POOL = "pool"
 
 
-DECODING = tuple(k.value for k in Decoding)
-VERIFY = tuple(k.value for k in Verify)
-MAPPING = tuple(k.value for k in MappingKind)
 OPERATORS = ("dlm_fc", "dlm_attention", "tlm_fc", "tlm_attention")
 DEVICES = ("gpu", "pim")
 ISSUE_RULES = tuple(k.value for k in IssueRule)
@@ -83,11 +84,12 @@ class SystemSpec:
         return self.decoding is Decoding.SPECULATIVE
 
 
-def _choice(data: dict, key: str, choices: tuple[str, ...], source: str, default=...) -> str:
-    value = get(data, key, str, source=source, default=default)
-    if value is not None and value not in choices:
-        raise ConfigError(f"{source}: {key}: expected one of {list(choices)}, found {value!r}")
-    return value
+def _choice(data: dict, key: str, kind: type[K], source: str) -> K:
+    value = get(data, key, str, source=source)
+    choices = [k.value for k in kind]
+    if value not in choices:
+        raise ConfigError(f"{source}: {key}: expected one of {choices}, found {value!r}")
+    return kind(value)
 
 
 def load_system(name: str, *, configs: Configs = BASE) -> SystemSpec:
@@ -95,13 +97,13 @@ def load_system(name: str, *, configs: Configs = BASE) -> SystemSpec:
     data = configs.yaml(path)
     src = str(path)
     check_keys(data, SYSTEM_KEYS, source=src)   # first: a typo is not reported as a missing key
-    decoding = _choice(data, "decoding", DECODING, src)
+    decoding = _choice(data, "decoding", Decoding, src)
     spec_keys = decoding == "speculative"
     from sim.systems.registry import STOP_RULES
     stop = get(data, "stop", str, source=src) if spec_keys else None
     if stop is not None and stop not in STOP_RULES:
         raise ConfigError(f"{src}: stop: expected one of {sorted(STOP_RULES)}, found {stop!r}")
-    mapping = _choice(data, "mapping", MAPPING, src)
+    mapping = _choice(data, "mapping", MappingKind, src)
     static = get(data, "static_mapping", dict, source=src, default=None)
     if mapping != "specpim" or static is not None:
         if static is None:
@@ -113,15 +115,16 @@ def load_system(name: str, *, configs: Configs = BASE) -> SystemSpec:
         unknown = sorted(set(static) - set(OPERATORS))
         if unknown:
             raise ConfigError(f"{src}: static_mapping: unknown operator(s) {unknown}; expected {list(OPERATORS)}")
-    verify = _choice(data, "verify", VERIFY, src) if spec_keys else None
+    verify = _choice(data, "verify", Verify, src) if spec_keys else None
     eager = get(data, "eager", bool, source=src, default=False)
     if eager and verify != "shared_pool":
         raise ConfigError(f"{src}: eager: the Eager Pool needs verify: shared_pool")
     if mapping == "dynamic" and verify != "shared_pool":
         raise ConfigError(f"{src}: mapping: dynamic needs the Manager (verify: shared_pool)")
-    rule = slack = None
+    rule: CapacityRule | None = None
+    slack: float | None = None
     if verify == "shared_pool":
-        rule = _choice(data, "capacity_rule", CAPACITY_RULES, src)
+        rule = _choice(data, "capacity_rule", CapacityRule, src)
         if rule == "fc_slack":
             slack = check_slack(get(data, "capacity_slack", float, source=src), f"{src}: capacity_slack")
         elif "capacity_slack" in data:
@@ -131,19 +134,17 @@ def load_system(name: str, *, configs: Configs = BASE) -> SystemSpec:
         for key in ("capacity_rule", "capacity_slack"):
             if key in data:
                 raise ConfigError(f"{src}: {key}: only systems with verify: shared_pool have a pass capacity")
-    issue_rule = None
+    issue_rule: IssueRule | None = None
     if eager:
-        issue_rule = _choice(data, "issue_rule", ISSUE_RULES, src)
+        issue_rule = _choice(data, "issue_rule", IssueRule, src)
     elif "issue_rule" in data:
         raise ConfigError(f"{src}: issue_rule: only systems with an Eager Pool (eager: true) choose it; "
                           "without one, drafting and verification alternate")
     return SystemSpec(name=name, hardware=get(data, "hardware", str, source=src),
-                      decoding=Decoding(decoding), stop=stop, verify=Verify(verify) if verify else None,
-                      eager=eager, mapping=MappingKind(mapping),
+                      decoding=decoding, stop=stop, verify=verify, eager=eager, mapping=mapping,
                       static_mapping=dict(static) if static else None,
                       manager_hardware=get(data, "manager_hardware", bool, source=src, default=False),
-                      capacity_rule=CapacityRule(rule) if rule else None, capacity_slack=slack,
-                      issue_rule=IssueRule(issue_rule) if issue_rule else None)
+                      capacity_rule=rule, capacity_slack=slack, issue_rule=issue_rule)
 
 
 def check_slack(value: float, where: str) -> float:

@@ -8,7 +8,6 @@ from sim.manager.transactions import Device
 def test_shipped_config():
     c = ManagerConfig.load()
     assert (c.shared_entries, c.eager_entries, c.micro_batches) == (512, 512, 8)
-    assert c.eager_entries_per_microbatch == 64
     assert c.max_requests == 128 and c.tau == 19661          # 0.3 in UQ1.16
     assert c.static_dlm_fc is Device.GPU and c.static_tlm_attention is Device.PIM
 

@@ -8,7 +8,7 @@ from sim.cli import main
 from sim.manager import ManagerConfig
 from sim.manager.random_txns import generate_with_events
 from sim.manager.transactions import Drafted
-from sim.manager.txlog import TxLogWriter, read_txlog, replay, write_txlog
+from sim.manager.txlog import read_txlog, replay, write_txlog
 from tests.sim.manager.helpers import config
 
 SMALL = config(shared_entries=6, eager_entries=4)
@@ -47,9 +47,7 @@ def test_replay_reports_the_first_differing_line(tmp_path):
 def test_inputs_only_log_replays_without_comparison(tmp_path):
     pairs, _ = generate_with_events(SMALL, 5, 300)
     path = tmp_path / "in.jsonl"
-    with TxLogWriter(path, SMALL) as log:
-        for txn, _ in pairs:
-            log.record(txn)
+    write_txlog(path, SMALL, ((txn, None) for txn, _ in pairs))
     log = read_txlog(path)
     assert all(out is None for _, out in log.entries)
     assert replay(log) is None
