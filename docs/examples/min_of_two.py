@@ -9,7 +9,6 @@ p_t < c <= tau has already made H_t < tau: the rule differs from ``threshold`` o
 """
 from __future__ import annotations
 
-from sim.errors import ConfigError
 from sim.manager.formats import quantize_prob
 from sim.systems.registry import Threshold, TokenRule, register
 from traces.format import RequestTrace
@@ -18,13 +17,7 @@ from traces.format import RequestTrace
 @register
 class MinOfTwo(Threshold):
     name = "min-of-two"
-    param_name = "c"          # the confidence bound, in [0, 1]; tau is the threshold rule's
-
-    def __init__(self, **kw) -> None:
-        super().__init__(**kw)
-        if self.tau_raw == 0:
-            raise ConfigError("stop rule 'min-of-two' reads the threshold rule's tau: give "
-                              "tau (only stop: threshold reads configs/tau/)")
+    param_name = "c"          # the confidence bound, in [0, 1]; tau: as ``Threshold`` reads it
 
     def planned(self, trace: RequestTrace, t: int, remaining: int) -> int | None:
         """The round's length if a token of its window has p < c, else None (the Controller

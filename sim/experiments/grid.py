@@ -55,7 +55,7 @@ from sim.manager.config import ManagerConfig
 from sim.model import load_pair
 from sim.overrides import normalize
 from sim.systems import resolve as rules
-from sim.systems.registry import STOP_RULES, check_entropy
+from sim.systems.registry import STOP_RULES, check_entropy, reads_tau
 from sim.systems.resolve import RunParams, adapter, check_int, check_probability, workload
 from sim.systems.spec import SystemSpec, load_system
 from sim.workload import BATCHING, SPLITS
@@ -329,9 +329,9 @@ def _check_entry(entry, at: str, src: str, pairs: list, batches: list, tau: floa
         rules.check_stop_param(value("stop_param", float), stop, f"{where}stop_param")
     if "tau" in entry:
         check_probability(value("tau", float), f"{where}tau")
-        if stop != "threshold":
+        if not reads_tau(stop):
             raise ConfigError(f"{where}tau: system {spec.name} has no stopping threshold (its "
-                              "stop rule is not 'threshold'); leave tau out")
+                              f"stop rule {stop!r} does not read tau); leave tau out")
     for key in ("dlm_fc_threshold", "tlm_attention_threshold"):
         if key in entry:
             rules.check_threshold(value(key, int), spec, f"{where}{key}")
@@ -377,7 +377,7 @@ def _check_tuned(stop: str | None, has_param: bool, tau: float | None, pairs: li
         try:
             if stop is not None and not has_param and STOP_RULES[stop].param_name is not None:
                 rules.load_stop_param(pair, stop)
-            if stop == "threshold" and tau is None:
+            if reads_tau(stop) and tau is None:
                 rules.load_tau(pair)
         except ConfigError as e:
             raise ConfigError(f"{where}: {e}") from None

@@ -22,7 +22,7 @@ from common.paths import CONFIGS, ROOT
 from sim.experiments.backends import Backend, make
 from sim.experiments.grid import params_dict, run_key
 from sim.metrics import RunRecord
-from sim.systems.registry import STOP_RULES
+from sim.systems.registry import STOP_RULES, reads_tau
 from sim.systems.run import RunParams, load_stop_param, load_tau, simulate
 from sim.systems.spec import load_system
 
@@ -82,7 +82,7 @@ def resolved(p: RunParams) -> RunParams:
     is a new run."""
     rule = p.stop_rule()
     tau, param = p.tau, p.stop_param
-    if tau is None and rule == "threshold":
+    if tau is None and reads_tau(rule):
         tau = load_tau(p.pair)
     if param is None and p.stop is not None and STOP_RULES[rule].param_name is not None:
         param = load_stop_param(p.pair, rule)

@@ -33,6 +33,7 @@ from sim.experiments.grid import (
     resolve_path,
     resolve_sequence_length,
 )
+from sim.systems.registry import reads_tau
 from sim.systems.run import RunParams, simulate
 
 _LOG_LINE = re.compile(r"^tau ([0-9.]+): ([0-9.]+) tokens/s")
@@ -78,7 +79,7 @@ def tune_tau(pair: str, settings: str = "tune-tau", write: bool = True,
     batches = check_batches(get(data, "batches", list, source=src), src)
     system = get(data, "system", str, source=src, default="saddle")
     spec = check_system(system, src, "system")
-    if spec.stop != "threshold":
+    if not reads_tau(spec.stop):
         raise ConfigError(f"{src}: system: {system} has no stopping threshold to tune")
     requests = get(data, "requests", int, source=src, default=None, positive=True)
     check_sequence_length(data.get("sequence_length"), f"{src}: sequence_length")

@@ -47,6 +47,7 @@ class StopRule:
     needs_entropy: ClassVar[bool] = False      # reads the trace's entropy fields
     needs_calibration: ClassVar[bool] = False  # needs ``calibration_table`` of the validation split
     planned_by_controller: ClassVar[bool] = False   # the Controller's H rule ends the round
+    reads_tau: ClassVar[bool] = False          # compares H with tau (configs/tau/<pair>.yaml)
     # The table the Controller's multiplier reads instead of p (None: p itself).
     acceptance_table: tuple[int, ...] | None = None
 
@@ -87,11 +88,17 @@ class FixedLength(StopRule):
         return min(self.draft_length, remaining)
 
 
+def reads_tau(rule: str | None) -> bool:
+    """Whether the stop rule named ``rule`` compares H with the pair's tau."""
+    return rule in STOP_RULES and STOP_RULES[rule].reads_tau
+
+
 @register
 class Threshold(StopRule):
     """SADDLE's rule: the Controller stops when H < tau or at the maximum draft length."""
     name = "threshold"
     planned_by_controller = True
+    reads_tau = True
 
     @property
     def controller_tau(self) -> int:
@@ -169,6 +176,7 @@ class Calibrated(Threshold):
     name = "calibrated"
     param_name = "h"
     needs_calibration = True
+    reads_tau = False          # its tau is 1 - h
 
     def __init__(self, *, calibration: Sequence[int] | None = None, **kw):
         super().__init__(calibration=calibration, **kw)

@@ -25,7 +25,7 @@ from sim.manager.formats import AGE, THRESHOLD, quantize_prob
 from sim.manager.transactions import Device
 from sim.model import ModelPair, load_model, load_pair
 from sim.systems import offline
-from sim.systems.registry import STOP_RULES, StopRule, calibration_table, check_entropy
+from sim.systems.registry import STOP_RULES, StopRule, calibration_table, check_entropy, reads_tau
 from sim.systems.spec import (
     CAPACITY_RULES,
     ISSUE_RULES,
@@ -310,7 +310,7 @@ class Resolved:
         out = dict(self.notes)
         if p.label is not None:
             out["system_config"] = p.system
-        if self.rule_name == "threshold":
+        if reads_tau(self.rule_name):
             out["tau"] = self.tau
         if p.stop is not None:
             out["stop"] = p.stop
@@ -336,7 +336,7 @@ def resolve(p: RunParams) -> Resolved:
     base = ManagerConfig.load(p.manager, configs=configs)
     if p.tau is not None:
         r.tau = p.tau
-    elif r.rule_name == "threshold":
+    elif reads_tau(r.rule_name):
         r.tau = load_tau(p.pair)
     _draft_length_and_mapping(r)
     if spec.speculative:

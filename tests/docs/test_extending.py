@@ -14,7 +14,6 @@ from pathlib import Path
 import pytest
 
 import common.config
-from sim.errors import ConfigError
 from sim.manager.transactions import DraftToken
 from sim.systems import catalog
 from sim.systems.registry import STOP_RULES
@@ -137,6 +136,8 @@ def test_min_of_two_on_a_lockstep_system(extended):
     assert record.tokens.drafted < threshold.tokens.drafted
 
 
-def test_min_of_two_refuses_to_run_without_tau(extended):
-    with pytest.raises(ConfigError, match="give tau"):
-        simulate(RunParams(system="saddle", stop="min-of-two", stop_param=0.7, **SMALL))
+def test_min_of_two_reads_the_pairs_tau_as_the_threshold_rule_does(extended):
+    given, _ = simulate(RunParams(system="saddle", stop="min-of-two", stop_param=0.7,
+                                  tau=load_tau(SMALL["pair"]), **SMALL))
+    read, _ = simulate(RunParams(system="saddle", stop="min-of-two", stop_param=0.7, **SMALL))
+    assert read.tau == given.tau and read.tokens == given.tokens
