@@ -298,7 +298,9 @@ class ModelSpec:
         common = dict(repeat=self.layers, request=request, context=context, queries=queries,
                       heads=self.heads, kv_heads=self.kv_heads, head_dim=self.head_dim,
                       bpe=self.bpe, softmax_flops=self._fpe("softmax"))
-        return tuple(Attention(name=p, **common) for p in ("scores", "softmax", "context"))
+        scores, softmax, context = (Attention(name=p, **common)
+                                    for p in ("scores", "softmax", "context"))
+        return scores, softmax, context
 
     @lru_cache(maxsize=4096)  # noqa: B019
     def dense_ops(self, tokens: int) -> tuple[tuple[FC, ...], tuple[Elementwise, ...]]:
