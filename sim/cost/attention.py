@@ -1,19 +1,22 @@
 """Attention placements: one class per place attention can run, each pricing every layer's
 attention of one step on one device.
 
-A placement answers two questions about a step's requests, given as their contexts, query
+A placement answers two questions about steps of requests, given as their contexts, query
 token counts and ``Sums`` of those:
 
-- ``key``: what its time and energy depend on (a hashable; steps with equal keys cost the
-  same, so ``StepModel`` memoizes on it). Keys are exact, never bucketed.
-- ``price``: that time and energy (``AttentionCost``), for a step of ``tokens`` query tokens.
+- ``keys``: what each step's time and energy depend on (a hashable; steps with equal keys cost
+  the same, so ``StepModel`` memoizes on it; keys are exact, never bucketed), for ``steps``
+  consecutive steps in which every request's context grows by one per step (a planned draft
+  round's steps; a single step is ``steps=1``). The same key object for steps it cannot tell
+  apart spares the memo lookups.
+- ``price``: the time and energy of a step of one key (``AttentionCost``), given its sums.
 
-A new placement is a class with these two methods, ``on_pim`` and ``energy_from``, and a line
-in ``placement()``.
+A new placement is a class with these two methods, ``on_pim``, ``energy_from`` and ``flops``,
+and a line in ``placement()``.
 """
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable, Sequence
+from collections.abc import Callable, Hashable, Iterator, Sequence
 from functools import partial
 from operator import mul
 from typing import TYPE_CHECKING, NamedTuple, Protocol
@@ -44,6 +47,11 @@ class Sums(NamedTuple):
         # Every query count is at least 1: sum_q == n means one query each.
         return cls(n, sum_l, sum_q, sum_l if sum_q == n else sum(map(mul, contexts, queries)))
 
+    def shifted(self, s: int) -> Sums:
+        """The sums once every context has grown by ``s``."""
+        n, contexts, queries, products = self
+        return Sums(n, contexts + n * s, queries, products + queries * s) if s else self
+
 
 class Bilinear(NamedTuple):
     """A count summed over a step's requests, a + b L + c q + e L q per request (one layer)."""
@@ -63,6 +71,10 @@ class Bilinear(NamedTuple):
         b = f(2, 1) - f(1, 1) - e
         c = f(1, 2) - f(1, 1) - e
         return cls(f(1, 1) - b - c - e, b, c, e)
+
+    def times(self, k: int) -> Bilinear:
+        """This count times ``k`` (every layer, every device)."""
+        return Bilinear(self.a * k, self.b * k, self.c * k, self.e * k)
 
     def __call__(self, s: Sums) -> int:
         a, b, c, e = self
@@ -88,7 +100,8 @@ class Placement(Protocol):
     energy_from: int    # its energy's first component in COMPONENTS (three consecutive)
     flops: Bilinear     # attention FLOPs of one layer
 
-    def key(self, contexts: Sequence[int], queries: Sequence[int], sums: Sums) -> Hashable: ...
+    def keys(self, contexts: Sequence[int], queries: Sequence[int], sums: Sums,
+             steps: int) -> Iterator[Hashable]: ...
 
     def price(self, key, sums: Sums) -> AttentionCost: ...
 
@@ -105,9 +118,12 @@ class FusedGpuAttention:
         self.flops = Bilinear.fit(shard, lambda op: op.flops)
         self.bytes = Bilinear.fit(shard, lambda op: op.streamed_bytes)
 
-    def key(self, contexts: Sequence[int], queries: Sequence[int], sums: Sums) -> Hashable:
-        tiles_of, g = self.gpu.tiles_per_kv_head, self.shard.group
-        return sums, self.shard.kv_heads * sum([tiles_of(L, q * g) for L, q in zip(contexts, queries)])
+    def keys(self, contexts: Sequence[int], queries: Sequence[int], sums: Sums,
+             steps: int) -> Iterator[Hashable]:
+        tiles_of, g, kv_heads = self.gpu.tiles_per_kv_head, self.shard.group, self.shard.kv_heads
+        for s in range(steps):
+            tiles = kv_heads * sum([tiles_of(L + s, q * g) for L, q in zip(contexts, queries)])
+            yield sums.shifted(s), tiles
 
     def price(self, key: tuple[Sums, int], sums: Sums) -> AttentionCost:
         _, tiles = key
@@ -132,17 +148,14 @@ class UnfusedGpuAttention:
                         Bilinear.fit(shard, _in_phase(p, "bytes_total"))) for p in PHASES]
         self.blocks: dict[int, int] = {}    # thread blocks of a request by its query tokens
 
-    def key(self, contexts: Sequence[int], queries: Sequence[int], sums: Sums) -> Hashable:
+    def keys(self, contexts: Sequence[int], queries: Sequence[int], sums: Sums,
+             steps: int) -> Iterator[Hashable]:
         """The kernels see the requests only through their sums and thread blocks."""
-        blocks = self.blocks
-        if sums.queries == sums.n and 1 in blocks:      # one query each
-            return sums, sums.n * blocks[1]
-        try:
-            return sums, sum([blocks[q] for q in queries])
-        except KeyError:
-            for q in queries:
-                blocks[q] = self.gpu.unfused_blocks(self.shard.kv_heads, q * self.shard.group)
-            return sums, sum([blocks[q] for q in queries])
+        for q in set(queries) - self.blocks.keys():
+            self.blocks[q] = self.gpu.unfused_blocks(self.shard.kv_heads, q * self.shard.group)
+        blocks = sum([self.blocks[q] for q in queries])
+        for s in range(steps):
+            yield sums.shifted(s), blocks
 
     def price(self, key: tuple[Sums, int], sums: Sums) -> AttentionCost:
         _, blocks = key
@@ -185,10 +198,25 @@ class PimAttention:
         self.extras: dict[int, int] = tables("pim pair extra", self.pim)
         self.transfers: dict[int, tuple[int, float]] = {}     # by the step's tokens
 
-    def key(self, contexts: Sequence[int], queries: Sequence[int], sums: Sums) -> Hashable:
-        """An instance depends on its context only through its count of ``context_unit``s."""
-        unit = self.unit
-        return tuple([-(-c // unit) for c in contexts]), tuple(queries)
+    def keys(self, contexts: Sequence[int], queries: Sequence[int], sums: Sums,
+             steps: int) -> Iterator[Hashable]:
+        """An instance depends on its context only through its count of ``context_unit``s, so
+        a step's key changes only where some request's context enters a new unit."""
+        unit, queries = self.unit, tuple(queries)
+        units = [-(-c // unit) for c in contexts]
+        key = tuple(units), queries
+        yield key
+        entering: dict[int, list[int]] = {}     # step mod unit -> requests entering a unit
+        if steps > 1:
+            for i, c in enumerate(contexts):
+                entering.setdefault((1 - c) % unit, []).append(i)   # c + s - 1 = 0 mod unit
+        for s in range(1, steps):
+            moved = entering.get(s % unit)
+            if moved:
+                for i in moved:
+                    units[i] += 1
+                key = tuple(units), queries
+            yield key
 
     def price(self, key: tuple[tuple[int, ...], tuple[int, ...]], sums: Sums) -> AttentionCost:
         units, queries = key

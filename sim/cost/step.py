@@ -267,27 +267,36 @@ class StepModel:
         self.attention: Placement = placement(system, self.shard, attention_place, power,
                                               cache.table)
         self.no_energy = [0.0] * STATIC
-        self.flops_per_layer_flop = self.shard.layers * devices     # every layer, every device
+        self.attention_flops = self.attention.flops.times(self.shard.layers * devices)
         self.static_w = system.energy.static_w(devices, devices * system.stacks_per_device)
         self.dense_memo: dict[int, DensePrice] = cache.table("dense", system, self.shard, fc_place,
                                                              devices, power)
         self.memo: dict[Hashable, StepPrice] = cache.table("step", system, spec, mapping, devices,
                                                           power)
 
-    def price(self, contexts: Sequence[int], queries: Sequence[int]) -> StepPrice:
-        """The step of requests ``zip(contexts, queries)``: ints, 1 <= query <= context (not
-        checked: ``sim.model.check_requests`` checks requests from outside)."""
+    def price(self, contexts: Sequence[int], queries: Sequence[int], steps: int = 1
+              ) -> list[StepPrice]:
+        """Steps 0 .. ``steps`` - 1 of the requests ``zip(contexts, queries)``, each request at
+        context ``contexts[i] + s`` in step s (a planned draft round's steps; one step:
+        ``steps=1``). Ints, 1 <= query <= context, not checked here:
+        ``sim.model.check_requests`` checks requests from outside."""
         sums = Sums.of(contexts, queries)
-        attention = self.attention
-        key = attention.key(contexts, queries, sums)
-        head = self.memo.get(key)
-        if head is None:
-            head = self.cache.remember(self.memo, key, self._head(key, sums))
-        # Operation counts differ between steps of one key: FLOPs of the dense part are in
-        # the memoized head, attention's are added here.
-        times, flops, pim_flops = head
-        more = attention.flops(sums) * self.flops_per_layer_flop
-        return StepPrice(times, flops + more, pim_flops + more if attention.on_pim else pim_flops)
+        memo, attention, flops_of = self.memo, self.attention, self.attention_flops
+        on_pim = attention.on_pim
+        out = []
+        key = head = None
+        for s, step_key in enumerate(attention.keys(contexts, queries, sums, steps)):
+            step_sums = sums.shifted(s)
+            if step_key is not key:
+                key, head = step_key, memo.get(step_key)
+                if head is None:
+                    head = self.cache.remember(memo, key, self._head(key, step_sums))
+            # Steps of one key differ in their operation counts: the memoized head has the
+            # dense part's, attention's are added here.
+            times, flops, pim_flops = head
+            more = flops_of(step_sums)
+            out.append(StepPrice(times, flops + more, pim_flops + more if on_pim else pim_flops))
+        return out
 
     def _head(self, key: Hashable, sums: Sums) -> StepPrice:
         """The step of ``key`` with the dense part's operation counts only."""

@@ -49,7 +49,7 @@ class System:
         contexts, queries = zip(*check_requests(requests))
         step = self.step_model(model, mapping=mapping, devices=devices,
                                power_constrained=power_constrained, cache=cache)
-        return StepCost.of(step.price(contexts, queries))
+        return StepCost.of(step.price(contexts, queries)[0])
 
     def step_model(self, model: ModelSpec | str, *, mapping: Mapping[str, str] | None = None,
                    devices: int | None = None, power_constrained: bool = False,

@@ -55,7 +55,7 @@ class CostAdapter:
             self.calls += 1
             contexts, queries = zip(*requests)
             hit = self._steps[key] = self._priced(
-                self._model(role, fc, attention, devices).price(contexts, queries))
+                self._model(role, fc, attention, devices).price(contexts, queries)[0])
         return hit
 
     def price_draft(self, contexts: tuple[int, ...], fc: str, attention: str) -> Priced:
@@ -65,7 +65,7 @@ class CostAdapter:
         if hit is None:
             self.calls += 1
             hit = self._steps[key] = self._priced(
-                self._model("dlm", fc, attention, 1).price(contexts, (1,) * len(contexts)))
+                self._model("dlm", fc, attention, 1).price(contexts, (1,) * len(contexts))[0])
         return hit
 
     def price_round(self, role: str, contexts: list[int], caps: list[int], fc: str,
@@ -73,14 +73,13 @@ class CostAdapter:
         """The prediction steps of a planned draft round: step s holds the requests i with
         ``caps[i] > s``, in order, each at context ``contexts[i] + s`` with one query. Not
         cached as whole steps: a round's steps are nearly all new."""
-        price, priced = self._model(role, fc, attention, devices).price, self._priced
+        model = self._model(role, fc, attention, devices)
         steps = []
         start = 0
         for stop in sorted(set(caps)):      # the drafting requests change where a cap ends
-            drafting = [c for c, cap in zip(contexts, caps) if cap > start]
-            ones = (1,) * len(drafting)
-            for s in range(start, stop):
-                steps.append(priced(price([c + s for c in drafting], ones)))
+            if stop > start:
+                drafting = [c + start for c, cap in zip(contexts, caps) if cap > start]
+                steps += map(self._priced, model.price(drafting, (1,) * len(drafting), stop - start))
             start = stop
         self.calls += len(steps)
         return steps
