@@ -76,6 +76,10 @@ class Bilinear(NamedTuple):
         """This count times ``k`` (every layer, every device)."""
         return Bilinear(self.a * k, self.b * k, self.c * k, self.e * k)
 
+    def growth(self, s: Sums) -> int:
+        """How much the count grows once every context has grown by one."""
+        return self.b * s.n + self.e * s.queries
+
     def __call__(self, s: Sums) -> int:
         a, b, c, e = self
         n, contexts, queries, products = s
@@ -151,9 +155,12 @@ class UnfusedGpuAttention:
     def keys(self, contexts: Sequence[int], queries: Sequence[int], sums: Sums,
              steps: int) -> Iterator[Hashable]:
         """The kernels see the requests only through their sums and thread blocks."""
-        for q in set(queries) - self.blocks.keys():
-            self.blocks[q] = self.gpu.unfused_blocks(self.shard.kv_heads, q * self.shard.group)
-        blocks = sum([self.blocks[q] for q in queries])
+        per_request = self.blocks
+        if 1 not in per_request or sums.queries != sums.n:       # not all one query each
+            for q in set(queries) - per_request.keys():
+                per_request[q] = self.gpu.unfused_blocks(self.shard.kv_heads, q * self.shard.group)
+        blocks = (sums.n * per_request[1] if sums.queries == sums.n
+                  else sum([per_request[q] for q in queries]))
         for s in range(steps):
             yield sums.shifted(s), blocks
 

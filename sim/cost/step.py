@@ -281,21 +281,22 @@ class StepModel:
         ``steps=1``). Ints, 1 <= query <= context, not checked here:
         ``sim.model.check_requests`` checks requests from outside."""
         sums = Sums.of(contexts, queries)
-        memo, attention, flops_of = self.memo, self.attention, self.attention_flops
+        memo, attention = self.memo, self.attention
         on_pim = attention.on_pim
+        # Steps of one key differ in their operation counts: the memoized head has the dense
+        # part's; attention's grow by the same count every step.
+        more, growth = self.attention_flops(sums), self.attention_flops.growth(sums)
         out = []
-        key = head = None
+        key: Hashable = None
+        head: StepPrice | None = None
         for s, step_key in enumerate(attention.keys(contexts, queries, sums, steps)):
-            step_sums = sums.shifted(s)
-            if step_key is not key:
+            if head is None or step_key is not key:
                 key, head = step_key, memo.get(step_key)
                 if head is None:
-                    head = self.cache.remember(memo, key, self._head(key, step_sums))
-            # Steps of one key differ in their operation counts: the memoized head has the
-            # dense part's, attention's are added here.
+                    head = self.cache.remember(memo, key, self._head(key, sums.shifted(s)))
             times, flops, pim_flops = head
-            more = flops_of(step_sums)
             out.append(StepPrice(times, flops + more, pim_flops + more if on_pim else pim_flops))
+            more += growth
         return out
 
     def _head(self, key: Hashable, sums: Sums) -> StepPrice:
