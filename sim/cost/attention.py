@@ -199,7 +199,8 @@ class PimAttention:
         self.flops = Bilinear.fit(shard, lambda op: op.flops)
         # Shared by every kind of step on this stack and head shape.
         shape = (self.pim, shard.head_dim, shard.bpe, power)
-        self.instances: dict[tuple[int, int], tuple[int, int]] = tables("pim instance", *shape)
+        # query rows -> context units -> (cycles, PE column reads) of one instance
+        self.instances: dict[int, dict[int, tuple[int, int]]] = tables("pim instance", *shape)
         self.tails: dict[tuple[int, int, bool], int] = tables("pim tail", *shape)
         self.placements: dict[tuple[int, int, int], ChannelPlacement] = tables("pim placement", self.pim)
         self.extras: dict[int, int] = tables("pim pair extra", self.pim)
@@ -227,14 +228,17 @@ class PimAttention:
 
     def price(self, key: tuple[tuple[int, ...], tuple[int, ...]], sums: Sums) -> AttentionCost:
         units, queries = key
-        shard, pim, instances = self.shard, self.pim, self.instances
+        shard, pim = self.shard, self.pim
         group = shard.group
         rows = [q * group for q in queries]
         cycles, reads = [], 0
-        for shape in zip(units, rows):
-            found = instances.get(shape)
+        table_rows, table = 0, {}
+        for u, r in zip(units, rows):
+            if r != table_rows:         # mostly once a step: its requests' rows are equal
+                table_rows, table = r, self.instances.setdefault(r, {})
+            found = table.get(u)
             if found is None:
-                found = self._instance(*shape)
+                found = table[u] = self._instance(u, r)
             cycles.append(found[0])
             reads += found[1]
         longest = max(units)
@@ -272,8 +276,7 @@ class PimAttention:
         """(cycles, PE column reads) of one instance, priced at its unit's longest context."""
         work = self.pim.attention_instance(units * self.unit, self.shard.head_dim, rows,
                                            self.shard.bpe, self.power)
-        found = self.instances[units, rows] = (work.cycles, work.column_reads)
-        return found
+        return work.cycles, work.column_reads
 
     def _placement(self, requests: int) -> ChannelPlacement:
         key = (requests, self.channels, self.shard.kv_heads)   # a request's KV heads in a row

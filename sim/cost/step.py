@@ -266,7 +266,6 @@ class StepModel:
         self.dense = DenseModel(system, self.shard, fc_place, devices, power, cache)
         self.attention: Placement = placement(system, self.shard, attention_place, power,
                                               cache.table)
-        self.no_energy = [0.0] * STATIC
         self.attention_flops = self.attention.flops.times(self.shard.layers * devices)
         self.static_w = system.energy.static_w(devices, devices * system.stacks_per_device)
         self.dense_memo: dict[int, DensePrice] = cache.table("dense", system, self.shard, fc_place,
@@ -307,12 +306,11 @@ class StepModel:
             d = self.cache.remember(self.dense_memo, tokens, self.dense.price(tokens))
         att = self.attention.price(key, sums)
         time_ps = att.ps + d.fc_ps + d.comm_ps + att.comm_ps + d.other_ps
-        attention_energy = self.no_energy.copy()
         first = self.attention.energy_from
-        attention_energy[first:first + 3] = att.energy
+        attention_energy = (0.0,) * first + att.energy + (0.0,) * (STATIC - first - 3)
         # Added in the order fc, attention, other, all-reduce, component by component.
         energy = (*[((f + a) + o + r) * devices for f, a, o, r in zip(
-            d.fc_energy[:STATIC], attention_energy, d.other_energy, d.allreduce_energy)],
+            d.fc_energy, attention_energy, d.other_energy, d.allreduce_energy)],
             time_ps * self.static_w)
         times = StepTimes(time_ps=time_ps, attention_ps=att.ps, fc_ps=d.fc_ps,
                           comm_ps=d.comm_ps + att.comm_ps, other_ps=d.other_ps,
