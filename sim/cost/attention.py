@@ -125,12 +125,13 @@ class FusedGpuAttention:
     def keys(self, contexts: Sequence[int], queries: Sequence[int], sums: Sums,
              steps: int) -> Iterator[Hashable]:
         tiles_of, g, kv_heads = self.gpu.tiles_per_kv_head, self.shard.group, self.shard.kv_heads
+        n, sum_l, sum_q, sum_lq = sums
         for s in range(steps):
             tiles = kv_heads * sum([tiles_of(L + s, q * g) for L, q in zip(contexts, queries)])
-            yield sums.shifted(s), tiles
+            yield n, sum_l + n * s, sum_q, sum_lq + sum_q * s, tiles     # sums.shifted(s), tiles
 
-    def price(self, key: tuple[Sums, int], sums: Sums) -> AttentionCost:
-        _, tiles = key
+    def price(self, key: tuple[int, ...], sums: Sums) -> AttentionCost:
+        tiles = key[-1]
         flops, nbytes, layers = self.flops(sums), self.bytes(sums), self.shard.layers
         ps = self.gpu.fused_attention_ps(flops, nbytes, tiles)
         dram, onchip, mac = self.energy.gpu_traffic_pj(flops, nbytes)
@@ -161,11 +162,12 @@ class UnfusedGpuAttention:
                 per_request[q] = self.gpu.unfused_blocks(self.shard.kv_heads, q * self.shard.group)
         blocks = (sums.n * per_request[1] if sums.queries == sums.n
                   else sum([per_request[q] for q in queries]))
+        n, sum_l, sum_q, sum_lq = sums
         for s in range(steps):
-            yield sums.shifted(s), blocks
+            yield n, sum_l + n * s, sum_q, sum_lq + sum_q * s, blocks    # sums.shifted(s), blocks
 
-    def price(self, key: tuple[Sums, int], sums: Sums) -> AttentionCost:
-        _, blocks = key
+    def price(self, key: tuple[int, ...], sums: Sums) -> AttentionCost:
+        blocks = key[-1]
         ps = 0
         dram = onchip = mac = 0.0
         for phase, flops_of, bytes_of in self.phases:
