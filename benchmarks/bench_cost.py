@@ -2,12 +2,12 @@
 
     .venv/bin/python benchmarks/bench_cost.py
 
-cold:  every cache emptied before each step (operators, GPU/PIM prices, whole steps)
+cold:  every cache emptied before each step (operators, and a new ``PriceCache``)
 new:   warm component caches, but every step is new: each request's context grows by one per
        step, as in a decoding run
 seen:  every step is new, but each request's (context, queries) was priced before in another
        step (what the simulator mostly sees: many steps, contexts within the same range)
-warm:  the same steps asked again (whole-step cache hits)
+warm:  the same steps asked again (memo hits)
 Workload: OPT-66B (64 layers) TLM pass on SADDLE, 64 requests with seeded random contexts,
 the OPT-1.3B draft step of one device with FC on PIM (16 requests), and the commonest call of
 a fig12 grid: a micro-batch's draft step with 2 requests (batch 16 over 8 devices), on the DGX.
@@ -17,6 +17,7 @@ from __future__ import annotations
 import random
 import time
 
+from sim.cost.step import PriceCache
 from sim.cost.system import clear_caches, load_system
 from sim.model import load_model
 
@@ -48,20 +49,25 @@ def main() -> int:
     steps = [[(L + i, 1) for L in base] for i in range(400)]
     verify = [[(L + 8 * i, 9) for L in base] for i in range(400)]
     dgx = load_system("dgx-a100")
-    cases = [("OPT-66B decoding step, 64 requests, saddle", lambda r: system.price_step(tlm, r), steps),
-             ("OPT-66B verification (q = 9), 64 requests", lambda r: system.price_verify(tlm, r), verify),
+    # Each case prices through one PriceCache, as a run's adapter does.
+    cases = [("OPT-66B decoding step, 64 requests, saddle",
+              lambda r, cache: system.price_step(tlm, r, cache=cache), steps),
+             ("OPT-66B verification (q = 9), 64 requests",
+              lambda r, cache: system.price_verify(tlm, r, cache=cache), verify),
              ("OPT-1.3B draft step, 16 requests, FC on PIM",
-              lambda r: system.price_draft(dlm, r[:16], fc="pim"), steps),
+              lambda r, cache: system.price_draft(dlm, r[:16], fc="pim", cache=cache), steps),
              ("OPT-1.3B draft step, 2 requests, dgx-a100",
-              lambda r: dgx.price_draft(dlm, r[:2]), steps)]
-    for title, fn, work in cases:
+              lambda r, cache: dgx.price_draft(dlm, r[:2], cache=cache), steps)]
+    for title, price, work in cases:
         print(title)
 
-        def cold(r, fn=fn):
+        def cold(r, price=price):
             clear_caches()
-            fn(r)
+            price(r, PriceCache())
         measure("cold", cold, work[:50])
         clear_caches()
+        cache = PriceCache()
+        fn = lambda r, price=price, cache=cache: price(r, cache)
         fn(work[0])
         measure("new", fn, work[1:])
         # The same request shapes, paired differently: every step new, every instance seen.

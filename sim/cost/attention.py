@@ -1,19 +1,22 @@
 """Attention placements: one class per place attention can run, each pricing every layer's
 attention of one step on one device.
 
-A placement answers two questions about a step's requests, given as their contexts, query
+A placement answers two questions about steps of requests, given as their contexts, query
 token counts and ``Sums`` of those:
 
-- ``key``: what its time and energy depend on (a hashable; steps with equal keys cost the
-  same, so ``StepModel`` memoizes on it). Keys are exact, never bucketed.
-- ``price``: that time and energy (``AttentionCost``), for a step of ``tokens`` query tokens.
+- ``keys``: what each step's time and energy depend on (a hashable; steps with equal keys cost
+  the same, so ``StepModel`` memoizes on it; keys are exact, never bucketed), for ``steps``
+  consecutive steps in which every request's context grows by one per step (a planned draft
+  round's steps; a single step is ``steps=1``). The same key object for steps it cannot tell
+  apart spares the memo lookups.
+- ``price``: the time and energy of a step of one key (``AttentionCost``), given its sums.
 
-A new placement is a class with these two methods, ``on_pim`` and ``energy_from``, and a line
-in ``placement()``.
+A new placement is a class with these two methods, ``on_pim``, ``energy_from`` and ``flops``,
+and a line in ``placement()``.
 """
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable, Sequence
+from collections.abc import Callable, Hashable, Iterator, Sequence
 from functools import partial
 from operator import mul
 from typing import TYPE_CHECKING, NamedTuple, Protocol
@@ -44,6 +47,11 @@ class Sums(NamedTuple):
         # Every query count is at least 1: sum_q == n means one query each.
         return cls(n, sum_l, sum_q, sum_l if sum_q == n else sum(map(mul, contexts, queries)))
 
+    def shifted(self, s: int) -> Sums:
+        """The sums once every context has grown by ``s``."""
+        n, contexts, queries, products = self
+        return Sums(n, contexts + n * s, queries, products + queries * s) if s else self
+
 
 class Bilinear(NamedTuple):
     """A count summed over a step's requests, a + b L + c q + e L q per request (one layer)."""
@@ -63,6 +71,14 @@ class Bilinear(NamedTuple):
         b = f(2, 1) - f(1, 1) - e
         c = f(1, 2) - f(1, 1) - e
         return cls(f(1, 1) - b - c - e, b, c, e)
+
+    def times(self, k: int) -> Bilinear:
+        """This count times ``k`` (every layer, every device)."""
+        return Bilinear(self.a * k, self.b * k, self.c * k, self.e * k)
+
+    def growth(self, s: Sums) -> int:
+        """How much the count grows once every context has grown by one."""
+        return self.b * s.n + self.e * s.queries
 
     def __call__(self, s: Sums) -> int:
         a, b, c, e = self
@@ -88,7 +104,8 @@ class Placement(Protocol):
     energy_from: int    # its energy's first component in COMPONENTS (three consecutive)
     flops: Bilinear     # attention FLOPs of one layer
 
-    def key(self, contexts: Sequence[int], queries: Sequence[int], sums: Sums) -> Hashable: ...
+    def keys(self, contexts: Sequence[int], queries: Sequence[int], sums: Sums,
+             steps: int) -> Iterator[Hashable]: ...
 
     def price(self, key, sums: Sums) -> AttentionCost: ...
 
@@ -105,12 +122,16 @@ class FusedGpuAttention:
         self.flops = Bilinear.fit(shard, lambda op: op.flops)
         self.bytes = Bilinear.fit(shard, lambda op: op.streamed_bytes)
 
-    def key(self, contexts: Sequence[int], queries: Sequence[int], sums: Sums) -> Hashable:
-        tiles_of, g = self.gpu.tiles_per_kv_head, self.shard.group
-        return sums, self.shard.kv_heads * sum([tiles_of(L, q * g) for L, q in zip(contexts, queries)])
+    def keys(self, contexts: Sequence[int], queries: Sequence[int], sums: Sums,
+             steps: int) -> Iterator[Hashable]:
+        tiles_of, g, kv_heads = self.gpu.tiles_per_kv_head, self.shard.group, self.shard.kv_heads
+        n, sum_l, sum_q, sum_lq = sums
+        for s in range(steps):
+            tiles = kv_heads * sum([tiles_of(L + s, q * g) for L, q in zip(contexts, queries)])
+            yield n, sum_l + n * s, sum_q, sum_lq + sum_q * s, tiles     # sums.shifted(s), tiles
 
-    def price(self, key: tuple[Sums, int], sums: Sums) -> AttentionCost:
-        _, tiles = key
+    def price(self, key: tuple[int, ...], sums: Sums) -> AttentionCost:
+        tiles = key[-1]
         flops, nbytes, layers = self.flops(sums), self.bytes(sums), self.shard.layers
         ps = self.gpu.fused_attention_ps(flops, nbytes, tiles)
         dram, onchip, mac = self.energy.gpu_traffic_pj(flops, nbytes)
@@ -132,20 +153,21 @@ class UnfusedGpuAttention:
                         Bilinear.fit(shard, _in_phase(p, "bytes_total"))) for p in PHASES]
         self.blocks: dict[int, int] = {}    # thread blocks of a request by its query tokens
 
-    def key(self, contexts: Sequence[int], queries: Sequence[int], sums: Sums) -> Hashable:
+    def keys(self, contexts: Sequence[int], queries: Sequence[int], sums: Sums,
+             steps: int) -> Iterator[Hashable]:
         """The kernels see the requests only through their sums and thread blocks."""
-        blocks = self.blocks
-        if sums.queries == sums.n and 1 in blocks:      # one query each
-            return sums, sums.n * blocks[1]
-        try:
-            return sums, sum([blocks[q] for q in queries])
-        except KeyError:
-            for q in queries:
-                blocks[q] = self.gpu.unfused_blocks(self.shard.kv_heads, q * self.shard.group)
-            return sums, sum([blocks[q] for q in queries])
+        per_request = self.blocks
+        if 1 not in per_request or sums.queries != sums.n:       # not all one query each
+            for q in set(queries) - per_request.keys():
+                per_request[q] = self.gpu.unfused_blocks(self.shard.kv_heads, q * self.shard.group)
+        blocks = (sums.n * per_request[1] if sums.queries == sums.n
+                  else sum([per_request[q] for q in queries]))
+        n, sum_l, sum_q, sum_lq = sums
+        for s in range(steps):
+            yield n, sum_l + n * s, sum_q, sum_lq + sum_q * s, blocks    # sums.shifted(s), blocks
 
-    def price(self, key: tuple[Sums, int], sums: Sums) -> AttentionCost:
-        _, blocks = key
+    def price(self, key: tuple[int, ...], sums: Sums) -> AttentionCost:
+        blocks = key[-1]
         ps = 0
         dram = onchip = mac = 0.0
         for phase, flops_of, bytes_of in self.phases:
@@ -179,27 +201,46 @@ class PimAttention:
         self.flops = Bilinear.fit(shard, lambda op: op.flops)
         # Shared by every kind of step on this stack and head shape.
         shape = (self.pim, shard.head_dim, shard.bpe, power)
-        self.instances: dict[tuple[int, int], tuple[int, int]] = tables("pim instance", *shape)
+        # query rows -> context units -> (cycles, PE column reads) of one instance
+        self.instances: dict[int, dict[int, tuple[int, int]]] = tables("pim instance", *shape)
         self.tails: dict[tuple[int, int, bool], int] = tables("pim tail", *shape)
         self.placements: dict[tuple[int, int, int], ChannelPlacement] = tables("pim placement", self.pim)
         self.extras: dict[int, int] = tables("pim pair extra", self.pim)
         self.transfers: dict[int, tuple[int, float]] = {}     # by the step's tokens
 
-    def key(self, contexts: Sequence[int], queries: Sequence[int], sums: Sums) -> Hashable:
-        """An instance depends on its context only through its count of ``context_unit``s."""
-        unit = self.unit
-        return tuple([-(-c // unit) for c in contexts]), tuple(queries)
+    def keys(self, contexts: Sequence[int], queries: Sequence[int], sums: Sums,
+             steps: int) -> Iterator[Hashable]:
+        """An instance depends on its context only through its count of ``context_unit``s, so
+        a step's key changes only where some request's context enters a new unit."""
+        unit, queries = self.unit, tuple(queries)
+        units = [-(-c // unit) for c in contexts]
+        key = tuple(units), queries
+        yield key
+        entering: dict[int, list[int]] = {}     # step mod unit -> requests entering a unit
+        if steps > 1:
+            for i, c in enumerate(contexts):
+                entering.setdefault((1 - c) % unit, []).append(i)   # c + s - 1 = 0 mod unit
+        for s in range(1, steps):
+            moved = entering.get(s % unit)
+            if moved:
+                for i in moved:
+                    units[i] += 1
+                key = tuple(units), queries
+            yield key
 
     def price(self, key: tuple[tuple[int, ...], tuple[int, ...]], sums: Sums) -> AttentionCost:
         units, queries = key
-        shard, pim, instances = self.shard, self.pim, self.instances
+        shard, pim = self.shard, self.pim
         group = shard.group
         rows = [q * group for q in queries]
         cycles, reads = [], 0
-        for shape in zip(units, rows):
-            found = instances.get(shape)
+        table_rows, table = 0, {}
+        for u, r in zip(units, rows):
+            if r != table_rows:         # mostly once a step: its requests' rows are equal
+                table_rows, table = r, self.instances.setdefault(r, {})
+            found = table.get(u)
             if found is None:
-                found = self._instance(*shape)
+                found = table[u] = self._instance(u, r)
             cycles.append(found[0])
             reads += found[1]
         longest = max(units)
@@ -237,8 +278,7 @@ class PimAttention:
         """(cycles, PE column reads) of one instance, priced at its unit's longest context."""
         work = self.pim.attention_instance(units * self.unit, self.shard.head_dim, rows,
                                            self.shard.bpe, self.power)
-        found = self.instances[units, rows] = (work.cycles, work.column_reads)
-        return found
+        return work.cycles, work.column_reads
 
     def _placement(self, requests: int) -> ChannelPlacement:
         key = (requests, self.channels, self.shard.kv_heads)   # a request's KV heads in a row

@@ -1,4 +1,4 @@
-"""Energy per operator from per-byte and per-MAC figures (DESIGN.md section 7), with static
+"""Energy per operator from per-byte and per-MAC figures, with static
 power as a separate term. Energies in pJ."""
 from __future__ import annotations
 

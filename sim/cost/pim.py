@@ -108,11 +108,13 @@ class ChannelPlacement:
         cycles of job ``cycles[r]`` after its last row activation when it is a channel's last
         job (``paired``: that channel runs an even number); None: every refresh that falls due
         is charged."""
-        busiest = self.busiest(cycles, odd_extra)
+        loads = None if self.groups is not None or self.spread else self.loads(cycles, odd_extra)
+        busiest = self.busiest(cycles, odd_extra) if loads is None else max(loads)
         refreshed = refresh(busiest)
         if tail is None or refreshed == busiest:
             return refreshed, busiest
-        loads = self.loads(cycles, odd_extra)
+        if loads is None:
+            loads = self.loads(cycles, odd_extra)
         n, channels = self.n_cycles * self.repeat, self.channels
         # Busiest channels first, stopping where no channel left can be slower: a tail only
         # delays refreshes, and refresh(load) never decreases with the load.

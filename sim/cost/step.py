@@ -266,28 +266,37 @@ class StepModel:
         self.dense = DenseModel(system, self.shard, fc_place, devices, power, cache)
         self.attention: Placement = placement(system, self.shard, attention_place, power,
                                               cache.table)
-        self.no_energy = [0.0] * STATIC
-        self.flops_per_layer_flop = self.shard.layers * devices     # every layer, every device
+        self.attention_flops = self.attention.flops.times(self.shard.layers * devices)
         self.static_w = system.energy.static_w(devices, devices * system.stacks_per_device)
         self.dense_memo: dict[int, DensePrice] = cache.table("dense", system, self.shard, fc_place,
                                                              devices, power)
         self.memo: dict[Hashable, StepPrice] = cache.table("step", system, spec, mapping, devices,
                                                           power)
 
-    def price(self, contexts: Sequence[int], queries: Sequence[int]) -> StepPrice:
-        """The step of requests ``zip(contexts, queries)``: ints, 1 <= query <= context (not
-        checked: ``sim.model.check_requests`` checks requests from outside)."""
+    def price(self, contexts: Sequence[int], queries: Sequence[int], steps: int = 1
+              ) -> list[StepPrice]:
+        """Steps 0 .. ``steps`` - 1 of the requests ``zip(contexts, queries)``, each request at
+        context ``contexts[i] + s`` in step s (a planned draft round's steps; one step:
+        ``steps=1``). Ints, 1 <= query <= context, not checked here:
+        ``sim.model.check_requests`` checks requests from outside."""
         sums = Sums.of(contexts, queries)
-        attention = self.attention
-        key = attention.key(contexts, queries, sums)
-        head = self.memo.get(key)
-        if head is None:
-            head = self.cache.remember(self.memo, key, self._head(key, sums))
-        # Operation counts differ between steps of one key: FLOPs of the dense part are in
-        # the memoized head, attention's are added here.
-        times, flops, pim_flops = head
-        more = attention.flops(sums) * self.flops_per_layer_flop
-        return StepPrice(times, flops + more, pim_flops + more if attention.on_pim else pim_flops)
+        memo, attention = self.memo, self.attention
+        on_pim = attention.on_pim
+        # Steps of one key differ in their operation counts: the memoized head has the dense
+        # part's; attention's grow by the same count every step.
+        more, growth = self.attention_flops(sums), self.attention_flops.growth(sums)
+        out = []
+        key: Hashable = None
+        head: StepPrice | None = None
+        for s, step_key in enumerate(attention.keys(contexts, queries, sums, steps)):
+            if head is None or step_key is not key:
+                key, head = step_key, memo.get(step_key)
+                if head is None:
+                    head = self.cache.remember(memo, key, self._head(key, sums.shifted(s)))
+            times, flops, pim_flops = head
+            out.append(StepPrice(times, flops + more, pim_flops + more if on_pim else pim_flops))
+            more += growth
+        return out
 
     def _head(self, key: Hashable, sums: Sums) -> StepPrice:
         """The step of ``key`` with the dense part's operation counts only."""
@@ -297,12 +306,11 @@ class StepModel:
             d = self.cache.remember(self.dense_memo, tokens, self.dense.price(tokens))
         att = self.attention.price(key, sums)
         time_ps = att.ps + d.fc_ps + d.comm_ps + att.comm_ps + d.other_ps
-        attention_energy = self.no_energy.copy()
         first = self.attention.energy_from
-        attention_energy[first:first + 3] = att.energy
+        attention_energy = (0.0,) * first + att.energy + (0.0,) * (STATIC - first - 3)
         # Added in the order fc, attention, other, all-reduce, component by component.
         energy = (*[((f + a) + o + r) * devices for f, a, o, r in zip(
-            d.fc_energy[:STATIC], attention_energy, d.other_energy, d.allreduce_energy)],
+            d.fc_energy, attention_energy, d.other_energy, d.allreduce_energy)],
             time_ps * self.static_w)
         times = StepTimes(time_ps=time_ps, attention_ps=att.ps, fc_ps=d.fc_ps,
                           comm_ps=d.comm_ps + att.comm_ps, other_ps=d.other_ps,

@@ -48,34 +48,42 @@ class System:
         contexts, queries = zip(*check_requests(requests))
         step = self.step_model(model, mapping=mapping, devices=devices,
                                power_constrained=power_constrained, cache=cache)
-        return StepCost.of(step.price(contexts, queries))
+        return StepCost.of(step.price(contexts, queries)[0])
 
     def step_model(self, model: ModelSpec | str, *, mapping: Mapping[str, str] | None = None,
                    devices: int | None = None, power_constrained: bool = False,
                    cache: PriceCache | None = None) -> StepModel:
-        """The pricer of one kind of step, checked once, its memos in ``cache``."""
+        """The pricer of one kind of step, checked once, its memos in ``cache`` (which keeps
+        it too)."""
         spec = load_model(model) if isinstance(model, str) else model
         devices = self.devices if devices is None else devices
         if isinstance(devices, bool) or not isinstance(devices, int) or not 1 <= devices <= self.devices:
             raise SaddleError(f"{self.name}: devices must be 1..{self.devices}, found {devices!r}")
-        return StepModel(self, spec, self._mapping(mapping), devices,
-                         check_power(power_constrained), cache or PriceCache())
+        cache = cache or PriceCache()
+        kind = (self, spec, self._mapping(mapping), devices, check_power(power_constrained))
+        models: dict[tuple, StepModel] = cache.table("step model")
+        found = models.get(kind)
+        if found is None:
+            found = models[kind] = StepModel(*kind, cache)
+        return found
 
     def price_draft(self, dlm: ModelSpec | str, requests: Sequence[tuple[int, int]], *,
-                    fc: str = "gpu", power_constrained: bool = False) -> StepCost:
+                    fc: str = "gpu", power_constrained: bool = False,
+                    cache: PriceCache | None = None) -> StepCost:
         """One DLM prediction step on one device (its micro-batch); DLM attention on PIM when
         the system has PIM, FC where the Scheduler put it."""
         attention = "pim" if self.pim else "gpu"
         return self.price_step(dlm, requests, mapping={"fc": fc, "attention": attention},
-                               devices=1, power_constrained=power_constrained)
+                               devices=1, power_constrained=power_constrained, cache=cache)
 
     def price_verify(self, tlm: ModelSpec | str, requests: Sequence[tuple[int, int]], *,
-                     attention: str | None = None, power_constrained: bool = False) -> StepCost:
+                     attention: str | None = None, power_constrained: bool = False,
+                     cache: PriceCache | None = None) -> StepCost:
         """One TLM pass over all devices; TLM FC on the GPUs, attention where the Scheduler put
         it (default: the system's static mapping)."""
         attention = attention or dict(self.default_mapping)["attention"]
         return self.price_step(tlm, requests, mapping={"fc": "gpu", "attention": attention},
-                               power_constrained=power_constrained)
+                               power_constrained=power_constrained, cache=cache)
 
     def fc_compute_bound(self, model: ModelSpec | str, tokens: int, devices: int | None = None) -> bool:
         """Whether some FC GEMM of one step of ``tokens`` tokens on the GPUs is compute-bound

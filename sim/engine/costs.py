@@ -38,7 +38,8 @@ class CostAdapter:
         # draft steps of micro-batches whose contexts happen to agree).
         self._steps: dict[tuple, Priced] = self.cache.table("engine step")
         self._models: dict[tuple[str, str, str, int], StepModel] = self.cache.table("engine model")
-        self._booked: dict[StepTimes, tuple[Work, int]] = self.cache.table("engine work")
+        self._works: dict[StepTimes, tuple[Work, int]] = self.cache.table("engine work")
+        self._booked: dict[StepPrice, Priced] = self.cache.table("engine booked")
         self.calls = 0      # steps priced, not answered from the cache
 
     @classmethod
@@ -55,7 +56,7 @@ class CostAdapter:
             self.calls += 1
             contexts, queries = zip(*requests)
             hit = self._steps[key] = self._priced(
-                self._model(role, fc, attention, devices).price(contexts, queries))
+                self._model(role, fc, attention, devices).price(contexts, queries)[0])
         return hit
 
     def price_draft(self, contexts: tuple[int, ...], fc: str, attention: str) -> Priced:
@@ -65,7 +66,7 @@ class CostAdapter:
         if hit is None:
             self.calls += 1
             hit = self._steps[key] = self._priced(
-                self._model("dlm", fc, attention, 1).price(contexts, (1,) * len(contexts)))
+                self._model("dlm", fc, attention, 1).price(contexts, (1,) * len(contexts))[0])
         return hit
 
     def price_round(self, role: str, contexts: list[int], caps: list[int], fc: str,
@@ -73,28 +74,33 @@ class CostAdapter:
         """The prediction steps of a planned draft round: step s holds the requests i with
         ``caps[i] > s``, in order, each at context ``contexts[i] + s`` with one query. Not
         cached as whole steps: a round's steps are nearly all new."""
-        price, priced = self._model(role, fc, attention, devices).price, self._priced
-        steps = []
+        model = self._model(role, fc, attention, devices)
+        steps: list[Priced] = []
         start = 0
         for stop in sorted(set(caps)):      # the drafting requests change where a cap ends
-            drafting = [c for c, cap in zip(contexts, caps) if cap > start]
-            ones = (1,) * len(drafting)
-            for s in range(start, stop):
-                steps.append(priced(price([c + s for c in drafting], ones)))
+            if stop > start:
+                drafting = [c + start for c, cap in zip(contexts, caps) if cap > start]
+                steps += map(self._priced, model.price(drafting, (1,) * len(drafting), stop - start))
             start = stop
         self.calls += len(steps)
         return steps
 
     def _priced(self, price: StepPrice) -> Priced:
-        t = price.times
-        booked = self._booked.get(t)       # steps of one memo key share their StepTimes
+        # Steps of one memo key share their StepTimes, so their Work; on the GPU (whose keys
+        # fix the operation counts too) often the whole price.
+        booked = self._booked.get(price)
         if booked is None:
-            booked = self.cache.remember(self._booked, t, (
-                Work(t.time_ps, t.gpu_busy_ps, t.pim_busy_ps, t.devices),
-                round((t.energy_pj - t.energy[-1]) * 1000)))        # static is last
-        work, energy_fj = booked
-        return Priced(work=work, energy_fj=energy_fj, attention_ps=t.attention_ps, fc_ps=t.fc_ps,
-                      comm_ps=t.comm_ps, flops=price.flops, pim_flops=price.pim_flops)
+            t = price.times
+            found = self._works.get(t)
+            if found is None:
+                found = self.cache.remember(self._works, t, (
+                    Work(t.time_ps, t.gpu_busy_ps, t.pim_busy_ps, t.devices),
+                    round((t.energy_pj - t.energy[-1]) * 1000)))        # static is last
+            work, energy_fj = found
+            booked = self.cache.remember(self._booked, price, Priced(
+                work=work, energy_fj=energy_fj, attention_ps=t.attention_ps, fc_ps=t.fc_ps,
+                comm_ps=t.comm_ps, flops=price.flops, pim_flops=price.pim_flops))
+        return booked
 
     def _model(self, role: str, fc: str, attention: str, devices: int) -> StepModel:
         kind = (role, fc, attention, devices)

@@ -14,12 +14,12 @@ EVERY_SYSTEM = pytest.mark.parametrize(("name", "calibration"), [
 
 def pricers(system: System) -> Iterator[tuple[dict[str, str], Callable[..., StepCost]]]:
     """For every (FC, attention) mapping ``system`` can run OPT-1.3B with, on one device:
-    (mapping, ``price(contexts, queries)`` through one ``StepModel`` whose memos start cold
-    and stay warm between calls)."""
+    (mapping, ``price(contexts, queries, steps=1)``: ``StepModel.price``'s steps as
+    ``StepCost``s, through one ``StepModel`` whose memos start cold and stay warm)."""
     places = ("gpu", "pim") if system.pim else ("gpu",)
     for fc in places:
         for attention in places:
             mapping = {"fc": fc, "attention": attention}
             model = system.step_model("opt-1.3b", mapping=mapping, devices=1, cache=PriceCache())
-            yield mapping, lambda contexts, queries, model=model: StepCost.of(
-                model.price(contexts, queries))
+            yield mapping, lambda contexts, queries, steps=1, model=model: [
+                StepCost.of(p) for p in model.price(contexts, queries, steps)]

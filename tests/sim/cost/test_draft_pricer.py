@@ -33,7 +33,7 @@ def test_a_draft_step_is_the_step_of_its_pairs(name, calibration):
     system = load_system(name, calibration)
     for mapping, price in pricers(system):
         for i, contexts in enumerate(_steps(1, 15)):
-            got = price(contexts, (1,) * len(contexts))
+            [got] = price(contexts, (1,) * len(contexts))
             if i % 5 == 0 and min(contexts) > 1:      # other memo entries in between
                 price(contexts, (2,) * len(contexts))
             assert got == system.price_step("opt-1.3b", _pairs(contexts), mapping=mapping,

@@ -30,12 +30,21 @@ def _steps(contexts: list[int], caps: list[int]) -> list[tuple[tuple[int, int], 
 
 @EVERY_SYSTEM
 def test_a_rounds_steps_on_warm_memos_are_their_cold_prices(name, calibration):
+    """``StepModel.price`` over a span of steps (every context one more per step) against
+    ``price_step`` of each step alone."""
     system = load_system(name, calibration)
     for mapping, price in pricers(system):
         for contexts, caps in _rounds(1, 4):
-            for reqs in _steps(contexts, caps):
-                got = price([c for c, _ in reqs], [1] * len(reqs))
-                assert got == system.price_step("opt-1.3b", reqs, mapping=mapping, devices=1)
+            steps = max(caps)
+            got = price(contexts, [1] * len(contexts), steps)
+            for s, cost in enumerate(got):
+                want = system.price_step("opt-1.3b", [(c + s, 1) for c in contexts],
+                                         mapping=mapping, devices=1)
+                assert cost == want, (name, mapping, contexts, s)
+            if min(contexts) > 2:       # more queries per request, as a span too
+                got = price(contexts, [3] * len(contexts), 3)
+                assert got[2] == system.price_step("opt-1.3b", [(c + 2, 3) for c in contexts],
+                                                   mapping=mapping, devices=1)
 
 
 def test_the_adapters_round_is_its_steps():
