@@ -18,7 +18,7 @@ import random
 import time
 
 from sim.cost.step import PriceCache
-from sim.cost.system import clear_caches, load_system
+from sim.cost.system import clear_caches, load_hardware
 from sim.model import load_model
 
 
@@ -42,13 +42,13 @@ def machine_reference() -> None:
 
 def main() -> int:
     machine_reference()
-    system = load_system("saddle")
+    system = load_hardware("saddle")
     tlm, dlm = load_model("opt-66b"), load_model("opt-1.3b")
     rng = random.Random(1)
     base = [rng.randint(64, 1024) for _ in range(64)]
     steps = [[(L + i, 1) for L in base] for i in range(400)]
     verify = [[(L + 8 * i, 9) for L in base] for i in range(400)]
-    dgx = load_system("dgx-a100")
+    dgx = load_hardware("dgx-a100")
     # Each case prices through one PriceCache, as a run's adapter does.
     cases = [("OPT-66B decoding step, 64 requests, saddle",
               lambda r, cache: system.price_step(tlm, r, cache=cache), steps),

@@ -7,8 +7,7 @@ a run changes: runs with other overrides get another context (``Configs.of``), s
 built from other values is never reused, and a grid's runs with the same overrides share one,
 so each file is read and each cost model built once per process.
 
-The YAML helpers (``load_yaml``, ``get``, ``config_path``, ...) live in ``common.config``; the
-re-exports here serve sim/cost, sim/manager and sim/pe_ref.py until they import it directly.
+The YAML helpers (``load_yaml``, ``get``, ``config_path``, ...) live in ``common.config``.
 """
 from __future__ import annotations
 
@@ -17,12 +16,11 @@ from collections.abc import Callable, Hashable
 from pathlib import Path
 from typing import Any, ClassVar, TypeVar, cast
 
-from common.config import check_keys, config_path, get, known_names, load_yaml, suggest
+from common.config import get, load_yaml
 from common.errors import ConfigError
 from sim.overrides import Overrides
 
-__all__ = ["BASE", "CALIBRATIONS", "Configs", "calibrated", "check_keys", "config_path", "get",
-           "known_names", "load_yaml", "loader", "suggest"]
+__all__ = ["BASE", "CALIBRATIONS", "Configs", "calibrated", "loader"]
 
 T = TypeVar("T")
 F = TypeVar("F", bound=Callable[..., Any])

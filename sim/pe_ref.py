@@ -26,8 +26,8 @@ from pathlib import Path
 
 import numpy as np
 
-from sim.config import config_path, get, load_yaml
-from sim.errors import ConfigError
+from common.config import config_path, get, load_yaml
+from common.errors import ConfigError
 
 FP32_QNAN = np.uint32(0x7FC00000)
 FP16_QNAN = np.uint16(0x7E00)

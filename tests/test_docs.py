@@ -91,7 +91,6 @@ def test_changelog_is_dated_newest_first():
     assert dates == sorted(dates, reverse=True), "CHANGELOG.md: sections not newest first"
 
 
-@pytest.mark.xfail(reason="other helpers are removing the last references in code", strict=False)
 def test_no_reference_to_the_design_file_outside_the_repository():
     hits = []
     for path in tracked_files():

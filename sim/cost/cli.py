@@ -99,10 +99,10 @@ def _pim_attention(args) -> int:
 
 
 def _step(args) -> int:
-    from sim.cost.system import load_system
+    from sim.cost.system import load_hardware
     from sim.model import load_model
 
-    system = load_system(args.system, args.calibration)
+    system = load_hardware(args.system, args.calibration)
     model = load_model(args.model)
     reqs = [(args.context, args.query_tokens)] * args.batch
     system.check_fits(model, reqs)

@@ -6,8 +6,8 @@ time. Ties go to PIM (the GPU must be strictly faster).
 """
 from __future__ import annotations
 
+from common.errors import SaddleError
 from sim.cost.system import System
-from sim.errors import SaddleError
 from sim.model import ModelSpec
 
 

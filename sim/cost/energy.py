@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from sim.config import BASE, Configs, calibrated, config_path, get, loader
-from sim.errors import ConfigError
+from common.config import config_path, get
+from common.errors import ConfigError
+from sim.config import BASE, Configs, calibrated, loader
 
 COMPONENTS = ("gpu_dram", "gpu_onchip", "gpu_mac", "pim_bank", "pim_mac", "link", "static")
 

@@ -17,12 +17,12 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from functools import lru_cache
 
 import numpy as np
 
-from sim.config import BASE, Configs, calibrated, config_path, get, loader
-from sim.errors import ConfigError
+from common.config import config_path, get
+from common.errors import ConfigError
+from sim.config import BASE, Configs, calibrated, loader
 from sim.model import FC, Attention
 
 
@@ -257,7 +257,8 @@ def load_gpu(name: str = "a100", calibration: str = "physical", *,
         if kind not in ELEMENTWISE_KINDS:
             raise ConfigError(f"{path}: elementwise_fit.{kind}: expected one of {ELEMENTWISE_KINDS}")
         prefix = f"elementwise_fit.{kind}"
-        e = lambda k: get(entry, k, float, source=path, prefix=prefix, positive=True)
+        def e(k: str, entry: dict = entry, prefix: str = prefix) -> float:
+            return get(entry, k, float, source=path, prefix=prefix, positive=True)
         # The fit's slope was measured at reference_bandwidth_gbps; bytes scale with bandwidth.
         per_byte = e("ns_per_byte") * e("reference_bandwidth_gbps") * 1e9 / bandwidth * 1000
         fit.append((kind, round(e("fixed_ns") * 1000), per_byte))

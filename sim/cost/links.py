@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from functools import lru_cache
 
-from sim.config import BASE, Configs, calibrated, config_path, get, loader
-from sim.errors import ConfigError
+from common.config import config_path, get
+from common.errors import ConfigError
+from sim.config import BASE, Configs, calibrated, loader
 
 
 @dataclass(frozen=True)

@@ -23,13 +23,13 @@ import math
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from functools import lru_cache
 from typing import Any, NamedTuple
 
 import numpy as np
 
-from sim.config import BASE, Configs, calibrated, config_path, get, loader
-from sim.errors import ConfigError, SaddleError
+from common.config import config_path, get
+from common.errors import ConfigError, SaddleError
+from sim.config import BASE, Configs, calibrated, loader
 
 TIMING_KEYS = ("CL", "RCD", "RP", "RAS", "RC", "WR", "RTP_L", "CCD_S", "CCD_L", "RRD_S", "RRD_L",
                "FAW", "REFI")

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from sim.cost.system import StepCost, load_system
-from sim.errors import SaddleError
+from common.errors import SaddleError
+from sim.cost.system import StepCost, load_hardware
 from sim.model import load_pair
 
 # (requests still drafting, draft length) of the issue's two operating points.
@@ -26,7 +26,7 @@ def _point(label: str, flops: int, nbytes: int, gpu_ps: int, pim_ps: int) -> dic
 def roofline_points(pair_name: str, *, system: str = "saddle", context: int | None = None) -> list[dict]:
     """Points (per device) for the DLM and TLM FC and attention at each operating point."""
     pair = load_pair(pair_name)
-    sysm = load_system(system)
+    sysm = load_hardware(system)
     if sysm.pim is None:
         raise SaddleError(f"{system} has no PIM; pick a system with PIM stacks")
     context = context or pair.max_sequence_length // 2
@@ -59,7 +59,7 @@ def plot_roofline(pair_name: str, out: str | Path, *, system: str = "saddle",
     import numpy as np
 
     points = roofline_points(pair_name, system=system, context=context)
-    sysm = load_system(system)
+    sysm = load_hardware(system)
     gpu, pim, stacks = sysm.gpu, sysm.pim, sysm.stacks_per_device
     assert pim is not None      # roofline_points checked it
     x = np.logspace(-1, 3, 200)

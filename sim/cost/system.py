@@ -7,16 +7,17 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
-from sim.config import BASE, CALIBRATIONS, Configs, config_path, get, loader
+from common.config import config_path, get
+from common.errors import ConfigError, SaddleError
+from sim.config import BASE, CALIBRATIONS, Configs, loader
 from sim.cost.energy import EnergyModel, load_energy
 from sim.cost.gpu import GPU, load_gpu
 from sim.cost.links import Link, load_link
 from sim.cost.pim import PimStack, check_power, load_pim
 from sim.cost.step import PriceCache, StepCost, StepModel
-from sim.errors import ConfigError, SaddleError
 from sim.model import ModelSpec, check_requests, load_model
 
-__all__ = ["PLACES", "StepCost", "System", "clear_caches", "load_system"]
+__all__ = ["PLACES", "StepCost", "System", "clear_caches", "load_hardware"]
 
 PLACES = ("gpu", "pim")
 
@@ -115,7 +116,7 @@ class System:
 
 
 @loader
-def load_system(name: str, calibration: str | None = None, *, configs: Configs = BASE) -> System:
+def load_hardware(name: str, calibration: str | None = None, *, configs: Configs = BASE) -> System:
     """The system ``configs/hardware/<name>.yaml`` (a file with ``kind: system``), its
     components under ``calibration`` (default: the file's ``calibration``)."""
     path = config_path("hardware", name)

@@ -13,9 +13,10 @@ from pathlib import Path
 
 import yaml
 
-from sim.config import CALIBRATIONS, get
-from sim.errors import ConfigError
-from sim.paths import ROOT
+from common.config import get
+from common.errors import ConfigError
+from common.paths import ROOT
+from sim.config import CALIBRATIONS
 
 TABLES = ROOT / "validation" / "tables"
 SCHEMA = "saddle-validation/1"
@@ -90,10 +91,10 @@ def _attacc_model(name: str):
 
 def step_points(calibration: str, folder: Path = TABLES) -> list[Point]:
     """Per-component time and dynamic energy of one decoding step per reference point."""
-    from sim.cost.system import load_system
+    from sim.cost.system import load_hardware
     out = []
     for r in _records(load_table("decode_steps", folder)):
-        system = load_system(SYSTEMS[r["system"]], calibration)
+        system = load_hardware(SYSTEMS[r["system"]], calibration)
         cost = system.price_step(_attacc_model(r["model"]), [(r["context"], 1)] * r["batch"],
                                  power_constrained=r["power_constraint"])
         pc = ", power constraint" if r["power_constraint"] else ""

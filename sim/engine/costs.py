@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import NamedTuple
 
 from sim.cost.step import PriceCache, StepModel, StepPrice, StepTimes
-from sim.cost.system import System, load_system
+from sim.cost.system import System, load_hardware
 from sim.engine.devices import Work
 from sim.model import ModelSpec, load_model
 
@@ -45,7 +45,7 @@ class CostAdapter:
     @classmethod
     def named(cls, hardware: str, tlm: str, dlm: str | None) -> CostAdapter:
         """``hardware``: a configs/hardware/ system; ``tlm``/``dlm``: configs/models/ names."""
-        return cls(load_system(hardware), load_model(tlm), load_model(dlm) if dlm else None)
+        return cls(load_hardware(hardware), load_model(tlm), load_model(dlm) if dlm else None)
 
     def price(self, role: str, requests: tuple[tuple[int, int], ...], fc: str, attention: str,
               devices: int) -> Priced:

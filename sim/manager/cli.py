@@ -23,7 +23,7 @@ def register(subparsers) -> None:
 
 
 def _random(args: argparse.Namespace) -> int:
-    from sim.errors import SaddleError
+    from common.errors import SaddleError
     from sim.manager.config import ManagerConfig
     from sim.manager.random_txns import coverage, generate_with_events
     from sim.manager.txlog import write_txlog

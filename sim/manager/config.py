@@ -5,9 +5,10 @@ import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 
+from common.config import get
 from common.errors import ConfigError
 from common.paths import CONFIGS
-from sim.config import BASE, Configs, get
+from sim.config import BASE, Configs
 from sim.manager.controller import ACCEPTANCE_BINS
 from sim.manager.formats import (
     AGE,

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass, field
 
-from sim.errors import SaddleError
+from common.errors import SaddleError
 from sim.manager.transactions import MANAGER_DISCARDS
 
 ACCEPTED = "accepted"

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Any
 
-from sim.errors import SaddleError
+from common.errors import SaddleError
 
 
 class ProtocolError(SaddleError):

@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from sim.errors import SaddleError
+from common.errors import SaddleError
 from sim.manager.config import ManagerConfig
 from sim.manager.manager import Manager
 from sim.manager.softmax import SoftmaxParams

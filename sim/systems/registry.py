@@ -26,7 +26,7 @@ from typing import ClassVar
 
 import numpy as np
 
-from sim.errors import ConfigError
+from common.errors import ConfigError
 from sim.manager.controller import ACCEPTANCE_BINS
 from sim.manager.formats import ENTROPY, quantize_prob
 from traces.format import RequestTrace

@@ -18,7 +18,7 @@ from common.config import get, load_yaml, suggest
 from common.errors import ConfigError
 from common.paths import CONFIGS
 from sim.config import BASE, Configs
-from sim.cost.system import load_system as load_hardware
+from sim.cost.system import load_hardware
 from sim.engine.costs import CostAdapter
 from sim.manager.config import DEFAULT_PATH, ManagerConfig
 from sim.manager.formats import AGE, THRESHOLD, quantize_prob

@@ -12,7 +12,7 @@ from sim.config import calibrated
 from sim.cost.gpu import load_gpu
 from sim.cost.links import load_link
 from sim.cost.pim import load_pim
-from sim.cost.system import load_system
+from sim.cost.system import load_hardware
 from sim.cost.validation import (
     BOUNDS,
     TABLE_FILES,
@@ -29,11 +29,11 @@ GPU = load_gpu("a100", "attacc")
 
 
 def test_systems_default_to_the_attacc_calibration_and_physical_is_available():
-    assert load_system("saddle").calibration == "attacc"
-    phys = load_system("saddle", "physical")
+    assert load_hardware("saddle").calibration == "attacc"
+    phys = load_hardware("saddle", "physical")
     assert phys.calibration == "physical" and phys.gpu.tile_candidates == ()
     with pytest.raises(ConfigError, match="calibration"):
-        load_system("saddle", "nonsense")
+        load_hardware("saddle", "nonsense")
 
 
 def test_calibration_overrides_are_merged_and_checked(tmp_path):

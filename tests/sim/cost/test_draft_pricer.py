@@ -6,7 +6,7 @@ the command model, unit 1; unfused and fused GPU kernels), FC on GPU and PIM; an
 
 import random
 
-from sim.cost.system import load_system
+from sim.cost.system import load_hardware
 from sim.engine.costs import CostAdapter
 from tests.sim.cost.placements import EVERY_SYSTEM, pricers
 
@@ -30,7 +30,7 @@ def _pairs(contexts: tuple[int, ...]) -> tuple[tuple[int, int], ...]:
 
 @EVERY_SYSTEM
 def test_a_draft_step_is_the_step_of_its_pairs(name, calibration):
-    system = load_system(name, calibration)
+    system = load_hardware(name, calibration)
     for mapping, price in pricers(system):
         for i, contexts in enumerate(_steps(1, 15)):
             [got] = price(contexts, (1,) * len(contexts))

@@ -12,7 +12,7 @@ import pytest
 
 from sim.cost.attention import Bilinear
 from sim.cost.step import DenseModel, PriceCache, StepCost
-from sim.cost.system import load_system
+from sim.cost.system import load_hardware
 from sim.engine.costs import CostAdapter
 from sim.model import load_model
 
@@ -69,7 +69,7 @@ def _steps(seed: int, count: int, longest: int) -> list[tuple[tuple[int, int], .
 @pytest.mark.parametrize("model,devices,longest", [("opt-1.3b", 1, 2100), ("opt-66b", 8, 4200),
                                                    ("llama-3.2-1b", 1, 2100)])
 def test_pim_step_equals_the_per_instance_slow_path(calibration, model, devices, longest):
-    system = load_system("saddle", calibration)
+    system = load_hardware("saddle", calibration)
     for fc in ("gpu", "pim"):
         step = system.step_model(model, mapping={"fc": fc, "attention": "pim"}, devices=devices)
         for reqs in _steps(7, 60, longest):
@@ -82,7 +82,7 @@ def test_pim_step_equals_the_per_instance_slow_path(calibration, model, devices,
 def test_refresh_tails_decide_some_swept_steps():
     """The sweep reaches the refresh search with tails (until_last_activate): some steps'
     busiest channel takes a refresh that its last instance's tail avoids."""
-    system = load_system("saddle", "attacc")
+    system = load_hardware("saddle", "attacc")
     pim = system.pim
     shard = load_model("opt-66b").shard(8)
     decided = 0
@@ -100,7 +100,7 @@ def test_refresh_tails_decide_some_swept_steps():
 def test_the_engines_form_is_the_step_cost():
     """The adapter's ``Priced`` equals the one made from ``price_step``'s ``StepCost``, on new
     steps and memo hits."""
-    system = load_system("saddle", "attacc")
+    system = load_hardware("saddle", "attacc")
     adapter = CostAdapter.named("saddle", "opt-66b", "opt-1.3b")
     for reqs in _steps(11, 80, 2100):
         got = adapter.price("dlm", reqs, "gpu", "pim", 1)

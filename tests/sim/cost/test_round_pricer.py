@@ -5,7 +5,7 @@ every kind of attention and FC on GPU and PIM."""
 
 import random
 
-from sim.cost.system import load_system
+from sim.cost.system import load_hardware
 from sim.engine.costs import CostAdapter
 from tests.sim.cost.placements import EVERY_SYSTEM, pricers
 
@@ -32,7 +32,7 @@ def _steps(contexts: list[int], caps: list[int]) -> list[tuple[tuple[int, int], 
 def test_a_rounds_steps_on_warm_memos_are_their_cold_prices(name, calibration):
     """``StepModel.price`` over a span of steps (every context one more per step) against
     ``price_step`` of each step alone."""
-    system = load_system(name, calibration)
+    system = load_hardware(name, calibration)
     for mapping, price in pricers(system):
         for contexts, caps in _rounds(1, 4):
             steps = max(caps)

@@ -8,26 +8,26 @@ import pytest
 
 from common.errors import ConfigError, SaddleError
 from sim.cost.crossover import dlm_fc_crossover, tlm_attention_crossover
-from sim.cost.system import load_system
+from sim.cost.system import load_hardware
 from sim.model import load_model
 
-DGX = load_system("dgx-a100")
-ATTACC = load_system("attacc")
-SADDLE = load_system("saddle")
+DGX = load_hardware("dgx-a100")
+ATTACC = load_hardware("attacc")
+SADDLE = load_hardware("saddle")
 
 
 def test_systems_of_design():
     assert (DGX.devices, DGX.pim, DGX.stacks_per_device) == (8, None, 0)
     assert (SADDLE.devices, SADDLE.stacks_per_device) == (8, 5)
     assert SADDLE.gpu_pim_link.bandwidth == 2000e9 and SADDLE.device_link.bandwidth == 300e9
-    assert load_system("specpim-4gpu").devices == 4
+    assert load_hardware("specpim-4gpu").devices == 4
     for s in (DGX, ATTACC, SADDLE):
         assert s.memory_bytes == 640 * 2**30
 
 
 def test_components_are_not_systems():
     with pytest.raises(ConfigError, match="kind: expected 'system'"):
-        load_system("a100")
+        load_hardware("a100")
 
 
 @pytest.mark.parametrize("system", [DGX, ATTACC, SADDLE])
@@ -162,7 +162,7 @@ def test_steps_are_bit_identical_to_pricing_operator_by_operator():
     cases = json.loads(GOLDEN_STEPS.read_text())
     assert len(cases) == 88
     for case in cases:
-        c = load_system(case["system"], "physical").price_step(
+        c = load_hardware(case["system"], "physical").price_step(
             case["model"], [tuple(r) for r in case["requests"]], **case["kwargs"])
         got = c._asdict()
         del got["energy"]                 # checked as energy_by_component_pj
@@ -262,7 +262,7 @@ def test_a_context_unit_is_all_an_instance_sees():
     context; the command model sees every context."""
     pim = SADDLE.pim
     assert pim.context_unit == 16
-    assert load_system("saddle", "physical").pim.context_unit == 1
+    assert load_hardware("saddle", "physical").pim.context_unit == 1
     for L in range(1, 300):
         top = -(-L // 16) * 16
         for rows in (1, 8):
@@ -281,7 +281,7 @@ def test_step_model_equals_price_step_through_its_memos(calibration):
     from sim.cost.step import PriceCache, StepCost
     cases = []
     for name in ("saddle", "dgx-a100"):
-        system = load_system(name, calibration)
+        system = load_hardware(name, calibration)
         places = ("gpu", "pim") if system.pim else ("gpu",)
         for fc in places:
             for attention in places:

@@ -4,7 +4,7 @@ import types
 
 import pytest
 
-from sim.cost.system import load_system as load_hw
+from sim.cost.system import load_hardware as load_hw
 from sim.model import load_model
 from sim.systems.run import RunParams, simulate
 from tests.sim.systems.conftest import make_trace, request
