@@ -20,8 +20,11 @@ $(STAMP): pyproject.toml
 run: $(STAMP)
 	$(VENV)/bin/saddle run
 
+# Lint and type checks first (seconds), then the tests with their names as they run.
 test: $(STAMP)
-	$(PY) -m pytest -q
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/mypy
+	$(PY) -m pytest -v
 
 # The quick benchmarks (a few minutes); `$(PY) benchmarks/bench_fig12.py` times the fig12 grid.
 BENCHES := bench_traces bench_cost bench_manager bench_pe bench_manager_rtl

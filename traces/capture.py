@@ -282,8 +282,6 @@ def _cache_argument(model_class) -> str:
 def forward(model, input_ids, cache=None, **kwargs):
     """Logits of one forward pass, extending ``cache`` if given. transformers renamed the
     cache argument (``past_key_values`` -> ``cache``); the model's signature says which."""
-    import inspect
-
     if cache is not None:
         kwargs[_cache_argument(type(model))] = cache
         kwargs["use_cache"] = True

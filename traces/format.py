@@ -158,7 +158,7 @@ class TraceHeader:
         return record
 
     @classmethod
-    def from_record(cls, record: Any, source: str = "<trace>", line: int | None = 1) -> "TraceHeader":
+    def from_record(cls, record: Any, source: str = "<trace>", line: int | None = 1) -> TraceHeader:
         check = _Checker(source, line)
         if not isinstance(record, dict):
             check.fail(None, _show(record), "a JSON object (the header record)")
@@ -247,7 +247,7 @@ class RequestTrace:
         """Output positions up to the target's natural end."""
         return len(self.p) if self.natural_len is None else self.natural_len
 
-    def truncated(self, n: int) -> "RequestTrace":
+    def truncated(self, n: int) -> RequestTrace:
         """The first ``n`` output positions (1 <= n <= output_len) as a request of their own:
         the off-path lists of mismatches before n, each cut so it never passes position
         n - 1, the optional arrays cut to n. What a run that ends the output at n reads."""
@@ -426,7 +426,7 @@ class RequestTrace:
 
     @classmethod
     def from_record(cls, record: Any, header: TraceHeader, source: str = "<trace>",
-                    line: int | None = None) -> "RequestTrace":
+                    line: int | None = None) -> RequestTrace:
         check = _Checker(source, line)
         if not isinstance(record, dict):
             check.fail(None, _show(record), "a JSON object (a request record)")

@@ -15,8 +15,8 @@ import json
 import os
 import warnings
 import zlib
+from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Iterable, Iterator
 
 import orjson
 
@@ -309,7 +309,7 @@ class TraceWriter:
     def close(self) -> None:
         self._file.close()
 
-    def __enter__(self) -> "TraceWriter":
+    def __enter__(self) -> TraceWriter:
         return self
 
     def __exit__(self, *exc) -> None:

@@ -14,8 +14,8 @@ extended trace's positions past the natural end are only counted in ``extension_
 """
 from __future__ import annotations
 
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Iterable
 
 import numpy as np
 

@@ -109,10 +109,10 @@ def attacc_modules(src: Path, ramulator: Path):
         os.environ["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"
         os.chdir(tmp)
         try:
-            import src.config as config      # AttAcc's modules
+            import src.config as config  # AttAcc's modules
+            import src.ramulator_wrapper as wrapper
             import src.system as system
             import src.type as types
-            import src.ramulator_wrapper as wrapper
             yield config, system, types, wrapper
         finally:
             os.chdir(cwd)

@@ -11,12 +11,12 @@ from traces.synth import default_trace_path, pair_names
 TINY = Path(__file__).parent / "data" / "tiny.jsonl"
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def shipped(pair: str):
     return read_trace(default_trace_path(pair))
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def shipped_stats(pair: str) -> dict:
     from traces.stats import trace_stats
 

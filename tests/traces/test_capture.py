@@ -13,8 +13,14 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
 from sim.cli import main  # noqa: E402
-from traces.capture import (CaptureError, CaptureSettings, capture, load_models,  # noqa: E402
-                            load_prompts, prompt_token_ids)
+from traces.capture import (  # noqa: E402
+    CaptureError,
+    CaptureSettings,
+    capture,
+    load_models,
+    load_prompts,
+    prompt_token_ids,
+)
 from traces.io import read_trace  # noqa: E402
 from traces.specdec import speculative_decode  # noqa: E402
 
