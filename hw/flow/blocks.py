@@ -6,7 +6,7 @@ Factories import lazily so that listing the blocks does not elaborate anything.
 """
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 
 def _bank_pe():

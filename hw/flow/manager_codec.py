@@ -9,8 +9,14 @@ from __future__ import annotations
 
 from amaranth.lib import data
 
-from hw.manager.manager import (DISCARD_CODES, NOT_ISSUED_CODES, EventKind, TxnKind, command_layout,
-                                event_layout)
+from hw.manager.manager import (
+    DISCARD_CODES,
+    NOT_ISSUED_CODES,
+    EventKind,
+    TxnKind,
+    command_layout,
+    event_layout,
+)
 from sim.manager import transactions as tx
 from sim.manager.formats import PROB
 

@@ -12,9 +12,32 @@ from sim.manager.manager import Manager as Model
 from sim.manager.random_txns import generate_with_events
 from sim.manager.softmax import SoftmaxParams
 from sim.manager.transactions import (
-    Admit, Admitted, Device, Discarded, DiscardReason as R, DraftToken, Drafted, Issued, Locked, Mapping,
-    Moved, NotIssued, NotIssuedReason, Op, Pool, Resumed, Retire, Retired, SchedulerQuery,
-    SelectedToken as S, Unlock, Unlocked, Verified, VerifyIssue, VerifyResult)
+    Admit,
+    Admitted,
+    Device,
+    Discarded,
+    Drafted,
+    DraftToken,
+    Issued,
+    Locked,
+    Mapping,
+    Moved,
+    NotIssued,
+    NotIssuedReason,
+    Op,
+    Pool,
+    Resumed,
+    Retire,
+    Retired,
+    SchedulerQuery,
+    Unlock,
+    Unlocked,
+    Verified,
+    VerifyIssue,
+    VerifyResult,
+)
+from sim.manager.transactions import DiscardReason as R
+from sim.manager.transactions import SelectedToken as S
 
 # 8 slots, 16 + 12 entries (4 per micro-batch): small enough that the pools fill within a few
 # hundred transactions, and the Amaranth simulator runs 700 transactions in seconds.

@@ -3,7 +3,12 @@ into a BankPE cycle by cycle, return what ``out`` showed, and compare it with th
 expectation (used by tests/hw/pe and by `saddle hw mutate`)."""
 from amaranth.sim import Simulator
 
-from hw.flow.testbench.pe_vectors import expected_outputs, pack_command, program_cycles, unpack_result
+from hw.flow.testbench.pe_vectors import (
+    expected_outputs,
+    pack_command,
+    program_cycles,
+    unpack_result,
+)
 from hw.pe.bank_pe import BankPE
 
 

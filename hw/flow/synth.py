@@ -133,7 +133,7 @@ def load_generic_weights(path: Path | None = None) -> GenericWeights:
     path = path or config_path("synth", "generic_cells")
     data = load_yaml(path)
     gates = get(data, "gates", dict, source=path)
-    for key, value in gates.items():
+    for key in gates:
         get(gates, key, float, source=path, prefix="gates")
     ffs = get(data, "flip_flops", dict, source=path)
     weight = lambda key: get(ffs, key, float, source=path, prefix="flip_flops")  # noqa: E731

@@ -34,7 +34,6 @@ from hw.common.priority_encoder import first_one_hot, one_hot_index
 from hw.common.read_mux import read
 from sim.manager.formats import CUM_PROB, MICROBATCH_ID, POSITION, REQUEST_ID, TOKEN_ID
 
-
 # The pool of the fault "eager_count_not_decremented" (the configurations `saddle hw mutate`
 # runs have several micro-batches).
 FAULTY_POOL = 1

@@ -52,9 +52,18 @@ from hw.manager.eager_pool import EagerOp, EagerPools
 from hw.manager.scheduler import Scheduler
 from hw.manager.shared_pool import ArgmaxNode, PoolOp, SharedPool, tree_stages
 from hw.manager.softmax import Softmax, logits_layout
-from sim.manager.formats import (CUM_PROB, MICROBATCH_ID, POOL_COUNT, POSITION, PROB, REQUEST_ID,
-                                 THRESHOLD, TOKEN_ID, VERIFY_ID)
 from sim.manager.controller import ACCEPTANCE_BINS
+from sim.manager.formats import (
+    CUM_PROB,
+    MICROBATCH_ID,
+    POOL_COUNT,
+    POSITION,
+    PROB,
+    REQUEST_ID,
+    THRESHOLD,
+    TOKEN_ID,
+    VERIFY_ID,
+)
 from sim.manager.softmax import SoftmaxParams
 
 
@@ -180,7 +189,7 @@ class Manager(wiring.Component):
 
     @classmethod
     def from_config(cls, config, softmax: SoftmaxParams, fault: str | None = None, *,
-                    selector_stage_levels: int | None = None) -> "Manager":
+                    selector_stage_levels: int | None = None) -> Manager:
         """Sized like a ``sim.manager.config.ManagerConfig``; the selector of
         configs/hardware/manager_rtl.yaml unless ``selector_stage_levels`` is given."""
         if selector_stage_levels is None:

@@ -9,7 +9,8 @@ import pytest
 from hw.flow.amaranth_sim import run, send
 from hw.flow.manager_codec import logits_beats
 from hw.manager.controller import Controller, CtlOp, SlotState
-from sim.manager.controller import Controller as ModelController, RequestState
+from sim.manager.controller import Controller as ModelController
+from sim.manager.controller import RequestState
 from sim.manager.formats import PROB, PROB_ONE
 from sim.manager.softmax import SoftmaxParams, softmax_greedy
 

@@ -6,7 +6,8 @@ import random
 from hw.flow.amaranth_sim import run
 from hw.manager.eager_pool import EagerOp, EagerPools
 from sim.manager.eager_pool import EagerPools as ModelPools
-from sim.manager.shared_pool import PoolEntry, SharedPool as ModelShared
+from sim.manager.shared_pool import PoolEntry
+from sim.manager.shared_pool import SharedPool as ModelShared
 
 POOLS, ENTRIES, REQUESTS = 3, 12, 7
 

@@ -6,13 +6,29 @@ from __future__ import annotations
 import pytest
 
 from hw.flow import manager_replay
-from hw.flow.manager_stimulus import (RANDOM_LENGTH, RANDOM_SEEDS, ROUND_BY_HAND, SMALL, SOFTMAX, corner_pairs,
-                                     random_pairs)
+from hw.flow.manager_stimulus import (
+    RANDOM_LENGTH,
+    RANDOM_SEEDS,
+    ROUND_BY_HAND,
+    SMALL,
+    SOFTMAX,
+    corner_pairs,
+    random_pairs,
+)
 from hw.manager.manager import Manager as HwManager
 from sim.manager.manager import Manager as Model
 from sim.manager.random_txns import coverage, generate_with_events
-from sim.manager.transactions import (Device, DraftLogits, Drafted, Mapping, Moved, Op, Pool, ProtocolError,
-                                     Retire)
+from sim.manager.transactions import (
+    Device,
+    Drafted,
+    DraftLogits,
+    Mapping,
+    Moved,
+    Op,
+    Pool,
+    ProtocolError,
+    Retire,
+)
 
 
 def replay(config, pairs, name, *, stall: float = 0.0, seed: int = 0, long_stalls: bool = False,

@@ -5,7 +5,8 @@ import random
 
 from hw.flow.amaranth_sim import run
 from hw.manager.scheduler import Scheduler
-from sim.manager.scheduler import Scheduler as ModelScheduler, dlm_fc_estimate
+from sim.manager.scheduler import Scheduler as ModelScheduler
+from sim.manager.scheduler import dlm_fc_estimate
 from sim.manager.transactions import Device
 
 REQUESTS, QUERIES = 128, 512

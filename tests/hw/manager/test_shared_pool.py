@@ -8,7 +8,8 @@ import pytest
 from hw.flow.amaranth_sim import run
 from hw.manager.shared_pool import PoolOp, SharedPool, tree_stages
 from sim.manager.formats import PROB_ONE
-from sim.manager.shared_pool import PoolEntry, SharedPool as ModelPool
+from sim.manager.shared_pool import PoolEntry
+from sim.manager.shared_pool import SharedPool as ModelPool
 
 ENTRIES, REQUESTS = 16, 6
 

@@ -9,8 +9,15 @@ import cocotb
 from cocotb.clock import Clock
 from cocotb.triggers import FallingEdge, RisingEdge
 
-from hw.flow.testbench.pe_vectors import (corner_program, expected_outputs, long_program, pack_command,
-                                          program_cycles, random_program, unpack_result)
+from hw.flow.testbench.pe_vectors import (
+    corner_program,
+    expected_outputs,
+    long_program,
+    pack_command,
+    program_cycles,
+    random_program,
+    unpack_result,
+)
 from sim.pe_ref import Mode
 
 LANES = int(os.environ.get("SADDLE_PE_LANES", "16"))

@@ -5,12 +5,18 @@ import numpy as np
 import pytest
 from amaranth.sim import Simulator
 
+from hw.flow.pe_replay import first_mismatch
+from hw.flow.testbench.pe_vectors import (
+    any_fp16,
+    corner_program,
+    expected_outputs,
+    long_program,
+    random_program,
+)
 from hw.pe.fp16_mul import FP16Mul
 from hw.pe.fp16_round import FP32ToFP16
 from hw.pe.fp32_add import FP32Add
 from sim.pe_ref import Mode, fp16_mul, fp32_add, fp32_to_fp16
-from hw.flow.pe_replay import first_mismatch
-from hw.flow.testbench.pe_vectors import any_fp16, corner_program, expected_outputs, long_program, random_program
 
 SPECIAL16 = [0x0000, 0x8000, 0x0001, 0x8001, 0x03FF, 0x0400, 0x3C00, 0xBC00, 0x7BFF, 0xFBFF,
              0x7C00, 0xFC00, 0x7E00, 0x7C01, 0xFE00]
