@@ -229,6 +229,11 @@ class Manager(wiring.Component):
         code = Signal(2)
         wait_left = Signal(POSITION.bits)      # waiting tokens discarded after a rejected prefix
 
+        # The token SELECTed in the previous cycle, if any (the pass's bookkeeping, SELECT).
+        sel_valid = Signal()
+        sel_req = Signal(REQUEST_ID.bits)
+        m.d.sync += sel_valid.eq(0)
+
         # Every block is addressed by one request and one micro-batch at a time.
         cur = Signal(REQUEST_ID.bits)
         cur_mb = Signal(MICROBATCH_ID.bits)
@@ -326,7 +331,16 @@ class Manager(wiring.Component):
                         m.d.sync += state.eq(_State.SELECT)
 
             with m.Case(_State.SELECT):
-                m.d.comb += [cur.eq(sp.best_req)]
+                # The pass's bookkeeping runs one cycle behind the selection, on the registered
+                # winner: the request of the token selected in the previous cycle, its first
+                # in flight iff that SELECT made its in-flight count 1. So the selector's
+                # winner drives no request lookup (Controller, pools): the selection path ends
+                # in the Shared Pool and the event register. The cycle after the last SELECT
+                # is this state's end of selection, so the counts are complete before ISSUED.
+                m.d.comb += cur.eq(sel_req)
+                with m.If(sel_valid):
+                    m.d.sync += [distinct.eq(distinct + (fly == 1)),
+                                 in_pass.eq(in_pass | one_hot(sel_req, "best"))]
                 with m.If(~sp.best_valid | (left == 0)):
                     m.d.sync += state.eq(_State.ISSUED)
                     if self.aging_passes is not None:   # the selection is complete: age the pool
@@ -336,8 +350,7 @@ class Manager(wiring.Component):
                     emit(EventKind.ISSUED_TOKEN, request=sp.best_req, position=sp.best_pos,
                          token=sp.best_token, h=sp.best_h)
                     m.d.sync += [left.eq(left - 1), queries.eq(queries + 1),
-                                 distinct.eq(distinct + (fly == 0)),
-                                 in_pass.eq(in_pass | one_hot(sp.best_req, "best"))]
+                                 sel_valid.eq(1), sel_req.eq(sp.best_req)]
 
             with m.Case(_State.ISSUED):
                 with m.If(room):
