@@ -120,7 +120,7 @@ def _variant(name: str, factory, args):
     """(work folder name, factory) of a block under `args`' selector and mapping options."""
     work_name = name
     if args.selector_stage_levels is not None and name in ("shared_pool", "manager"):
-        from hw.manager.sizes import full_size
+        from hw.flow.blocks import full_size
 
         stage_levels = args.selector_stage_levels
         work_name, factory = f"{name}_k{stage_levels}", lambda: full_size(name, stage_levels=stage_levels)

@@ -51,6 +51,7 @@ from hw.manager.controller import Controller, CtlOp, SlotState
 from hw.manager.eager_pool import EagerOp, EagerPools
 from hw.manager.scheduler import Scheduler
 from hw.manager.shared_pool import ArgmaxNode, PoolOp, SharedPool, tree_stages
+from hw.manager.sizes import selector_stage_levels as shipped_selector_stage_levels
 from hw.manager.softmax import Softmax, logits_layout
 from sim.manager.formats import (CUM_PROB, MICROBATCH_ID, POOL_COUNT, POSITION, PROB, REQUEST_ID,
                                  THRESHOLD, TOKEN_ID, VERIFY_ID)
@@ -184,8 +185,7 @@ class Manager(wiring.Component):
         """Sized like a ``sim.manager.config.ManagerConfig``; the selector of
         configs/hardware/manager_rtl.yaml unless ``selector_stage_levels`` is given."""
         if selector_stage_levels is None:
-            from hw.manager.sizes import selector_stage_levels as shipped
-            selector_stage_levels = shipped()
+            selector_stage_levels = shipped_selector_stage_levels()
         return cls(requests=config.max_requests, shared_entries=config.shared_entries,
                    eager_entries=config.eager_entries, micro_batches=config.micro_batches,
                    softmax=softmax, aging_passes=config.aging_passes,
