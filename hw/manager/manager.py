@@ -213,6 +213,7 @@ class Manager(wiring.Component):
             sched.static_tlm_attention_gpu.eq(self.static_tlm_attention_gpu),
         ]
 
+        state = Signal(_State)
         c = Signal(command_layout)              # the transaction being executed
         locked = Signal()
         vid = Signal(VERIFY_ID.bits)
@@ -238,6 +239,9 @@ class Manager(wiring.Component):
         cur = Signal(REQUEST_ID.bits)
         cur_mb = Signal(MICROBATCH_ID.bits)
         m.d.comb += [cur.eq(c.request), cur_mb.eq(c.microbatch)]
+        # A DRAFT's request, a cycle ahead for the Controller's read of H: the command's
+        # while it is accepted, then the transaction's own.
+        m.d.comb += ctl.pre_req.eq(Mux(state == _State.IDLE, self.cmd.payload.request, c.request))
         m.d.comb += [ctl.req.eq(cur), ctl.mb.eq(cur_mb), sp.req.eq(cur), sp.q_req.eq(cur),
                      ep.req.eq(cur), ep.q_req.eq(cur), ep.mb.eq(cur_mb)]
         t, fly, wait, eager = ctl.rd_t, sp.q_fly, sp.q_wait, ep.q_n
@@ -270,7 +274,6 @@ class Manager(wiring.Component):
         shared_full = Signal()
         m.d.comb += shared_full.eq(sp.count == self.shared_entries)
 
-        state = Signal(_State)
         with m.Switch(state):
             with m.Case(_State.IDLE):
                 m.d.comb += self.cmd.ready.eq(1)

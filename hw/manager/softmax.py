@@ -225,7 +225,10 @@ class Softmax(wiring.Component):
         fits = Signal()
         m.d.comb += [diff.eq(rem - div), fits.eq(~diff[-1])]
 
+        # The payload is the registers themselves, not gated by the state: a consumer's
+        # datapath (the Controller's multiplier) then starts at a flip-flop.
         out = self.result.payload
+        m.d.comb += [out.token.eq(argmax), out.prob.eq(quo)]
         state = Signal(_State)
         with m.Switch(state):
             with m.Case(_State.ACCUM):
@@ -250,7 +253,7 @@ class Softmax(wiring.Component):
                 with m.If(steps == 1):
                     m.d.sync += state.eq(_State.OUTPUT)
             with m.Default():   # OUTPUT
-                m.d.comb += [self.result.valid.eq(1), out.token.eq(argmax), out.prob.eq(quo)]
+                m.d.comb += self.result.valid.eq(1)
                 with m.If(self.result.ready):
                     m.d.sync += count.eq(0)
                     m.d.sync += state.eq(_State.ACCUM)
