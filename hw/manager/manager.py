@@ -30,6 +30,12 @@ front, by acceptance, or all at once), so with the Controller's t every position
 Mutation testing: ``fault`` names one fault of ``Manager.FAULTS`` or of a block's ``FAULTS``
 (hw/common/fault.py, ``saddle hw mutate``); None, the default, is the shipped design.
 
+Timing structure (what keeps the clock short): a DRAFT's request is given to the Controller
+while the command is accepted (``pre_req``), so its H is in a register when the decision cycle
+starts; during a selection the Shared Pool's winner goes only to the pool itself and to the event
+register, and the pass's bookkeeping (requests in the pass, distinct requests) runs a cycle later
+on the registered winner (``sel_req``), so the selector's output drives no request lookup.
+
 Cycle cost (clock edges from the ``cmd`` transfer to the ``DONE`` transfer, both included,
 without back-pressure): one to accept, one per event beat, one more for the ``DONE`` transfer,
 plus one per step that emits nothing (Issue's checks and end of selection, requests visited
