@@ -34,12 +34,15 @@ Timing structure (what keeps the clock short): a DRAFT's request is given to the
 while the command is accepted (``pre_req``), so its H is in a register when the decision cycle
 starts; during a selection the Shared Pool's winner goes only to the pool itself and to the event
 register, and the pass's bookkeeping (requests in the pass, distinct requests) runs a cycle later
-on the registered winner (``sel_req``), so the selector's output drives no request lookup.
+on the registered winner (``sel_req``), so the selector's output drives no request lookup. The
+walks over requests (rejected, holding eager tokens, in the pass) address the blocks from
+registered scans (``lowest``): a walk step that changes its vector waits one cycle for the scan
+to see the change, so ``cur`` is a multiplexer of registers only.
 
 Cycle cost (clock edges from the ``cmd`` transfer to the ``DONE`` transfer, both included,
 without back-pressure): one to accept, one per event beat, one more for the ``DONE`` transfer,
 plus one per step that emits nothing (Issue's checks and end of selection, requests visited
-by the Unlock walks without an event). A ``DRAFT`` takes 4 (its ``DRAFTED`` is valid one cycle
+by the Unlock walks without an event, the walks' waits for their registered scans). A ``DRAFT`` takes 4 (its ``DRAFTED`` is valid one cycle
 after the transfer: the decision latency), an Issue of k tokens k + 8: one selected token per
 cycle (``tests/hw/manager/test_manager.py`` measures both). The same with a pipelined Shared
 Pool selector (``selector_stage_levels``): its latency (at most ``SELECT_GAP`` cycles, checked
@@ -271,12 +274,23 @@ class Manager(wiring.Component):
             return bits
 
         def lowest(vector, name):
-            one_hot = first_one_hot(m, vector, name)
-            return one_hot.any(), one_hot_index(m, one_hot, name), one_hot
+            """The lowest set bit of ``vector`` as registers: (any, index, index one-hot,
+            fresh). The scan runs every cycle on the vector as it is and its result is
+            registered, so a walk addresses the blocks from a flip-flop, not from a 128-bit
+            scan; ``fresh`` (the registers saw the vector as it is now) is low for one cycle
+            after the vector changes, and a walk waits for it."""
+            first = first_one_hot(m, vector, name)
+            found = Signal(name=f"{name}_any")
+            index = Signal(REQUEST_ID.bits, name=f"{name}_idx")
+            seen = Signal(len(vector), name=f"{name}_seen")
+            m.d.sync += [found.eq(first.any()), index.eq(one_hot_index(m, first, name)), seen.eq(vector)]
+            fresh = Signal(name=f"{name}_fresh")
+            m.d.comb += fresh.eq(~(seen ^ vector).any())
+            return found, index, one_hot(index, f"{name}_r"), fresh
 
-        pass_any, pass_idx, pass_bit = lowest(in_pass, "pass")
-        rej_any, rej_idx, rej_bit = lowest(rejected, "rej")
-        hold_any, hold_idx, _ = lowest(ep.holding, "hold")
+        pass_any, pass_idx, pass_bit, pass_fresh = lowest(in_pass, "pass")
+        rej_any, rej_idx, rej_bit, rej_fresh = lowest(rejected, "rej")
+        hold_any, hold_idx, _, hold_fresh = lowest(ep.holding, "hold")
         shared_full = Signal()
         m.d.comb += shared_full.eq(sp.count == self.shared_entries)
 
@@ -438,7 +452,9 @@ class Manager(wiring.Component):
             with m.Case(_State.UNLOCK_REJECTED):
                 # Discard the eager tokens of each rejected request, ascending request id.
                 m.d.comb += cur.eq(rej_idx)
-                with m.If(1 if fault == "eager_moved_on_reject" else ~rej_any):
+                with m.If(~rej_fresh):
+                    pass
+                with m.Elif(1 if fault == "eager_moved_on_reject" else ~rej_any):
                     m.d.sync += state.eq(_State.DRAIN)
                 with m.Elif(eager == 0):
                     m.d.sync += rejected.eq(rejected & ~rej_bit)
@@ -449,7 +465,9 @@ class Manager(wiring.Component):
             with m.Case(_State.DRAIN):
                 # Eager tokens to the Shared Pool while it has room: ascending request, position.
                 m.d.comb += cur.eq(hold_idx)
-                with m.If(~hold_any | shared_full):
+                with m.If(~hold_fresh):
+                    pass
+                with m.Elif(~hold_any | shared_full):
                     with m.If(c.kind == TxnKind.UNLOCK):
                         m.d.sync += state.eq(_State.RESUME)
                     with m.Else():
@@ -478,7 +496,9 @@ class Manager(wiring.Component):
                 restart = Signal()
                 m.d.comb += restart.eq((slot_state == SlotState.REJECTED) |
                                        ((slot_state == SlotState.STOPPED) & (tail == 0)))
-                with m.If(~pass_any):
+                with m.If(~pass_fresh):
+                    pass
+                with m.Elif(~pass_any):
                     m.d.sync += [vid.eq(vid + 1), rejected.eq(0)]
                     m.d.sync += state.eq(_State.DONE)
                 with m.Elif(~restart):
