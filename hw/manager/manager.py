@@ -42,9 +42,9 @@ to see the change, so ``cur`` is a multiplexer of registers only.
 Cycle cost (clock edges from the ``cmd`` transfer to the ``DONE`` transfer, both included,
 without back-pressure): one to accept, one per event beat, one more for the ``DONE`` transfer,
 plus one per step that emits nothing (Issue's checks and end of selection, requests visited
-by the Unlock walks without an event, the walks' waits for their registered scans). A ``DRAFT`` takes 4 (its ``DRAFTED`` is valid one cycle
-after the transfer: the decision latency), an Issue of k tokens k + 8: one selected token per
-cycle (``tests/hw/manager/test_manager.py`` measures both). The same with a pipelined Shared
+by the Unlock walks without an event, the walks' waits for their registered scans). A
+``DRAFT`` takes 4 (its ``DRAFTED`` is valid one cycle after the transfer: the decision
+latency), an Issue of k tokens k + 8: one selected token per cycle (``tests/hw/manager/test_manager.py`` measures both). The same with a pipelined Shared
 Pool selector (``selector_stage_levels``): its latency (at most ``SELECT_GAP`` cycles, checked
 at construction) passes between a pool write and the next Issue's first SELECT.
 """
