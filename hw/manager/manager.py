@@ -224,6 +224,7 @@ class Manager(wiring.Component):
 
         state = Signal(_State)
         c = Signal(command_layout)              # the transaction being executed
+        no_eager = Signal()                     # its request held no eager token when accepted
         locked = Signal()
         vid = Signal(VERIFY_ID.bits)
         in_pass = Signal(self.requests)
@@ -296,9 +297,11 @@ class Manager(wiring.Component):
 
         with m.Switch(state):
             with m.Case(_State.IDLE):
-                m.d.comb += self.cmd.ready.eq(1)
+                # The blocks are addressed by the incoming command's request, so that a DRAFT's
+                # pool choice (its request's eager tokens) is a register in the next cycle.
+                m.d.comb += [self.cmd.ready.eq(1), cur.eq(self.cmd.payload.request)]
                 with m.If(self.cmd.valid):
-                    m.d.sync += c.eq(self.cmd.payload)
+                    m.d.sync += [c.eq(self.cmd.payload), no_eager.eq(eager == 0)]
                     with m.Switch(self.cmd.payload.kind):
                         for kind in TxnKind:
                             with m.Case(kind):
@@ -315,9 +318,15 @@ class Manager(wiring.Component):
                 pool_room = Signal()
                 shared_room = 1 if fault == "shared_full_ignored" else ~shared_full
                 eager_room = 1 if fault == "eager_full_ignored" else ep.room
-                m.d.comb += [to_shared.eq(~locked & (eager == 0)),
+                token = Mux(c.use_logits, ctl.sampled_token, c.token)
+                # The pools' data inputs are driven whatever the handshake: only the op strobes
+                # wait for it, so no data multiplexer hangs on the Controller's op_ready.
+                m.d.comb += [to_shared.eq(~locked & no_eager),
                              pool_room.eq(Mux(to_shared, shared_room, eager_room)),
-                             ctl.prob.eq(c.prob), ctl.use_logits.eq(c.use_logits)]
+                             ctl.prob.eq(c.prob), ctl.use_logits.eq(c.use_logits),
+                             sp.pos.eq(c.position), sp.token.eq(token), sp.h.eq(ctl.h_new),
+                             sp.mb.eq(c.microbatch), ep.pos.eq(c.position),
+                             ep.token.eq(token), ep.h.eq(ctl.h_new)]
                 with m.If(room):
                     # A refused token's softmax result is dropped (SKIP): the DLM retries.
                     m.d.comb += ctl.op.eq(CtlOp.DRAFT if fault == "refused_draft_updates_h" else
@@ -326,10 +335,6 @@ class Manager(wiring.Component):
                     emit(EventKind.REFUSED, request=c.request, position=c.position, pool=~to_shared)
                     m.d.sync += state.eq(_State.DONE)
                 with m.Elif(room & ctl.op_ready):
-                    token = Mux(c.use_logits, ctl.sampled_token, c.token)
-                    m.d.comb += [sp.pos.eq(c.position), sp.token.eq(token), sp.h.eq(ctl.h_new),
-                                 sp.mb.eq(c.microbatch), ep.pos.eq(c.position),
-                                 ep.token.eq(token), ep.h.eq(ctl.h_new)]
                     with m.If(to_shared):
                         m.d.comb += sp.op.eq(PoolOp.INSERT)
                     with m.Else():
