@@ -34,10 +34,40 @@ def _fp16_round():
     return FP32ToFP16()
 
 
+def full_size(block: str, stage_levels: int | None = None):
+    """The named Manager block (``softmax``, ``controller``, ``shared_pool``, ``eager_pool``,
+    ``scheduler``, ``manager``) at its shipped size; the Shared Pool's selector pipelined every
+    ``stage_levels`` levels (None: the shipped selector)."""
+    from hw.manager.sizes import selector_stage_levels, softmax_params
+    from sim.manager.config import ManagerConfig
+    from sim.manager.formats import POOL_COUNT
+
+    if stage_levels is None:
+        stage_levels = selector_stage_levels()
+    cfg = ManagerConfig.load()
+    if block == "softmax":
+        from hw.manager.softmax import Softmax
+        return Softmax(softmax_params())
+    if block == "controller":
+        from hw.manager.controller import Controller
+        return Controller(cfg.max_requests, softmax_params())
+    if block == "shared_pool":
+        from hw.manager.shared_pool import SharedPool
+        return SharedPool(cfg.shared_entries, cfg.max_requests, cfg.aging_passes, stage_levels=stage_levels)
+    if block == "eager_pool":
+        from hw.manager.eager_pool import EagerPools
+        return EagerPools(cfg.micro_batches, cfg.eager_entries, cfg.max_requests)
+    if block == "scheduler":
+        from hw.manager.scheduler import Scheduler
+        return Scheduler(cfg.max_requests, POOL_COUNT.max_raw)
+    if block == "manager":
+        from hw.manager.manager import Manager
+        return Manager.from_config(cfg, softmax_params(), selector_stage_levels=stage_levels)
+    raise ValueError(f"unknown Manager block {block!r}")
+
+
 def _manager(block: str) -> Callable[[], object]:
     def factory():
-        from hw.manager.sizes import full_size
-
         return full_size(block)
     return factory
 

@@ -1,6 +1,6 @@
-"""`saddle hw export | synth | timing | fetch-lib | coverify | mutate`: Verilog, lint, Yosys
-figures and static timing of every RTL block, co-verification on a simulated run, mutation
-testing.
+"""`saddle hw export | synth | timing | cycles | fetch-lib | coverify | mutate`: Verilog, lint,
+Yosys figures and static timing of every RTL block, the cycle costs the simulator charges
+(measured on the RTL), co-verification on a simulated run, mutation testing.
 
 The blocks are those of `hw.flow.blocks.BLOCKS` at their shipped size.
 """
@@ -51,6 +51,18 @@ def register(subparsers) -> None:
     timing.add_argument("--out", type=Path, default=BUILD / "synth", help="work folder (default build/synth)")
     _variant_options(timing)
     timing.set_defaults(func=_timing)
+
+    cycles = sub.add_parser("cycles", help="the Manager's and the PE's cycle costs, measured on the RTL",
+                            description="Simulate the Manager and the bank PE RTL (Amaranth) and measure the "
+                                        "cycles the simulator charges (hw/flow/cycles.py): the softmax's and "
+                                        "the decision's per request, the Issue's per token and fixed, the PE's "
+                                        "latencies. Compares them with configs/timing/manager.yaml and "
+                                        "configs/hardware/bank_pe.yaml (exit 1 if they differ), or writes them.")
+    cycles.add_argument("--write", action="store_true",
+                        help="write configs/timing/manager.yaml (generated; its clock_ghz kept) and the PE's "
+                             "latencies in configs/hardware/bank_pe.yaml")
+    cycles.add_argument("--json", action="store_true", help="print the measured cycles as JSON")
+    cycles.set_defaults(func=_cycles)
 
     fetch = sub.add_parser("fetch-lib", help="fetch the osu018 standard-cell library into build/celllib/")
     fetch.set_defaults(func=_fetch_lib)
@@ -108,7 +120,7 @@ def _variant(name: str, factory, args):
     """(work folder name, factory) of a block under `args`' selector and mapping options."""
     work_name = name
     if args.selector_stage_levels is not None and name in ("shared_pool", "manager"):
-        from hw.manager.sizes import full_size
+        from hw.flow.blocks import full_size
 
         stage_levels = args.selector_stage_levels
         work_name, factory = f"{name}_k{stage_levels}", lambda: full_size(name, stage_levels=stage_levels)
@@ -191,6 +203,25 @@ def _synth(args) -> int:
     return 0
 
 
+def _cycles(args) -> int:
+    from hw.flow.cycles import differences, measure, write
+
+    cycles = measure()
+    if args.json:
+        print(json.dumps({"manager": cycles.manager, "pe": cycles.pe}, indent=2))
+    else:
+        for k, v in {**cycles.manager, **cycles.pe}.items():
+            print(f"{k:<26} {v}")
+    if args.write:
+        for path in write(cycles):
+            print(f"wrote {path}", file=sys.stderr)
+        return 0
+    diffs = differences(cycles)
+    for line in diffs:
+        print(line, file=sys.stderr)
+    return 1 if diffs else 0
+
+
 def _timing(args) -> int:
     from hw.flow.export import write_verilog
     from hw.flow.synth import MAPPED_NETLIST, fetch_celllib, parse_liberty, repo_path
@@ -230,15 +261,20 @@ def _timing(args) -> int:
                       f"{path.stages} stages, {path.min_period_ns:.3f} ns, fmax {result.fmax_mhz:.0f} MHz "
                       f"({library}), {result.depth_fo4:.1f} FO4 -> {result.target_period_ps:.0f} ps at "
                       f"{config.target_node_nm:g} nm ({result.target_fmax_ghz:.2f} GHz, "
-                      f"{'meets' if result.meets_target_clock else 'MISSES'} {config.target_clock_ghz:g} GHz)"
+                      f"{'meets' if result.meets_target_clock else 'MISSES'} {config.target_clock_ghz:g} GHz; "
+                      f"typical rule {result.target_period_typical_ps:.0f} ps, "
+                      f"{'meets' if result.meets_target_clock_typical else 'MISSES'})"
                       + (f"; {trees.buffers} buffers on {trees.nets} nets" if trees else "")
                       + f"  ({time.monotonic() - started:.0f} s)")
     if args.json:
         print(json.dumps({"fo4_ns": fo4, "fo4_target_ns": config.target_fo4_ns,
+                          "fo4_target_typical_ns": config.target_fo4_typical_ns,
+                          "target_clock_ghz": config.target_clock_ghz,
                           "blocks": [r.to_dict() for r in results]}, indent=2, sort_keys=True))
     else:
         print(f"FO4 ({library}, measured): {fo4 * 1000:.1f} ps; at {config.target_node_nm:g} nm: "
-              f"{config.target_fo4_ns * 1000:.1f} ps (configs/synth/timing.yaml)")
+              f"{config.target_fo4_ns * 1000:.1f} ps, typical {config.target_fo4_typical_ns * 1000:.1f} ps "
+              f"(configs/synth/timing.yaml); clock {config.target_clock_ghz:g} GHz (configs/timing/manager.yaml)")
     return 0
 
 

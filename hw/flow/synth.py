@@ -277,6 +277,7 @@ class DelayMapping:
     driving_cell: str     # assumed to drive each module input (ABC's -constr)
     load_pf: float        # on each module output
     extra_map: str        # Yosys techmap rules replacing the default ones (a faster carry chain)
+    booth: bool = False   # multipliers as radix-4 Booth partial products summed by a tree (synth -booth)
 
 
 def load_delay_mapping(path: Path | None = None) -> DelayMapping:
@@ -285,7 +286,8 @@ def load_delay_mapping(path: Path | None = None) -> DelayMapping:
     sec = get(load_yaml(path), "delay_mapping", dict, source=path)
     val = lambda key, kind, **kw: get(sec, key, kind, source=path, prefix="delay_mapping", **kw)  # noqa: E731
     return DelayMapping(int(val("target_ps", int, positive=True)), val("driving_cell", str),
-                        float(val("load_pf", float, positive=True)), val("extra_map", str))
+                        float(val("load_pf", float, positive=True)), val("extra_map", str),
+                        bool(get(sec, "booth", bool, source=path, prefix="delay_mapping", default=False)))
 
 
 def synthesize(verilog: Path, top: str, *, liberty: Path | None, work_dir: Path,
@@ -312,7 +314,8 @@ def synthesize(verilog: Path, top: str, *, liberty: Path | None, work_dir: Path,
     flat = hierarchy == "flat"
     delay = load_delay_mapping() if goal == "delay" else None
     synth = (f"synth -top {top} -noshare" + (" -flatten" if flat else "")
-             + (f" -extra-map {delay.extra_map}" if delay else ""))
+             + (f" -extra-map {delay.extra_map}" if delay else "")
+             + (" -booth" if delay and delay.booth else ""))
     shape = ("synth -flatten -noshare" if flat else
              "synth -noshare, hierarchy kept (each module optimized and mapped by itself, instances summed)")
     # Direct mapping: skip synth's generic-gate ABC, whose output only the generic method reads;
@@ -345,7 +348,8 @@ def synthesize(verilog: Path, top: str, *, liberty: Path | None, work_dir: Path,
         if delay:
             (work_dir / "abc.constr").write_text(f"set_driving_cell {delay.driving_cell}\nset_load {delay.load_pf}\n")
             abc += f" -D {delay.target_ps} -constr abc.constr"
-            shape += (f", delay mapping ({delay.extra_map} carries; abc -D {delay.target_ps} -constr: "
+            shape += (f", delay mapping ({delay.extra_map} carries{'; Booth multipliers' if delay.booth else ''}; "
+                      f"abc -D {delay.target_ps} -constr: "
                       "buffering, gate sizing)")
         script += [f"dfflibmap -liberty {rel}", abc, "opt_clean",
                    f"tee -q -o mapped.json stat -json -liberty {rel}", f"write_verilog -noattr {MAPPED_NETLIST}"]

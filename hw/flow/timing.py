@@ -85,13 +85,18 @@ class TimingConfig:
     fo4_chains: tuple[int, int]
     fo4_ps_per_nm: float
     target_node_nm: float
-    target_clock_ghz: float
+    target_clock_ghz: float           # the Manager's clock_ghz (configs/timing/manager.yaml)
     max_fanout: int                   # the buffered netlist's fanout bound
     buffer_cell: tuple[str, str, str]  # (cell, input pin, output pin) of its buffer trees
+    fo4_ps_per_nm_typical: float = 0.36   # the rule's typical-corner variant (fo4_ps_per_nm: worst case)
 
     @property
     def target_fo4_ns(self) -> float:
         return self.fo4_ps_per_nm * self.target_node_nm / 1000.0
+
+    @property
+    def target_fo4_typical_ns(self) -> float:
+        return self.fo4_ps_per_nm_typical * self.target_node_nm / 1000.0
 
 
 def load_timing_config(path: Path | None = None) -> TimingConfig:
@@ -109,9 +114,12 @@ def load_timing_config(path: Path | None = None) -> TimingConfig:
     cell = get(buffering, "cell", list, source=path, prefix="buffering")
     if len(cell) != 3 or not all(isinstance(x, str) for x in cell):
         raise SaddleError(f"{path}: buffering.cell: expected [cell, input pin, output pin], found {cell!r}")
+    # One clock for the cycle costs the simulator charges and for this check of the RTL.
+    from sim.manager.timing import load_manager_timing
     return TimingConfig(num(data, "clock_period_ns"), (chains[0], chains[1]),
                         num(scaling, "fo4_ps_per_nm", "scaling"), num(scaling, "target_node_nm", "scaling"),
-                        num(scaling, "target_clock_ghz", "scaling"), max_fanout, (cell[0], cell[1], cell[2]))
+                        load_manager_timing().clock_ghz, max_fanout, (cell[0], cell[1], cell[2]),
+                        num(scaling, "fo4_ps_per_nm_typical", "scaling"))
 
 
 def _constrain(top: str, liberty: Path, netlist: Path, has_clock: bool, period: float) -> str:
@@ -328,6 +336,8 @@ class TimingResult:
     target_period_ps: float    # depth_fo4 x FO4 at the target node (the scaling rule)
     target_fmax_ghz: float
     meets_target_clock: bool   # target_fmax >= the target clock
+    target_period_typical_ps: float   # the same with the rule's typical variant
+    meets_target_clock_typical: bool
     library: str
     netlist: str
     buffering: Buffering | None = None   # the buffered netlist's trees
@@ -350,4 +360,7 @@ def block_timing(block: str, path: CriticalPath, fo4_ns: float, config: TimingCo
                         target_node_nm=config.target_node_nm, target_period_ps=round(target_ps, 1),
                         target_fmax_ghz=round(1000.0 / target_ps, 2),
                         meets_target_clock=1000.0 / target_ps >= config.target_clock_ghz,
+                        target_period_typical_ps=round(depth * config.target_fo4_typical_ns * 1000.0, 1),
+                        meets_target_clock_typical=1000.0 / (depth * config.target_fo4_typical_ns * 1000.0)
+                        >= config.target_clock_ghz,
                         library=library, netlist=netlist)

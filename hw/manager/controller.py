@@ -22,14 +22,19 @@ Interface (``lib.wiring`` Component):
   ``NEW_ROUND`` (H = 1.0, t = 0, drafting), ``END_ROUND`` (drafting of the round stops, as
   the model's EndRound), ``RETIRE``, ``SKIP`` (with ``use_logits``: drop the softmax result of a
   token the pools refused; the DLM sends its logits again).
+- ``pre_req``: the request of the next cycle's ``DRAFT`` (its H is read one cycle ahead).
 - decision (combinational, for the ``DRAFT`` in this cycle): ``h_new``, ``t_new``, ``stop``,
   ``sampled_token``/``sampled_prob`` (softmax result or ``prob``).
 - read port: ``req`` -> ``rd_mb``, ``rd_state``, ``rd_h``, ``rd_t``, ``rd_next_token``.
 - ``q_mb`` -> ``drafting``: one bit per slot, admitted, drafting and in micro-batch ``q_mb``.
 - ``logits`` (in stream): the softmax unit's input (`hw.manager.softmax.Softmax`).
 
-Cycle behaviour: read, multiply, compare and write-back happen in one cycle, so one decision per
-cycle, back-to-back on the same request included; the state is in registers.
+Cycle behaviour: one decision per cycle, back-to-back on the same request included; the state
+is in registers. A ``DRAFT`` of request r in cycle c needs ``pre_req`` = r in cycle c - 1: H is
+read then into a register (a write of slot r in cycle c - 1, by a decision, ADMIT or NEW_ROUND,
+is forwarded), and cycle c multiplies, compares and writes back. So the decision cycle starts at
+registers (H, the probability) and holds no 128-way read; decision latency 0 cycles from the
+``DRAFT`` (the outputs are valid in its cycle), one cycle of look-ahead for its request.
 
 ``fault``: one of ``FAULTS`` or of the softmax unit's, for mutation testing
 (hw/common/fault.py); None in the shipped design.
@@ -82,7 +87,8 @@ class Controller(wiring.Component):
             "tau": In(PROB.bits), "max_draft_len": In(t),
             "calibrated": In(1), "acceptance": In(ACCEPTANCE_BINS * PROB.bits),
             "op": In(CtlOp), "op_ready": Out(1),
-            "req": In(REQUEST_ID.bits), "mb": In(MICROBATCH_ID.bits), "prob": In(PROB.bits),
+            "req": In(REQUEST_ID.bits), "pre_req": In(REQUEST_ID.bits),
+            "mb": In(MICROBATCH_ID.bits), "prob": In(PROB.bits),
             "use_logits": In(1), "token": In(TOKEN_ID.bits), "reject": In(1),
             "h_new": Out(PROB.bits), "t_new": Out(t), "stop": Out(1),
             "sampled_token": Out(TOKEN_ID.bits), "sampled_prob": Out(PROB.bits),
@@ -107,9 +113,8 @@ class Controller(wiring.Component):
         ts = [Signal(t_shape, name=f"r{i}_t") for i in range(n)]
         nexts = [Signal(TOKEN_ID.bits, name=f"r{i}_next") for i in range(n)]
 
-        h_prev = self.rd_h
         m.d.comb += [
-            h_prev.eq(read(hs, self.req)),
+            self.rd_h.eq(read(hs, self.req)),
             self.rd_mb.eq(read(mbs, self.req)),
             self.rd_state.eq(read(states, self.req)),
             self.rd_t.eq(read(ts, self.req)),
@@ -117,6 +122,14 @@ class Controller(wiring.Component):
             self.drafting.eq(Cat(admitted[i] & (states[i] == SlotState.DRAFTING) & (mbs[i] == self.q_mb)
                                  for i in range(n))),
         ]
+
+        # H of the next DRAFT's request, read a cycle ahead (``pre_req``) so that the decision
+        # cycle starts at a register, not at a 128-way read; a write of that slot in this cycle
+        # is forwarded (back-to-back decisions on one request).
+        h_prev = Signal(PROB.bits)
+        h_write = Signal(PROB.bits)
+        h_written = Signal()
+        m.d.sync += h_prev.eq(Mux(h_written & (self.req == self.pre_req), h_write, read(hs, self.pre_req)))
 
         # The decision path: one multiplier (its second operand p, or the acceptance table's
         # entry for p) and two comparators.
@@ -146,6 +159,12 @@ class Controller(wiring.Component):
             self.op_ready.eq(~takes_result | softmax.result.valid),
             softmax.result.ready.eq(takes_result),
         ]
+
+        with m.Switch(self.op):
+            with m.Case(CtlOp.ADMIT, CtlOp.NEW_ROUND):
+                m.d.comb += [h_written.eq(1), h_write.eq(PROB_ONE)]
+            with m.Case(CtlOp.DRAFT):
+                m.d.comb += [h_written.eq(self.op_ready), h_write.eq(self.h_new)]
 
         for i in range(n):
             with m.If(self.req == i):

@@ -30,12 +30,21 @@ front, by acceptance, or all at once), so with the Controller's t every position
 Mutation testing: ``fault`` names one fault of ``Manager.FAULTS`` or of a block's ``FAULTS``
 (hw/common/fault.py, ``saddle hw mutate``); None, the default, is the shipped design.
 
+Timing structure (what keeps the clock short): a DRAFT's request is given to the Controller
+while the command is accepted (``pre_req``), so its H is in a register when the decision cycle
+starts; during a selection the Shared Pool's winner goes only to the pool itself and to the event
+register, and the pass's bookkeeping (requests in the pass, distinct requests) runs a cycle later
+on the registered winner (``sel_req``), so the selector's output drives no request lookup. The
+walks over requests (rejected, holding eager tokens, in the pass) address the blocks from
+registered scans (``lowest``): a walk step that changes its vector waits one cycle for the scan
+to see the change, so ``cur`` is a multiplexer of registers only.
+
 Cycle cost (clock edges from the ``cmd`` transfer to the ``DONE`` transfer, both included,
 without back-pressure): one to accept, one per event beat, one more for the ``DONE`` transfer,
 plus one per step that emits nothing (Issue's checks and end of selection, requests visited
-by the Unlock walks without an event). A ``DRAFT`` takes 4 (its ``DRAFTED`` is valid one cycle
-after the transfer: the decision latency), an Issue of k tokens k + 8: one selected token per
-cycle (``tests/hw/manager/test_manager.py`` measures both). The same with a pipelined Shared
+by the Unlock walks without an event, the walks' waits for their registered scans). A
+``DRAFT`` takes 4 (its ``DRAFTED`` is valid one cycle after the transfer: the decision
+latency), an Issue of k tokens k + 8: one selected token per cycle (``tests/hw/manager/test_manager.py`` measures both). The same with a pipelined Shared
 Pool selector (``selector_stage_levels``): its latency (at most ``SELECT_GAP`` cycles, checked
 at construction) passes between a pool write and the next Issue's first SELECT.
 """
@@ -51,6 +60,7 @@ from hw.manager.controller import Controller, CtlOp, SlotState
 from hw.manager.eager_pool import EagerOp, EagerPools
 from hw.manager.scheduler import Scheduler
 from hw.manager.shared_pool import ArgmaxNode, PoolOp, SharedPool, tree_stages
+from hw.manager.sizes import selector_stage_levels as shipped_selector_stage_levels
 from hw.manager.softmax import Softmax, logits_layout
 from sim.manager.controller import ACCEPTANCE_BINS
 from sim.manager.formats import (
@@ -193,8 +203,7 @@ class Manager(wiring.Component):
         """Sized like a ``sim.manager.config.ManagerConfig``; the selector of
         configs/hardware/manager_rtl.yaml unless ``selector_stage_levels`` is given."""
         if selector_stage_levels is None:
-            from hw.manager.sizes import selector_stage_levels as shipped
-            selector_stage_levels = shipped()
+            selector_stage_levels = shipped_selector_stage_levels()
         return cls(requests=config.max_requests, shared_entries=config.shared_entries,
                    eager_entries=config.eager_entries, micro_batches=config.micro_batches,
                    softmax=softmax, aging_passes=config.aging_passes,
@@ -222,7 +231,9 @@ class Manager(wiring.Component):
             sched.static_tlm_attention_gpu.eq(self.static_tlm_attention_gpu),
         ]
 
+        state = Signal(_State)
         c = Signal(command_layout)              # the transaction being executed
+        no_eager = Signal()                     # its request held no eager token when accepted
         locked = Signal()
         vid = Signal(VERIFY_ID.bits)
         in_pass = Signal(self.requests)
@@ -238,10 +249,18 @@ class Manager(wiring.Component):
         code = Signal(2)
         wait_left = Signal(POSITION.bits)      # waiting tokens discarded after a rejected prefix
 
+        # The token SELECTed in the previous cycle, if any (the pass's bookkeeping, SELECT).
+        sel_valid = Signal()
+        sel_req = Signal(REQUEST_ID.bits)
+        m.d.sync += sel_valid.eq(0)
+
         # Every block is addressed by one request and one micro-batch at a time.
         cur = Signal(REQUEST_ID.bits)
         cur_mb = Signal(MICROBATCH_ID.bits)
         m.d.comb += [cur.eq(c.request), cur_mb.eq(c.microbatch)]
+        # A DRAFT's request, a cycle ahead for the Controller's read of H: the command's
+        # while it is accepted, then the transaction's own.
+        m.d.comb += ctl.pre_req.eq(Mux(state == _State.IDLE, self.cmd.payload.request, c.request))
         m.d.comb += [ctl.req.eq(cur), ctl.mb.eq(cur_mb), sp.req.eq(cur), sp.q_req.eq(cur),
                      ep.req.eq(cur), ep.q_req.eq(cur), ep.mb.eq(cur_mb)]
         t, fly, wait, eager = ctl.rd_t, sp.q_fly, sp.q_wait, ep.q_n
@@ -265,21 +284,33 @@ class Manager(wiring.Component):
             return bits
 
         def lowest(vector, name):
-            one_hot = first_one_hot(m, vector, name)
-            return one_hot.any(), one_hot_index(m, one_hot, name), one_hot
+            """The lowest set bit of ``vector`` as registers: (any, index, index one-hot,
+            fresh). The scan runs every cycle on the vector as it is and its result is
+            registered, so a walk addresses the blocks from a flip-flop, not from a 128-bit
+            scan; ``fresh`` (the registers saw the vector as it is now) is low for one cycle
+            after the vector changes, and a walk waits for it."""
+            first = first_one_hot(m, vector, name)
+            found = Signal(name=f"{name}_any")
+            index = Signal(REQUEST_ID.bits, name=f"{name}_idx")
+            seen = Signal(len(vector), name=f"{name}_seen")
+            m.d.sync += [found.eq(first.any()), index.eq(one_hot_index(m, first, name)), seen.eq(vector)]
+            fresh = Signal(name=f"{name}_fresh")
+            m.d.comb += fresh.eq(~(seen ^ vector).any())
+            return found, index, one_hot(index, f"{name}_r"), fresh
 
-        pass_any, pass_idx, pass_bit = lowest(in_pass, "pass")
-        rej_any, rej_idx, rej_bit = lowest(rejected, "rej")
-        hold_any, hold_idx, _ = lowest(ep.holding, "hold")
+        pass_any, pass_idx, pass_bit, pass_fresh = lowest(in_pass, "pass")
+        rej_any, rej_idx, rej_bit, rej_fresh = lowest(rejected, "rej")
+        hold_any, hold_idx, _, hold_fresh = lowest(ep.holding, "hold")
         shared_full = Signal()
         m.d.comb += shared_full.eq(sp.count == self.shared_entries)
 
-        state = Signal(_State)
         with m.Switch(state):
             with m.Case(_State.IDLE):
-                m.d.comb += self.cmd.ready.eq(1)
+                # The blocks are addressed by the incoming command's request, so that a DRAFT's
+                # pool choice (its request's eager tokens) is a register in the next cycle.
+                m.d.comb += [self.cmd.ready.eq(1), cur.eq(self.cmd.payload.request)]
                 with m.If(self.cmd.valid):
-                    m.d.sync += c.eq(self.cmd.payload)
+                    m.d.sync += [c.eq(self.cmd.payload), no_eager.eq(eager == 0)]
                     with m.Switch(self.cmd.payload.kind):
                         for kind in TxnKind:
                             with m.Case(kind):
@@ -296,9 +327,15 @@ class Manager(wiring.Component):
                 pool_room = Signal()
                 shared_room = 1 if fault == "shared_full_ignored" else ~shared_full
                 eager_room = 1 if fault == "eager_full_ignored" else ep.room
-                m.d.comb += [to_shared.eq(~locked & (eager == 0)),
+                token = Mux(c.use_logits, ctl.sampled_token, c.token)
+                # The pools' data inputs are driven whatever the handshake: only the op strobes
+                # wait for it, so no data multiplexer hangs on the Controller's op_ready.
+                m.d.comb += [to_shared.eq(~locked & no_eager),
                              pool_room.eq(Mux(to_shared, shared_room, eager_room)),
-                             ctl.prob.eq(c.prob), ctl.use_logits.eq(c.use_logits)]
+                             ctl.prob.eq(c.prob), ctl.use_logits.eq(c.use_logits),
+                             sp.pos.eq(c.position), sp.token.eq(token), sp.h.eq(ctl.h_new),
+                             sp.mb.eq(c.microbatch), ep.pos.eq(c.position),
+                             ep.token.eq(token), ep.h.eq(ctl.h_new)]
                 with m.If(room):
                     # A refused token's softmax result is dropped (SKIP): the DLM retries.
                     m.d.comb += ctl.op.eq(CtlOp.DRAFT if fault == "refused_draft_updates_h" else
@@ -307,10 +344,6 @@ class Manager(wiring.Component):
                     emit(EventKind.REFUSED, request=c.request, position=c.position, pool=~to_shared)
                     m.d.sync += state.eq(_State.DONE)
                 with m.Elif(room & ctl.op_ready):
-                    token = Mux(c.use_logits, ctl.sampled_token, c.token)
-                    m.d.comb += [sp.pos.eq(c.position), sp.token.eq(token), sp.h.eq(ctl.h_new),
-                                 sp.mb.eq(c.microbatch), ep.pos.eq(c.position),
-                                 ep.token.eq(token), ep.h.eq(ctl.h_new)]
                     with m.If(to_shared):
                         m.d.comb += sp.op.eq(PoolOp.INSERT)
                     with m.Else():
@@ -335,7 +368,16 @@ class Manager(wiring.Component):
                         m.d.sync += state.eq(_State.SELECT)
 
             with m.Case(_State.SELECT):
-                m.d.comb += [cur.eq(sp.best_req)]
+                # The pass's bookkeeping runs one cycle behind the selection, on the registered
+                # winner: the request of the token selected in the previous cycle, its first
+                # in flight iff that SELECT made its in-flight count 1. So the selector's
+                # winner drives no request lookup (Controller, pools): the selection path ends
+                # in the Shared Pool and the event register. The cycle after the last SELECT
+                # is this state's end of selection, so the counts are complete before ISSUED.
+                m.d.comb += cur.eq(sel_req)
+                with m.If(sel_valid):
+                    m.d.sync += [distinct.eq(distinct + (fly == 1)),
+                                 in_pass.eq(in_pass | one_hot(sel_req, "best"))]
                 with m.If(~sp.best_valid | (left == 0)):
                     m.d.sync += state.eq(_State.ISSUED)
                     if self.aging_passes is not None:   # the selection is complete: age the pool
@@ -345,8 +387,7 @@ class Manager(wiring.Component):
                     emit(EventKind.ISSUED_TOKEN, request=sp.best_req, position=sp.best_pos,
                          token=sp.best_token, h=sp.best_h)
                     m.d.sync += [left.eq(left - 1), queries.eq(queries + 1),
-                                 distinct.eq(distinct + (fly == 0)),
-                                 in_pass.eq(in_pass | one_hot(sp.best_req, "best"))]
+                                 sel_valid.eq(1), sel_req.eq(sp.best_req)]
 
             with m.Case(_State.ISSUED):
                 with m.If(room):
@@ -425,7 +466,9 @@ class Manager(wiring.Component):
             with m.Case(_State.UNLOCK_REJECTED):
                 # Discard the eager tokens of each rejected request, ascending request id.
                 m.d.comb += cur.eq(rej_idx)
-                with m.If(1 if fault == "eager_moved_on_reject" else ~rej_any):
+                with m.If(~rej_fresh):
+                    pass
+                with m.Elif(1 if fault == "eager_moved_on_reject" else ~rej_any):
                     m.d.sync += state.eq(_State.DRAIN)
                 with m.Elif(eager == 0):
                     m.d.sync += rejected.eq(rejected & ~rej_bit)
@@ -436,7 +479,9 @@ class Manager(wiring.Component):
             with m.Case(_State.DRAIN):
                 # Eager tokens to the Shared Pool while it has room: ascending request, position.
                 m.d.comb += cur.eq(hold_idx)
-                with m.If(~hold_any | shared_full):
+                with m.If(~hold_fresh):
+                    pass
+                with m.Elif(~hold_any | shared_full):
                     with m.If(c.kind == TxnKind.UNLOCK):
                         m.d.sync += state.eq(_State.RESUME)
                     with m.Else():
@@ -465,7 +510,9 @@ class Manager(wiring.Component):
                 restart = Signal()
                 m.d.comb += restart.eq((slot_state == SlotState.REJECTED) |
                                        ((slot_state == SlotState.STOPPED) & (tail == 0)))
-                with m.If(~pass_any):
+                with m.If(~pass_fresh):
+                    pass
+                with m.Elif(~pass_any):
                     m.d.sync += [vid.eq(vid + 1), rejected.eq(0)]
                     m.d.sync += state.eq(_State.DONE)
                 with m.Elif(~restart):

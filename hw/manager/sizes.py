@@ -1,5 +1,8 @@
 """Shipped sizes of the Manager RTL blocks: ``configs/manager.yaml`` (shared with the model) and
-``configs/hardware/manager_rtl.yaml`` (the softmax unit, the Shared Pool's selector)."""
+``configs/hardware/manager_rtl.yaml`` (the softmax unit, the Shared Pool's selector).
+
+Only configuration reading: the blocks import this module, never the other way round (the
+blocks at their shipped size are built by ``hw.flow.blocks.full_size``)."""
 from __future__ import annotations
 
 from common.config import config_path, get, load_yaml
@@ -24,34 +27,3 @@ def selector_stage_levels() -> int:
         raise ConfigError(f"{path}: shared_pool.selector_stage_levels: expected >= 0 (0 = combinational), "
                           f"found {levels}")
     return levels
-
-
-def full_size(block: str, stage_levels: int | None = None):
-    """The named Manager block (``softmax``, ``controller``, ``shared_pool``, ``eager_pool``,
-    ``scheduler``, ``manager``) at its shipped size; the Shared Pool's selector pipelined every
-    ``stage_levels`` levels (None: the shipped selector)."""
-    if stage_levels is None:
-        stage_levels = selector_stage_levels()
-    from sim.manager.config import ManagerConfig
-    from sim.manager.formats import POOL_COUNT
-
-    cfg = ManagerConfig.load()
-    if block == "softmax":
-        from hw.manager.softmax import Softmax
-        return Softmax(softmax_params())
-    if block == "controller":
-        from hw.manager.controller import Controller
-        return Controller(cfg.max_requests, softmax_params())
-    if block == "shared_pool":
-        from hw.manager.shared_pool import SharedPool
-        return SharedPool(cfg.shared_entries, cfg.max_requests, cfg.aging_passes, stage_levels=stage_levels)
-    if block == "eager_pool":
-        from hw.manager.eager_pool import EagerPools
-        return EagerPools(cfg.micro_batches, cfg.eager_entries, cfg.max_requests)
-    if block == "scheduler":
-        from hw.manager.scheduler import Scheduler
-        return Scheduler(cfg.max_requests, POOL_COUNT.max_raw)
-    if block == "manager":
-        from hw.manager.manager import Manager
-        return Manager.from_config(cfg, softmax_params(), selector_stage_levels=stage_levels)
-    raise ValueError(f"unknown Manager block {block!r}")

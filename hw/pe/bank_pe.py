@@ -20,13 +20,19 @@ mode lanes 1..L-1 stay +0.
 
 Cycle behaviour (one command per cycle at most, every command takes one slot):
 
-    cycle t     command on ``cmd`` (valid): the L multipliers work on it
-    cycle t+1   adder tree (DOT) or pass-through (AXPY) on the registered products
-    cycle t+2   accumulate: START clears, MAC adds; a DRAIN is on ``out`` in this cycle
-    cycle t+3   a MAC of cycle t is in the accumulators
+    cycle t       command on ``cmd`` (valid): the L multipliers work on it
+    cycle t+1..4  adder tree (DOT), one level per cycle (``TREE_STAGES`` = 4: one binary32
+                  adder between two registers); the products travel beside it (AXPY)
+    cycle t+5     accumulate: START clears, MAC adds; a DRAIN is on ``out`` in this cycle
+    cycle t+6     a MAC of cycle t is in the accumulators
 
-so a DRAIN right after the last MAC (cycle t+1) returns it (in cycle t+3): pipeline latency 3,
-drain latency 2, throughput L MACs per cycle. Commands stay in order; the mode of each
+so a DRAIN right after the last MAC (cycle t+1) returns it (in cycle t+6): pipeline latency
+``PIPELINE_LATENCY`` = 6, drain latency ``DRAIN_LATENCY`` = 5, throughput L MACs per cycle.
+With fewer than 16 lanes the tree's last stages only register, so the latencies are the same
+for every lane count. The longest path is then one binary32 adder: in a tree stage, and in the
+accumulation, a recurrence (acc = acc + addend, one command per cycle, every addition rounded
+as the model's sequential order requires), which no register can split without changing the
+arithmetic. Commands stay in order; the mode of each
 command is the one latched by the latest START before it. Reset clears the accumulators and
 selects DOT.
 
@@ -74,8 +80,9 @@ FAULTY_LANE = 1
 class BankPE(wiring.Component):
     """The bank PE; `lanes` must be a power of two (16 in the shipped design)."""
 
-    PIPELINE_LATENCY = 3
-    DRAIN_LATENCY = 2
+    TREE_STAGES = 4                         # cycles of the adder tree: log2 of the largest lane count
+    PIPELINE_LATENCY = TREE_STAGES + 2      # multiply, tree, accumulate: last MAC -> result on out
+    DRAIN_LATENCY = TREE_STAGES + 1         # DRAIN on cmd -> result on out
     FAULTS = {
         "acc_not_cleared": f"bank PE: START does not clear lane {FAULTY_LANE}'s accumulator",
         "tree_order": "bank PE: the adder tree pairs lane i with lane i + lanes/2 at its first level "
@@ -87,8 +94,8 @@ class BankPE(wiring.Component):
     UNITS = (FP16Mul, FP32Add, FP32ToFP16)      # the unit classes a fault is passed on to
 
     def __init__(self, lanes: int = 16, *, fault: str | None = None):
-        if lanes < 1 or lanes & (lanes - 1):
-            raise ValueError(f"lanes must be a power of two, got {lanes}")
+        if lanes < 1 or lanes & (lanes - 1) or lanes > 1 << self.TREE_STAGES:
+            raise ValueError(f"lanes must be a power of two up to {1 << self.TREE_STAGES}, got {lanes}")
         self.lanes = lanes
         self.fault = checked_fault(fault, BankPE, *self.UNITS)
         super().__init__({
@@ -121,27 +128,39 @@ class BankPE(wiring.Component):
             m.d.sync += product.eq(mul.p)
             products.append(product)
 
-        # Stage 2: the adder tree, pairs in lane order, level by level.
+        # Stage 2: the adder tree, pairs in lane order, one level per cycle (one binary32 adder
+        # between two registers); with fewer lanes than 2^TREE_STAGES the last stages only
+        # register, so the latencies do not depend on the lane count. The products and the
+        # command's control travel beside the tree for AXPY and for stage 3.
         level = products
         if self.fault == "tree_order":
             level = [products[i // 2 + (i % 2) * (lanes // 2)] for i in range(lanes)]
-        depth = 0
-        while len(level) > 1:
+        ctl = (p_valid, p_op, p_mode)
+        direct = products
+        for depth in range(self.TREE_STAGES):
             nxt = []
-            for i in range(0, len(level), 2):
-                add = FP32Add(fault=fault_for(self.fault, FP32Add))
-                m.submodules[f"tree{depth}_{i // 2}"] = add
-                m.d.comb += [add.a.eq(level[i]), add.b.eq(level[i + 1])]
-                nxt.append(add.s)
-            level, depth = nxt, depth + 1
+            if len(level) > 1:
+                for i in range(0, len(level), 2):
+                    add = FP32Add(fault=fault_for(self.fault, FP32Add))
+                    m.submodules[f"tree{depth}_{i // 2}"] = add
+                    m.d.comb += [add.a.eq(level[i]), add.b.eq(level[i + 1])]
+                    nxt.append(add.s)
+            else:
+                nxt = level
+            last = depth == self.TREE_STAGES - 1
+            level = [self._register(m, v, f"t{depth}_{i}") for i, v in enumerate(nxt)] if not last else nxt
+            if not last:
+                ctl = tuple(self._register(m, v, f"t{depth}_{name}") for v, name in zip(ctl, ("valid", "op", "mode")))
+                direct = [self._register(m, v, f"t{depth}_p{lane}") for lane, v in enumerate(direct)]
         tree_sum = level[0]
+        t_valid, t_op, t_mode = ctl
 
         s_valid, s_op, s_mode = Signal(), Signal(2), Signal()
-        m.d.sync += [s_valid.eq(p_valid), s_op.eq(p_op), s_mode.eq(p_mode)]
+        m.d.sync += [s_valid.eq(t_valid), s_op.eq(t_op), s_mode.eq(t_mode)]
         addends = []
         for lane in range(lanes):
             addend = Signal(32, name=f"s{lane}")
-            source = Mux(p_mode == Mode.DOT, tree_sum, products[0]) if lane == 0 else products[lane]
+            source = Mux(t_mode == Mode.DOT, tree_sum, direct[0]) if lane == 0 else direct[lane]
             m.d.sync += addend.eq(source)
             addends.append(addend)
 
@@ -165,8 +184,14 @@ class BankPE(wiring.Component):
                          self.out.payload.fp16[lane].eq(rounder.h)]
         m.d.comb += self.out.valid.eq(s_valid & (s_op == Op.DRAIN))
         if self.fault == "drain_early":
-            m.d.comb += self.out.valid.eq(p_valid & (p_op == Op.DRAIN))
+            m.d.comb += self.out.valid.eq(t_valid & (t_op == Op.DRAIN))
         return m
+
+    @staticmethod
+    def _register(m, value, name):
+        reg = Signal(len(value), name=name)
+        m.d.sync += reg.eq(value)
+        return reg
 
     def _lane_fault(self, lane: int, unit) -> str | None:
         """The fault of ``unit`` (a per-lane unit class) in ``lane``: only in ``FAULTY_LANE``."""

@@ -19,10 +19,11 @@ from sim.engine.costs import CostAdapter, Priced
 from sim.engine.devices import DeviceSet, IntervalLog
 from sim.engine.events import EventQueue
 from sim.manager.config import ManagerConfig
+from sim.manager.timing import ManagerTiming
 from sim.manager.transactions import DiscardReason
 from sim.metrics import Measured, RunRecord, TokenCounts, latency_breakdown, run_record
 from sim.systems.registry import StopRule
-from sim.systems.spec import IssueRule, ManagerTiming, SystemSpec
+from sim.systems.spec import IssueRule, SystemSpec
 from sim.workload import BatchFormer, Workload
 from traces.format import RequestTrace
 

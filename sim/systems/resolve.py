@@ -22,6 +22,7 @@ from sim.cost.system import load_hardware
 from sim.engine.costs import CostAdapter
 from sim.manager.config import DEFAULT_PATH, ManagerConfig
 from sim.manager.formats import AGE, THRESHOLD, quantize_prob
+from sim.manager.timing import ManagerTiming, load_manager_timing
 from sim.manager.transactions import Device
 from sim.model import ModelPair, load_model, load_pair
 from sim.systems import offline
@@ -29,10 +30,8 @@ from sim.systems.registry import STOP_RULES, StopRule, calibration_table, check_
 from sim.systems.spec import (
     CAPACITY_RULES,
     ISSUE_RULES,
-    ManagerTiming,
     SystemSpec,
     check_slack,
-    load_manager_timing,
     load_system,
 )
 from sim.workload import Workload, load_workload

@@ -1,8 +1,7 @@
-"""``SystemSpec``: what a system is made of, read from ``configs/systems/NAME.yaml``; and the
-Manager's latency (``configs/timing/manager.yaml``)."""
+"""``SystemSpec``: what a system is made of, read from ``configs/systems/NAME.yaml``. The
+Manager's latency (``ManagerTiming``) lives in sim/manager/timing.py."""
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from enum import Enum
 from typing import TypeVar
@@ -153,32 +152,3 @@ def check_slack(value: float, where: str) -> float:
     return value
 
 
-@dataclass(frozen=True)
-class ManagerTiming:
-    clock_ghz: float
-    softmax_lanes: int
-    compare_cycles: int
-    select_fixed_cycles: int
-
-    def _ps(self, cycles: int) -> int:
-        return math.ceil(cycles * 1000 / self.clock_ghz)
-
-    def monitoring_ps(self, n_requests: int, vocab: int) -> int:
-        """Softmax over each drafting request's logits, then multiply and compare."""
-        beats = -(-vocab // self.softmax_lanes)
-        return self._ps(n_requests * beats + self.compare_cycles)
-
-    def decision_ps(self, n_selected: int) -> int:
-        return self._ps(self.select_fixed_cycles + n_selected)
-
-
-def load_manager_timing(name: str = "manager", *, configs: Configs = BASE) -> ManagerTiming:
-    path = config_path("timing", name)
-    data = configs.yaml(path)
-    src = str(path)
-    return ManagerTiming(
-        clock_ghz=get(data, "clock_ghz", float, source=src, positive=True),
-        softmax_lanes=get(data, "softmax_lanes", int, source=src, positive=True),
-        compare_cycles=get(data, "compare_cycles", int, source=src),
-        select_fixed_cycles=get(data, "select_fixed_cycles", int, source=src),
-    )

@@ -28,7 +28,11 @@ def configure(ctx, dut, tau, max_len, acceptance=None):
 
 
 async def command(ctx, dut, op, **fields):
+    """One command for one cycle; a command naming a request also names it on ``pre_req``, so
+    that a DRAFT of the same request may follow in the next cycle (through the forwarding)."""
     ctx.set(dut.op, op)
+    if "req" in fields:
+        ctx.set(dut.pre_req, fields["req"])
     for name, value in fields.items():
         ctx.set(getattr(dut, name), value)
     await ctx.tick()
@@ -62,7 +66,7 @@ def test_random_decisions_against_model(acceptance):
     tau, max_len = 30000, 5
     model = ModelController(REQUESTS, max_len, tau, acceptance)
     dut = Controller(REQUESTS, SOFTMAX)
-    stats = {"stop_tau": 0, "stop_len": 0, "continue": 0}
+    stats = {"stop_tau": 0, "stop_len": 0, "continue": 0, "prefetch": 0, "back_to_back": 0}
 
     async def bench(ctx):
         configure(ctx, dut, tau, max_len, acceptance)
@@ -77,6 +81,12 @@ def test_random_decisions_against_model(acceptance):
                 p = rng.choice((PROB_ONE, rng.randint(50000, PROB_ONE), rng.randint(0, PROB_ONE)))
                 h_before = slot.h
                 stop = model.advance(slot, p)
+                if ctx.get(dut.pre_req) != r:      # H is read a cycle ahead: one idle cycle
+                    ctx.set(dut.pre_req, r)
+                    await ctx.tick()
+                    stats["prefetch"] += 1
+                else:
+                    stats["back_to_back"] += 1
                 ctx.set(dut.op, CtlOp.DRAFT)
                 ctx.set(dut.req, r)
                 ctx.set(dut.prob, p)
@@ -122,6 +132,7 @@ def test_logits_path_through_softmax():
             token, p = softmax_greedy(v, SOFTMAX)
             ctx.set(dut.op, CtlOp.DRAFT)
             ctx.set(dut.req, 3)
+            ctx.set(dut.pre_req, 3)
             ctx.set(dut.use_logits, 1)
             while not ctx.get(dut.op_ready):           # the op waits for the softmax
                 await ctx.tick()
