@@ -23,37 +23,39 @@ def test_config_derived_values():
 def test_hand_worked_schedule_small_instance():
     """One instance, 64 keys, head dim 64, one query, on one channel (64 banks):
     each bank holds 1 key (128 B = 4 columns) and 1 dimension of V (64 x 2 B = 4 columns).
-    PE latency = 3 from the last MAC to the result (bank_pe.yaml; the DRAIN overlaps it). Row commands (ACT, PRE) and column
-    commands (WR, MAC, RD) have separate buses.
+    PE latency L = 6 from the last MAC to the result (bank_pe.yaml, the RTL's pipeline; the
+    DRAIN overlaps it). Row commands (ACT, PRE) and column commands (WR, MAC, RD) have separate
+    buses.
 
     cycle    command
       0..6   WR x4     query: 64 x 2 B = 4 columns, CCD_S = 2 apart                -> 8
       8      ACT       K row
-     27..39  MAC x4    RCD = 19 after ACT, 4 apart; results out at 39 + 3 = 42
+     27..39  MAC x4    RCD = 19 after ACT, 4 apart; results out at 39 + L = 45
      53      PRE       max(ACT + RAS = 53, last MAC + RTP_L = 47)
-     42..44  RD x4     64 scores x 2 B = 4 columns, 2 per pseudo-channel            -> 46
-     46      softmax   64 / 16 per cycle                                            -> 50
-     50..56  WR x4     probabilities                                                -> 58
-     72      ACT       V row: max(58, PRE + RP = 72, ACT + RC = 71)
-     91..103 MAC x4    results out at 106; PRE at 117
-    106..108 RD x4     64 outputs x 2 B                                             -> 110
-    The V row closes at 117 + 19 = 136: a following instance (query written 110..118) could
+     45..47  RD x4     64 scores x 2 B = 4 columns, 2 per pseudo-channel            -> 49
+     49      softmax   64 / 16 per cycle                                            -> 53
+     53..59  WR x4     probabilities                                                -> 61
+     72      ACT       V row: max(61, PRE + RP = 72, ACT + RC = 71)
+     91..103 MAC x4    results out at 103 + L = 109; PRE at 117
+    109..111 RD x4     64 outputs x 2 B                                             -> 113
+    The V row closes at 117 + 19 = 136: a following instance (query written 113..121) could
     activate at 136, so the analytic model charges this instance 136 - 8 = 128.
     """
+    assert PIM.pe_latency == 6
     sched = ChannelScheduler(PIM, PIM.spacing(False), refresh=False)
     sched.attention_instance(64, 64, 1, BPE)
     rows = [(t, c) for t, c in sched.log if c in ("ACT", "MAC", "PRE")]
     assert rows == [(8, "ACT"), (27, "MAC"), (31, "MAC"), (35, "MAC"), (39, "MAC"), (53, "PRE"),
                     (72, "ACT"), (91, "MAC"), (95, "MAC"), (99, "MAC"), (103, "MAC"), (117, "PRE")]
-    assert sched.now == 110
+    assert sched.now == 113
     assert PIM.attention_instance(64, 64, 1, BPE, False).cycles == 128
     sched.attention_instance(64, 64, 1, BPE)
     assert [t for t, c in sched.log if c == "ACT"][2] == 136 == 128 + 8
     # Under the power constraint 4 MACs still fit inside RAS: same time. With 8 queries the
-    # 32 MACs per row set the row time: drain 19 + 31 x 6 + 3 = 208, row slot
-    # 19 + 31 x 6 + 8 + 19 = 232, so 24 cycles of tail; at 4 tCK: 146 and 170.
+    # 32 MACs per row set the row time: drain 19 + 31 x 6 + L = 211, row slot
+    # 19 + 31 x 6 + 8 + 19 = 232, so 21 cycles of tail; at 4 tCK: 149 and 21.
     assert PIM.attention_instance(64, 64, 1, BPE, True).cycles == 128
-    assert PIM.mac_stream(4, 8, 6) == (208, 24) and PIM.mac_stream(4, 8, 4) == (146, 24)
+    assert PIM.mac_stream(4, 8, 6) == (211, 21) and PIM.mac_stream(4, 8, 4) == (149, 21)
 
 
 def test_refresh_by_hand():
@@ -149,9 +151,9 @@ def test_gemv_by_hand_and_against_schedule():
     w = PIM.gemv(4, 2048, 6144, BPE, 5, False)
     assert w.k_split == 1
     row = max(63, max(45, 19 + (32 * 4 - 1) * 4 + 8) + 19)          # 554
-    last = 19 + (32 * 4 - 1) * 4 + 3                                 # 530: ACT to last result
+    last = 19 + (32 * 4 - 1) * 4 + PIM.pe_latency                    # 533: ACT to last result
     x_write = 4 * 2048 * 2 // 32 * 2                                 # 1024
-    read = 64 * 2 * 4 * 2 // 64 * 2                                  # 32, overlaps the 24 of tail
+    read = 64 * 2 * 4 * 2 // 64 * 2                                  # 32, overlaps the 21 of tail
     refresh = 456                         # 5466 cycles of work cross one REFI (5070)
     assert w.cycles == x_write + 7 * row + last + read + refresh
     for refresh in (False, True):
@@ -159,8 +161,8 @@ def test_gemv_by_hand_and_against_schedule():
         sched.write_columns(4 * 2048 * 2 // 32)
         sched.gemv_stream([2 * 2048 * 2] * 64, 4)
         sched.read_columns(64 * 2 * 4 * 2 // 32)
-        if refresh:   # the controller refreshes once the stream's rows are closed: 24 later
-            assert sched.now == w.cycles + 24
+        if refresh:   # the controller refreshes once the stream's rows are closed: 21 later
+            assert sched.now == w.cycles + 21
         else:
             assert sched.now == w.cycles - 456
     # out_proj of OPT-1.3B: n = 2048 < 5120 banks -> k split in 2, partial sums leave

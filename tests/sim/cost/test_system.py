@@ -156,9 +156,9 @@ def test_steps_are_bit_identical_to_pricing_operator_by_operator():
     kind) as the implementation priced them operator by operator before the per-token-count
     caches, the bilinear attention sums and the plain-Python request loop: every field equal,
     energies to the last bit, under the ``physical`` calibration (the model of that time). A
-    deliberate cost-model or config change regenerates the file (last: the attacc and
-    specpim-4gpu systems' GPU <-> PIM link became AttAcc's NVLink3, 300 GB/s per direction,
-    which moved their steps' communication, time and energy and nothing else)."""
+    deliberate cost-model or config change regenerates the file (last: the bank PE's
+    pipeline latency became the RTL's pipelined adder tree's, 6 cycles, which moved the PIM
+    steps' attention (and PIM FC) time and energy and nothing else)."""
     cases = json.loads(GOLDEN_STEPS.read_text())
     assert len(cases) == 88
     for case in cases:
