@@ -107,3 +107,25 @@ def corner_pairs() -> list[tuple[object, list]]:
     """``CORNER_INPUTS`` with the model's events."""
     model = Model(SMALL)
     return [(txn, model.apply(txn)) for txn in CORNER_INPUTS]
+
+
+# The calibrated stop rule's acceptance table of the Manager tests and mutants: every entry
+# different, so a wrong entry changes H; 1.0 (65536) in the last.
+ACCEPTANCE_TABLE = (0, 3000, 7000, 11000, 15000, 19000, 23000, 27000, 31000, 35000, 39000, 43000, 47000,
+                    52000, 60000, 65536)
+VARIANT_LENGTH = 400
+
+
+def calibrated_pairs(seed: int = RANDOM_SEEDS[0]):
+    """A random sequence on SMALL with the acceptance table configured (the calibrated rule)."""
+    config = SMALL.replace(acceptance_table=ACCEPTANCE_TABLE)
+    return config, generate_with_events(config, seed, VARIANT_LENGTH, requests=config.max_requests,
+                                        softmax=SOFTMAX)[0]
+
+
+def aging_pairs(aging: int):
+    """A random sequence on SMALL with Shared Pool aging K = ``aging`` (whose selections aging
+    changes: the tests show the greedy model diverges on it)."""
+    config = SMALL.replace(aging_passes=aging)
+    return config, generate_with_events(config, 10 + aging, RANDOM_LENGTH, requests=config.max_requests,
+                                        softmax=SOFTMAX)[0]

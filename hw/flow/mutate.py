@@ -96,7 +96,8 @@ def program_check(name: str, program, lanes: int) -> Check:
 
 def manager_checks() -> list[Check]:
     from hw.flow.coverify import record_run
-    from hw.flow.manager_stimulus import RANDOM_SEEDS, ROUND_BY_HAND, SMALL, SOFTMAX, corner_pairs, random_pairs
+    from hw.flow.manager_stimulus import (RANDOM_SEEDS, ROUND_BY_HAND, SMALL, SOFTMAX, aging_pairs, calibrated_pairs,
+                                          corner_pairs, random_pairs)
     from sim.paths import CONFIGS, TRACE_DATA
     from sim.systems.run import RunParams
 
@@ -111,6 +112,12 @@ def manager_checks() -> list[Check]:
                        seed=seed, long_stalls=True) for seed in RANDOM_SEEDS),
         replay_check(f"coverify real trace ({len(real_pairs)} transactions)", real_config, real_pairs,
                      stall=0.2, seed=0),
+        # The options the shipped configuration leaves off, each on its own Manager.
+        replay_check("calibrated rule, random", *calibrated_pairs(), softmax=SOFTMAX, stall=0.3, seed=1),
+        *(replay_check(f"aging K = {k}, random", *aging_pairs(k), softmax=SOFTMAX, stall=0.3, seed=k)
+          for k in (1, 3)),
+        replay_check("pipelined selector (k = 2), random", SMALL, random_pairs(RANDOM_SEEDS[0])[0], softmax=SOFTMAX,
+                     stall=0.3, seed=7, selector_stage_levels=2),
     ]
 
 

@@ -70,6 +70,10 @@ class Controller(wiring.Component):
     FAULTS = {
         "h_compare_le": "controller: stop on H_t <= tau instead of H_t < tau (one LSB off)",
         "max_len_compare_gt": "controller: stop on t > max_draft_len instead of t >= max_draft_len",
+        "acceptance_one_wraps": "controller, calibrated rule: p_t = 1.0 selects acceptance entry 0 (its "
+                                "fraction bits) instead of the last entry",
+        "acceptance_bin_low": "controller, calibrated rule: the acceptance entry is chosen by p_t's fraction "
+                              "bits one position lower (bits 11..14 instead of 12..15)",
     }
 
     def __init__(self, requests: int, softmax: SoftmaxParams, *, fault: str | None = None):
@@ -136,6 +140,11 @@ class Controller(wiring.Component):
             self.t_new.eq(self.rd_t + 1),
             self.stop.eq((self.h_new < self.tau) | (self.t_new >= self.max_draft_len)),
         ]
+        if self.fault == "acceptance_one_wraps":
+            m.d.comb += entry.eq(self.sampled_prob[PROB.frac - bin_bits:PROB.frac])
+        if self.fault == "acceptance_bin_low":
+            m.d.comb += entry.eq(Mux(self.sampled_prob[PROB.frac], ACCEPTANCE_BINS - 1,
+                                     self.sampled_prob[PROB.frac - bin_bits - 1:PROB.frac - 1]))
         if self.fault == "h_compare_le":
             m.d.comb += self.stop.eq((self.h_new <= self.tau) | (self.t_new >= self.max_draft_len))
         elif self.fault == "max_len_compare_gt":
