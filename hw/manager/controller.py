@@ -24,7 +24,8 @@ Interface (``lib.wiring`` Component):
   token the pools refused; the DLM sends its logits again).
 - decision (combinational, for the ``DRAFT`` in this cycle): ``h_new``, ``t_new``, ``stop``,
   ``sampled_token``/``sampled_prob`` (softmax result or ``prob``).
-- read port: ``req`` -> ``rd_mb``, ``rd_state``, ``rd_h``, ``rd_t``, ``rd_next_token``.
+- read port: ``req`` -> ``rd_mb``, ``rd_state``, ``rd_h``, ``rd_t``, ``rd_next_token``,
+  ``rd_admitted`` (the last slot's values for a ``req`` beyond the slots).
 - ``q_mb`` -> ``drafting``: one bit per slot, admitted, drafting and in micro-batch ``q_mb``.
 - ``logits`` (in stream): the softmax unit's input (`hw.manager.softmax.Softmax`).
 
@@ -92,7 +93,7 @@ class Controller(wiring.Component):
             "sampled_token": Out(TOKEN_ID.bits), "sampled_prob": Out(PROB.bits),
             "rd_mb": Out(MICROBATCH_ID.bits), "rd_state": Out(SlotState), "rd_h": Out(PROB.bits),
             "rd_t": Out(t),
-            "rd_next_token": Out(TOKEN_ID.bits),
+            "rd_next_token": Out(TOKEN_ID.bits), "rd_admitted": Out(1),
             "q_mb": In(MICROBATCH_ID.bits), "drafting": Out(requests),
             "logits": In(stream.Signature(logits_layout(softmax))),
         })
@@ -118,6 +119,7 @@ class Controller(wiring.Component):
             self.rd_state.eq(read(states, self.req)),
             self.rd_t.eq(read(ts, self.req)),
             self.rd_next_token.eq(read(nexts, self.req)),
+            self.rd_admitted.eq(read([admitted[i] for i in range(n)], self.req)),
             self.drafting.eq(Cat(admitted[i] & (states[i] == SlotState.DRAFTING) & (mbs[i] == self.q_mb)
                                  for i in range(n))),
         ]
