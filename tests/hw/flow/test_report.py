@@ -32,3 +32,49 @@ def test_write_replaces_only_the_marked_blocks(tmp_path):
     text = readme.read_text()
     assert text.startswith("intro\n") and text.endswith("<!-- end -->\noutro\n") and "old" not in text
     assert "| r | m | 1 200 (3 Admit) | 9 000 | amaranth | every event equal |" in text
+
+
+def test_synthesis_is_cached_by_the_verilog_digest(tmp_path, monkeypatch):
+    """A block is synthesized once per Verilog text: the second request is served from the work
+    folder's stored result without Yosys; a changed design is synthesized again."""
+    import pytest
+
+    from hw.flow import synth
+    from hw.flow.report import Blocks, synth_entry
+    from tests.hw.flow.accumulator import Accumulator, add_accumulators
+
+    liberty = synth.cached_celllib()
+    if liberty is None:
+        pytest.skip("osu018 not fetched (saddle hw fetch-lib)")
+    blocks = Blocks(tmp_path)
+    blocks.factories = {"acc": Accumulator}
+    first = synth_entry(blocks, "acc", liberty)
+    assert first["result"]["flip_flops"] == 8
+
+    def no_yosys(*args, **kw):
+        raise AssertionError("synthesized again")
+    monkeypatch.setattr(synth, "synthesize", no_yosys)
+    assert synth_entry(_with(blocks, Accumulator), "acc", liberty) == first
+    assert synth_entry(_with(blocks, Accumulator), "acc", liberty, run=False) == first
+
+    from amaranth.lib import wiring
+    from amaranth.lib.wiring import In, Out
+
+    class Two(wiring.Component):
+        def __init__(self):
+            super().__init__({"en": In(2), "d": In(16), "q": Out(16)})
+
+        def elaborate(self, platform):
+            from amaranth import Module
+            m = Module()
+            add_accumulators(m, self, 2)
+            return m
+    assert synth_entry(_with(blocks, Two), "acc", liberty, run=False) is None
+
+
+def _with(blocks, factory):
+    from hw.flow.report import Blocks
+
+    fresh = Blocks(blocks.out)
+    fresh.factories = {"acc": factory}
+    return fresh
