@@ -27,8 +27,8 @@ Interface (``lib.wiring`` Component):
 
 Behaviour: the model's, on legal transaction sequences; illegal ones are checked in the
 accepting cycle, from the command and the state the Controller and pools read out for its
-request (no cycle added to a legal transaction; an illegal one takes two: accept, ``DONE``;
-an illegal DraftLogits three, to drop its softmax result). A full pool answers ``REFUSED``
+request (no cycle added to a legal transaction; an illegal one costs 3 cycles as counted below,
+the ``DONE`` beat alone; an illegal DraftLogits waits for its softmax result, to drop it). A full pool answers ``REFUSED``
 (back-pressure at the transaction level); a stalled ``event.ready`` holds the current beat and stops the machine,
 ``cmd.ready`` is high only between transactions, so no input and no event is ever lost.
 
