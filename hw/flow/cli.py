@@ -105,6 +105,21 @@ def register(subparsers) -> None:
     mut.add_argument("--json", action="store_true", help="print the report as JSON")
     mut.set_defaults(func=_mutate)
 
+    from hw.flow.report import MAPPINGS, REPORT_DIR, SECTIONS
+    rep = sub.add_parser("report", help="regenerate every table of hw/README.md from the current RTL",
+                         description="Measure (or take from the cache keyed by the RTL's digest) every area, "
+                                     "timing, power, co-verification, coverage and mutation table, write them "
+                                     "as JSON and Markdown (report.json, report.md) and, with --write, into "
+                                     "hw/README.md between its generated markers (hw/flow/report.py).")
+    rep.add_argument("--out", type=Path, default=REPORT_DIR, help="folder of report.json and report.md (default hw/)")
+    rep.add_argument("--section", action="append", choices=SECTIONS, help="only this section (repeatable)")
+    rep.add_argument("--block", action="append", help="area and timing: only this block (repeatable)")
+    rep.add_argument("--mapping", action="append", choices=MAPPINGS, help="timing: only this mapping (repeatable)")
+    rep.add_argument("--cached-only", action="store_true",
+                     help="measure nothing: sections and blocks without a result for the current RTL say so")
+    rep.add_argument("--write", action="store_true", help="also rewrite the generated blocks of hw/README.md")
+    rep.set_defaults(func=_report)
+
 
 def _variant_options(parser) -> None:
     parser.add_argument("--selector-stage-levels", type=int, metavar="K",
@@ -357,6 +372,30 @@ def _mutate(args) -> int:
     else:
         print(f"total {seconds:.0f} s")
     return 0 if all(r.ok for r in reports) else 1
+
+
+def _report(args) -> int:
+    from hw.flow.report import README, SECTIONS, build_report, render, strip_keys, write_readme
+
+    if args.block:
+        _selected(args.block)
+    out = Path(args.out)
+    stored = out / "report.json"
+    previous = json.loads(stored.read_text()) if stored.is_file() else {}
+    started = time.monotonic()
+    report = build_report(args.section or SECTIONS, args.block, tuple(args.mapping or ()) or ("area", "delay"),
+                          run=not args.cached_only, previous=previous,
+                          log=lambda m: print(f"[{time.monotonic() - started:6.0f} s] {m}", file=sys.stderr))
+    report = strip_keys(report)
+    out.mkdir(parents=True, exist_ok=True)
+    # Key order is the tables' row order: not sorted.
+    stored.write_text(json.dumps(report, indent=1) + "\n")
+    markdown = render(report)
+    (out / "report.md").write_text(markdown)
+    print(f"wrote {stored} and {out / 'report.md'}")
+    if args.write:
+        print(f"rewrote {', '.join(write_readme(markdown, README))} in {README}")
+    return 0
 
 
 def _positive(text: str, flag: str) -> int:

@@ -18,7 +18,6 @@ from hw.manager.manager import (
     event_layout,
 )
 from sim.manager import transactions as tx
-from sim.manager.formats import PROB
 
 _KIND = {tx.Admit: TxnKind.ADMIT, tx.DraftToken: TxnKind.DRAFT, tx.DraftLogits: TxnKind.DRAFT,
          tx.VerifyIssue: TxnKind.ISSUE,
@@ -64,12 +63,18 @@ def pack_logits_beat(beat: dict, layout) -> int:
     return layout.const(beat).as_value().value
 
 
+def acceptance_writes(config) -> list[tuple[int, int]]:
+    """(entry, UQ1.16 value) writes of the acceptance table through the ``acceptance_write``
+    port, one per clock cycle after reset; none without a table."""
+    return list(enumerate(config.acceptance_table or ()))
+
+
 def config_ports(config) -> dict:
-    """Configuration port values of a ``ManagerConfig``."""
+    """Configuration port values of a ``ManagerConfig`` (the acceptance table is written
+    through its register port: ``acceptance_writes``)."""
     table = config.acceptance_table
     return {"tau": config.tau, "max_draft_len": config.max_draft_len,
             "calibrated": int(table is not None),
-            "acceptance": 0 if table is None else sum(v << (PROB.bits * i) for i, v in enumerate(table)),
             "dynamic": int(config.dynamic_mapping),
             "dlm_fc_threshold": config.dlm_fc_threshold,
             "tlm_attention_threshold": config.tlm_attention_threshold,

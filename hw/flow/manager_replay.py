@@ -18,7 +18,14 @@ import random
 from dataclasses import dataclass, field
 
 from hw.flow.amaranth_sim import run, send
-from hw.flow.manager_codec import config_ports, decode, encode, from_view, logits_beats
+from hw.flow.manager_codec import (
+    acceptance_writes,
+    config_ports,
+    decode,
+    encode,
+    from_view,
+    logits_beats,
+)
 from hw.manager.manager import Manager
 from sim.manager.softmax import SoftmaxParams
 from sim.manager.transactions import DraftLogits
@@ -37,6 +44,7 @@ class ReplayResult:
     """Per transaction: input type, clock edges from its cmd transfer to its DONE transfer (both
     included), tokens it selected (VerifyIssue)."""
     mismatch: str | None = None               # the first mismatching transaction, RTL vs model
+    illegal: int = 0                          # illegal transactions the RTL counted, as expected
 
     @property
     def total_cycles(self) -> int:
@@ -61,6 +69,12 @@ def replay(config, pairs, *, softmax: SoftmaxParams | None = None, stall: float 
     async def bench(ctx):
         for port, value in config_ports(config).items():
             ctx.set(getattr(dut, port), value)
+        for entry, value in acceptance_writes(config):
+            ctx.set(dut.acceptance_write.en, 1)
+            ctx.set(dut.acceptance_write.addr, entry)
+            ctx.set(dut.acceptance_write.data, value)
+            await ctx.tick()
+        ctx.set(dut.acceptance_write.en, 0)
         for i, (txn, expected) in enumerate(pairs):
             ctx.set(dut.cmd.valid, 1)
             ctx.set(dut.cmd.payload, encode(txn))
@@ -85,9 +99,19 @@ def replay(config, pairs, *, softmax: SoftmaxParams | None = None, stall: float 
                 if valid and not hold:
                     beats.append(payload)
             got = decode(beats)
-            if got != list(expected):
-                result.mismatch = f"transaction #{i} {txn}:\n RTL   {got}\n model {list(expected)}"
+            # An illegal transaction (the model's ProtocolError): no event, one more error.
+            illegal = isinstance(expected, Exception)
+            errors = ctx.get(dut.errors)
+            if illegal:
+                expected = []
+            if illegal and ctx.get(dut.error_kind) != encode(txn)["kind"]:
+                result.mismatch = f"transaction #{i} {txn}: illegal, but error_kind is {ctx.get(dut.error_kind)}"
                 return
+            if got != list(expected) or errors != min(255, result.illegal + illegal):
+                result.mismatch = (f"transaction #{i} {txn}:\n RTL   {got}, {errors} errors\n model "
+                                   f"{list(expected)}, {result.illegal + illegal} errors")
+                return
+            result.illegal += illegal
             result.transactions += 1
             result.cycles.append((type(txn).__name__, n, sum(len(getattr(e, "tokens", ())) for e in expected)))
 

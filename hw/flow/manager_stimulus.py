@@ -18,6 +18,7 @@ from sim.manager.transactions import (
     Discarded,
     Drafted,
     DraftToken,
+    EndRound,
     Issued,
     Locked,
     Mapping,
@@ -130,3 +131,74 @@ def corner_pairs() -> list[tuple[object, list]]:
     """``CORNER_INPUTS`` with the model's events."""
     model = Model(SMALL)
     return [(txn, model.apply(txn)) for txn in CORNER_INPUTS]
+
+
+# The calibrated stop rule's acceptance table of the Manager tests and mutants: every entry
+# different, so a wrong entry changes H; 1.0 (65536) in the last.
+ACCEPTANCE_TABLE = (0, 3000, 7000, 11000, 15000, 19000, 23000, 27000, 31000, 35000, 39000, 43000, 47000,
+                    52000, 60000, 65536)
+VARIANT_LENGTH = 400
+
+
+def calibrated_pairs(seed: int = RANDOM_SEEDS[0]):
+    """A random sequence on SMALL with the acceptance table configured (the calibrated rule)."""
+    config = SMALL.replace(acceptance_table=ACCEPTANCE_TABLE)
+    return config, generate_with_events(config, seed, VARIANT_LENGTH, requests=config.max_requests,
+                                        softmax=SOFTMAX)[0]
+
+
+def aging_pairs(aging: int):
+    """A random sequence on SMALL with Shared Pool aging K = ``aging`` (whose selections aging
+    changes: the tests show the greedy model diverges on it)."""
+    config = SMALL.replace(aging_passes=aging)
+    return config, generate_with_events(config, 10 + aging, RANDOM_LENGTH, requests=config.max_requests,
+                                        softmax=SOFTMAX)[0]
+
+
+def illegal_pairs(seed: int, length: int = 300, rate: float = 0.3,
+                  config: ManagerConfig = SMALL) -> list[tuple[object, object]]:
+    """A random legal sequence on ``config`` (default SMALL) with illegal transactions mixed in: before a legal
+    transaction, with probability ``rate``, a random transaction of any kind is tried on a copy
+    of the model and kept if the model raises ProtocolError for it, as (transaction, the
+    ProtocolError); legal pairs are (transaction, events). The model leaves its state unchanged
+    on an illegal transaction, so the legal pairs' events are those of the legal sequence alone
+    (checked here). The RTL answers each illegal one with its DONE beat alone and counts it on
+    ``errors`` (`hw.flow.manager_replay.replay`)."""
+    import copy
+    import random
+
+    from sim.manager.formats import POOL_COUNT, PROB_ONE
+    from sim.manager.transactions import ProtocolError
+
+    legal, _ = generate_with_events(config, seed, length, requests=config.max_requests)
+    rng = random.Random(seed)
+    model = Model(config)
+    pairs: list[tuple[object, object]] = []
+    n, mbs = config.max_requests, config.micro_batches
+    for txn, events in legal:
+        if rng.random() < rate:
+            # Mostly requests with state (admitted, in the verification), so that the checks
+            # past "not admitted" are reached too.
+            admitted, passing = sorted(model.controller.slots), sorted(model._in_pass)
+            r = rng.choice(passing if passing and rng.random() < 0.5 else
+                           admitted if admitted and rng.random() < 0.8 else range(n + 2))
+            slot = model.controller.slots.get(r)
+            t = slot.t if slot else 0
+            prob = PROB_ONE + 1 + rng.randrange(1000) if rng.random() < 0.1 else rng.randrange(PROB_ONE + 1)
+            candidate = rng.choice([
+                Admit(r, rng.randrange(mbs + 1)),
+                DraftToken(r, slot.microbatch if slot and rng.random() < 0.8 else rng.randrange(mbs + 1),
+                           t + rng.choice((0, 2, 3)), rng.randrange(1000), prob),
+                DraftToken(r, slot.microbatch if slot else 0, t + 1, rng.randrange(1000), prob),
+                VerifyIssue(rng.random() < 0.5, rng.choice((0, 1 + rng.randrange(POOL_COUNT.max_raw)))),
+                VerifyResult(r, rng.randrange(5), rng.randrange(1000)),
+                VerifyResult(r, rng.randrange(5), rng.randrange(1000)),
+                Unlock(), SchedulerQuery(rng.randrange(mbs + 2)), EndRound(r), Retire(r),
+            ])
+            try:
+                copy.deepcopy(model).apply(candidate)
+            except ProtocolError as exc:
+                pairs.append((candidate, exc))
+        assert model.apply(txn) == events
+        pairs.append((txn, events))
+    return pairs

@@ -102,6 +102,8 @@ def manager_checks() -> list[Check]:
         ROUND_BY_HAND,
         SMALL,
         SOFTMAX,
+        aging_pairs,
+        calibrated_pairs,
         corner_pairs,
         random_pairs,
     )
@@ -118,6 +120,12 @@ def manager_checks() -> list[Check]:
                        seed=seed, long_stalls=True) for seed in RANDOM_SEEDS),
         replay_check(f"coverify real trace ({len(real_pairs)} transactions)", real_config, real_pairs,
                      stall=0.2, seed=0),
+        # The options the shipped configuration leaves off, each on its own Manager.
+        replay_check("calibrated rule, random", *calibrated_pairs(), softmax=SOFTMAX, stall=0.3, seed=1),
+        *(replay_check(f"aging K = {k}, random", *aging_pairs(k), softmax=SOFTMAX, stall=0.3, seed=k)
+          for k in (1, 3)),
+        replay_check("pipelined selector (k = 2), random", SMALL, random_pairs(RANDOM_SEEDS[0])[0], softmax=SOFTMAX,
+                     stall=0.3, seed=7, selector_stage_levels=2),
     ]
 
 

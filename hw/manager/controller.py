@@ -25,7 +25,8 @@ Interface (``lib.wiring`` Component):
 - ``pre_req``: the request of the next cycle's ``DRAFT`` (its H is read one cycle ahead).
 - decision (combinational, for the ``DRAFT`` in this cycle): ``h_new``, ``t_new``, ``stop``,
   ``sampled_token``/``sampled_prob`` (softmax result or ``prob``).
-- read port: ``req`` -> ``rd_mb``, ``rd_state``, ``rd_h``, ``rd_t``, ``rd_next_token``.
+- read port: ``req`` -> ``rd_mb``, ``rd_state``, ``rd_h``, ``rd_t``, ``rd_next_token``,
+  ``rd_admitted`` (the last slot's values for a ``req`` beyond the slots).
 - ``q_mb`` -> ``drafting``: one bit per slot, admitted, drafting and in micro-batch ``q_mb``.
 - ``logits`` (in stream): the softmax unit's input (`hw.manager.softmax.Softmax`).
 
@@ -75,6 +76,10 @@ class Controller(wiring.Component):
     FAULTS = {
         "h_compare_le": "controller: stop on H_t <= tau instead of H_t < tau (one LSB off)",
         "max_len_compare_gt": "controller: stop on t > max_draft_len instead of t >= max_draft_len",
+        "acceptance_one_wraps": "controller, calibrated rule: p_t = 1.0 selects acceptance entry 0 (its "
+                                "fraction bits) instead of the last entry",
+        "acceptance_bin_low": "controller, calibrated rule: the acceptance entry is chosen by p_t's fraction "
+                              "bits one position lower (bits 11..14 instead of 12..15)",
     }
 
     def __init__(self, requests: int, softmax: SoftmaxParams, *, fault: str | None = None):
@@ -94,7 +99,7 @@ class Controller(wiring.Component):
             "sampled_token": Out(TOKEN_ID.bits), "sampled_prob": Out(PROB.bits),
             "rd_mb": Out(MICROBATCH_ID.bits), "rd_state": Out(SlotState), "rd_h": Out(PROB.bits),
             "rd_t": Out(t),
-            "rd_next_token": Out(TOKEN_ID.bits),
+            "rd_next_token": Out(TOKEN_ID.bits), "rd_admitted": Out(1),
             "q_mb": In(MICROBATCH_ID.bits), "drafting": Out(requests),
             "logits": In(stream.Signature(logits_layout(softmax))),
         })
@@ -119,6 +124,7 @@ class Controller(wiring.Component):
             self.rd_state.eq(read(states, self.req)),
             self.rd_t.eq(read(ts, self.req)),
             self.rd_next_token.eq(read(nexts, self.req)),
+            self.rd_admitted.eq(read([admitted[i] for i in range(n)], self.req)),
             self.drafting.eq(Cat(admitted[i] & (states[i] == SlotState.DRAFTING) & (mbs[i] == self.q_mb)
                                  for i in range(n))),
         ]
@@ -149,6 +155,11 @@ class Controller(wiring.Component):
             self.t_new.eq(self.rd_t + 1),
             self.stop.eq((self.h_new < self.tau) | (self.t_new >= self.max_draft_len)),
         ]
+        if self.fault == "acceptance_one_wraps":
+            m.d.comb += entry.eq(self.sampled_prob[PROB.frac - bin_bits:PROB.frac])
+        if self.fault == "acceptance_bin_low":
+            m.d.comb += entry.eq(Mux(self.sampled_prob[PROB.frac], ACCEPTANCE_BINS - 1,
+                                     self.sampled_prob[PROB.frac - bin_bits - 1:PROB.frac - 1]))
         if self.fault == "h_compare_le":
             m.d.comb += self.stop.eq((self.h_new <= self.tau) | (self.t_new >= self.max_draft_len))
         elif self.fault == "max_len_compare_gt":

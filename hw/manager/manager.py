@@ -3,9 +3,17 @@ transaction interface of the model (``sim.manager.manager.Manager``), bit for bi
 
 Interface (``lib.wiring`` Component):
 
-- configuration (held stable): ``tau``, ``max_draft_len``, ``calibrated`` and ``acceptance``
-  (the calibrated stop rule, hw/manager/controller.py), ``dynamic``, ``dlm_fc_threshold``,
+- configuration (held stable): ``tau``, ``max_draft_len``, ``calibrated`` (the calibrated stop
+  rule, hw/manager/controller.py), ``dynamic``, ``dlm_fc_threshold``,
   ``tlm_attention_threshold``, ``static_dlm_fc_gpu``, ``static_tlm_attention_gpu``.
+- ``acceptance_write`` (in, ``acceptance_write_signature``): the register-write port of the
+  calibrated rule's 16-entry acceptance table: with ``en`` high, entry ``addr`` takes ``data``
+  (UQ1.16) at the clock edge; the next decision reads it. Written at configuration; reset
+  clears the table.
+- ``errors`` (out): illegal transactions seen since reset (saturating at 255); ``error_kind``
+  the ``TxnKind`` of the latest. An illegal transaction (the model's ``ProtocolError`` that the
+  port encoding can express, ``ILLEGAL_CHECKS``) is answered with the ``DONE`` beat alone and
+  changes no state but these two outputs, as the model leaves its state unchanged.
 - ``cmd`` (in stream, ``command_layout``): one input transaction per transfer, ``kind``
   (``TxnKind``) and the fields of every kind (unused ones are ignored).
 - ``event`` (out stream, ``event_layout``): the transaction's output events, one beat each, in
@@ -17,9 +25,11 @@ Interface (``lib.wiring`` Component):
   model's DraftLogits) takes its token and probability from there instead of ``token`` and
   ``prob``, waiting for the softmax result; a refused one drops the result.
 
-Behaviour: the model's, on legal transaction sequences (illegal ones are the model's
-ProtocolError; the RTL does not check them). A full pool answers ``REFUSED`` (back-pressure at
-the transaction level); a stalled ``event.ready`` holds the current beat and stops the machine,
+Behaviour: the model's, on legal transaction sequences; illegal ones are checked in the
+accepting cycle, from the command and the state the Controller and pools read out for its
+request (no cycle added to a legal transaction; an illegal one costs 3 cycles as counted below,
+the ``DONE`` beat alone; an illegal DraftLogits waits for its softmax result, to drop it). A full pool answers ``REFUSED``
+(back-pressure at the transaction level); a stalled ``event.ready`` holds the current beat and stops the machine,
 ``cmd.ready`` is high only between transactions, so no input and no event is ever lost.
 
 Where positions come from: the tokens of a request that are still in the Manager are always
@@ -44,8 +54,9 @@ without back-pressure): one to accept, one per event beat, one more for the ``DO
 plus one per step that emits nothing (Issue's checks and end of selection, requests visited
 by the Unlock walks without an event, the walks' waits for their registered scans). A
 ``DRAFT`` takes 4 (its ``DRAFTED`` is valid one cycle after the transfer: the decision
-latency), an Issue of k tokens k + 8: one selected token per cycle (``tests/hw/manager/test_manager.py`` measures both). The same with a pipelined Shared
-Pool selector (``selector_stage_levels``): its latency (at most ``SELECT_GAP`` cycles, checked
+latency), an Issue of k tokens k + 8: one selected token per cycle
+(``tests/hw/manager/test_manager.py`` and ``saddle hw cycles`` measure both). The same with a
+pipelined Shared Pool selector (``selector_stage_levels``): its latency (at most ``SELECT_GAP`` cycles, checked
 at construction) passes between a pool write and the next Issue's first SELECT.
 """
 from __future__ import annotations
@@ -69,6 +80,7 @@ from sim.manager.formats import (
     POOL_COUNT,
     POSITION,
     PROB,
+    PROB_ONE,
     REQUEST_ID,
     THRESHOLD,
     TOKEN_ID,
@@ -107,6 +119,22 @@ class EventKind(enum.Enum, shape=4):
     DONE = 15
 
 
+# What the RTL checks (the model's ProtocolError for the same transaction): kind -> conditions.
+ILLEGAL_CHECKS = {
+    "Admit": "request beyond the slots, already admitted, micro-batch beyond the pools",
+    "DraftToken/DraftLogits": "not admitted, another micro-batch, not drafting, position != t + 1, prob > 1.0",
+    "VerifyIssue": "capacity 0",
+    "VerifyResult": "no token in the current verification, a second result, accepted > tokens in flight",
+    "Unlock": "not locked, a request of the verification without its result",
+    "SchedulerQuery": "micro-batch beyond the pools",
+    "EndRound": "not admitted, not drafting, no draft token in the round",
+    "Retire": "not admitted, in the current verification",
+}
+
+acceptance_write_signature = wiring.Signature({
+    "en": Out(1), "addr": Out(range(ACCEPTANCE_BINS)), "data": Out(PROB.bits)})
+
+
 class _State(enum.Enum, shape=5):
     """States of the Manager's sequencer (one per transaction kind, then the walks)."""
     IDLE = 0
@@ -130,6 +158,7 @@ class _State(enum.Enum, shape=5):
     RETIRE = 18
     RETIRED = 19
     DONE = 20
+    DROP_LOGITS = 21    # an illegal DraftLogits: its softmax result is dropped
 
 
 # ``code`` of NOT_ISSUED beats and of DISCARDED beats (the model's enums, in this order).
@@ -188,7 +217,8 @@ class Manager(wiring.Component):
         self.fault = checked_fault(fault, Manager, *self.BLOCKS)
         super().__init__({
             "tau": In(PROB.bits), "max_draft_len": In(POSITION.bits),
-            "calibrated": In(1), "acceptance": In(ACCEPTANCE_BINS * PROB.bits),
+            "calibrated": In(1), "acceptance_write": In(acceptance_write_signature),
+            "errors": Out(8), "error_kind": Out(TxnKind),
             "dynamic": In(1), "dlm_fc_threshold": In(THRESHOLD.bits),
             "tlm_attention_threshold": In(THRESHOLD.bits),
             "static_dlm_fc_gpu": In(1), "static_tlm_attention_gpu": In(1),
@@ -224,7 +254,7 @@ class Manager(wiring.Component):
         wiring.connect(m, wiring.flipped(self.logits), ctl.logits)
         m.d.comb += [
             ctl.tau.eq(self.tau), ctl.max_draft_len.eq(self.max_draft_len),
-            ctl.calibrated.eq(self.calibrated), ctl.acceptance.eq(self.acceptance),
+            ctl.calibrated.eq(self.calibrated),
             sched.dynamic.eq(self.dynamic), sched.dlm_fc_threshold.eq(self.dlm_fc_threshold),
             sched.tlm_attention_threshold.eq(self.tlm_attention_threshold),
             sched.static_dlm_fc_gpu.eq(self.static_dlm_fc_gpu),
@@ -232,11 +262,19 @@ class Manager(wiring.Component):
         ]
 
         state = Signal(_State)
+        table = [Signal(PROB.bits, name=f"acceptance{i}") for i in range(ACCEPTANCE_BINS)]
+        aw = self.acceptance_write
+        for i, entry in enumerate(table):
+            with m.If(aw.en & (aw.addr == i)):
+                m.d.sync += entry.eq(aw.data)
+        m.d.comb += ctl.acceptance.eq(Cat(table))
+
         c = Signal(command_layout)              # the transaction being executed
         no_eager = Signal()                     # its request held no eager token when accepted
         locked = Signal()
         vid = Signal(VERIFY_ID.bits)
         in_pass = Signal(self.requests)
+        resulted = Signal(self.requests)        # requests of the verification with their result
         rejected = Signal(self.requests)
         queries = Signal(POOL_COUNT.bits)       # tokens of the verification
         distinct = Signal(POOL_COUNT.bits)      # its requests
@@ -306,15 +344,32 @@ class Manager(wiring.Component):
 
         with m.Switch(state):
             with m.Case(_State.IDLE):
-                # The blocks are addressed by the incoming command's request, so that a DRAFT's
-                # pool choice (its request's eager tokens) is a register in the next cycle.
-                m.d.comb += [self.cmd.ready.eq(1), cur.eq(self.cmd.payload.request)]
+                # The blocks are addressed by the incoming command's request: the checks read
+                # them in the accepting cycle, and a DRAFT's pool choice (its request's eager
+                # tokens) is a register in the next cycle.
+                m.d.comb += self.cmd.ready.eq(1)
+                cmd = self.cmd.payload
+                m.d.comb += cur.eq(cmd.request)
+                illegal = self._illegal(m, cmd, ctl, locked, in_pass, resulted, fly, t)
                 with m.If(self.cmd.valid):
-                    m.d.sync += [c.eq(self.cmd.payload), no_eager.eq(eager == 0)]
-                    with m.Switch(self.cmd.payload.kind):
-                        for kind in TxnKind:
-                            with m.Case(kind):
-                                m.d.sync += state.eq(_State[kind.name])
+                    m.d.sync += [c.eq(cmd), no_eager.eq(eager == 0)]
+                    with m.If(illegal):
+                        m.d.sync += [self.error_kind.eq(cmd.kind),
+                                     self.errors.eq(self.errors + (self.errors != 255))]
+                        with m.If((cmd.kind == TxnKind.DRAFT) & cmd.use_logits):
+                            m.d.sync += state.eq(_State.DROP_LOGITS)
+                        with m.Else():
+                            m.d.sync += state.eq(_State.DONE)
+                    with m.Else():
+                        with m.Switch(cmd.kind):
+                            for kind in TxnKind:
+                                with m.Case(kind):
+                                    m.d.sync += state.eq(_State[kind.name])
+
+            with m.Case(_State.DROP_LOGITS):
+                m.d.comb += [ctl.op.eq(CtlOp.SKIP), ctl.use_logits.eq(1)]
+                with m.If(ctl.op_ready):
+                    m.d.sync += state.eq(_State.DONE)
 
             with m.Case(_State.ADMIT):
                 with m.If(room):
@@ -416,6 +471,7 @@ class Manager(wiring.Component):
                                  sp.clear_fly.eq(1),
                                  sp.clear_wait.eq(1 if fault == "wait_cleared_on_accept" else reject)]
                     m.d.comb += [ctl.op.eq(CtlOp.RESULT), sp.op.eq(PoolOp.CLEAR)]
+                    m.d.sync += resulted.eq(resulted | one_hot(c.request, "resulted"))
                     emit(EventKind.VERIFIED, request=c.request, position=first, accepted=c.accepted,
                          flag=reject)
                     # Rejected prefix: first+a+1 .. first+fly-1; then the waiting tokens.
@@ -513,7 +569,7 @@ class Manager(wiring.Component):
                 with m.If(~pass_fresh):
                     pass
                 with m.Elif(~pass_any):
-                    m.d.sync += [vid.eq(vid + 1), rejected.eq(0)]
+                    m.d.sync += [vid.eq(vid + 1), rejected.eq(0), resulted.eq(0)]
                     m.d.sync += state.eq(_State.DONE)
                 with m.Elif(~restart):
                     m.d.sync += in_pass.eq(in_pass & ~pass_bit)
@@ -568,3 +624,38 @@ class Manager(wiring.Component):
                     emit(EventKind.DONE)
                     m.d.sync += state.eq(_State.IDLE)
         return m
+
+    def _illegal(self, m, cmd, ctl, locked, in_pass, resulted, fly, t):
+        """Whether ``cmd`` is illegal (``ILLEGAL_CHECKS``), with the Controller and the Shared
+        Pool read for its request."""
+        n, pools = self.requests, self.micro_batches
+        request_bit = Signal(n, name="check_bit")
+        m.d.comb += request_bit.eq(Cat(cmd.request == i for i in range(n)))
+        outside = cmd.request >= n if n < 1 << REQUEST_ID.bits else 0
+        mb_outside = cmd.microbatch >= pools if pools < 1 << MICROBATCH_ID.bits else 0
+        admitted = Signal(name="check_admitted")
+        drafting = Signal(name="check_drafting")
+        passing = Signal(name="check_in_pass")
+        m.d.comb += [admitted.eq(ctl.rd_admitted & ~outside),
+                     drafting.eq(admitted & (ctl.rd_state == SlotState.DRAFTING)),
+                     passing.eq((in_pass & request_bit).any())]
+        illegal = Signal(name="illegal")
+        with m.Switch(cmd.kind):
+            with m.Case(TxnKind.ADMIT):
+                m.d.comb += illegal.eq(outside | ctl.rd_admitted | mb_outside)
+            with m.Case(TxnKind.DRAFT):
+                m.d.comb += illegal.eq(~drafting | (ctl.rd_mb != cmd.microbatch) | (cmd.position != t + 1)
+                                       | (~cmd.use_logits & (cmd.prob > PROB_ONE)))
+            with m.Case(TxnKind.ISSUE):
+                m.d.comb += illegal.eq(cmd.capacity == 0)
+            with m.Case(TxnKind.RESULT):
+                m.d.comb += illegal.eq(~passing | (resulted & request_bit).any() | (cmd.accepted > fly))
+            with m.Case(TxnKind.UNLOCK):
+                m.d.comb += illegal.eq(~locked | (in_pass & ~resulted).any())
+            with m.Case(TxnKind.QUERY):
+                m.d.comb += illegal.eq(mb_outside)
+            with m.Case(TxnKind.END_ROUND):
+                m.d.comb += illegal.eq(~drafting | (t == 0))
+            with m.Case(TxnKind.RETIRE):
+                m.d.comb += illegal.eq(~admitted | passing)
+        return illegal

@@ -84,8 +84,9 @@ class CamEntry(wiring.Component):
     With ``aging_passes``: ``selecting`` (a SELECT of a token of request ``req`` this cycle) and
     ``pass_end`` age the entry, and ``key`` = {waiting, aged, H, ~request, ~position}."""
 
-    def __init__(self, aging_passes: int | None = None):
+    def __init__(self, aging_passes: int | None = None, *, fault: str | None = None):
         self.aging_passes = aging_passes
+        self.fault = fault      # one of SharedPool.FAULTS' aging faults, for mutation testing
         ports = {"write": In(1), "select": In(1), "clear": In(1), "clear_fly": In(1),
                  "clear_wait": In(1), **_entry_fields(),
                  "free": Out(1), "key": Out(key_bits(aging_passes)), "payload": Out(PAYLOAD_BITS)}
@@ -111,9 +112,11 @@ class CamEntry(wiring.Component):
             with m.If(self.pass_end):
                 m.d.sync += served.eq(0)
                 with m.If(valid & ~fly):
-                    m.d.sync += age.eq(Mux(served, 0, Mux(age == k, k, age + 1)))
-            with m.If(self.write):
-                m.d.sync += [age.eq(0), served.eq(0)]
+                    older = Mux(age == k, k, age + 1)
+                    m.d.sync += age.eq(older if self.fault == "aging_served_not_reset" else Mux(served, 0, older))
+            if self.fault != "aging_write_keeps_age":
+                with m.If(self.write):
+                    m.d.sync += [age.eq(0), served.eq(0)]
         gone = Signal()
         m.d.comb += gone.eq(self.clear & valid & (req == self.req) &
                             Mux(fly, self.clear_fly, self.clear_wait))
@@ -253,7 +256,7 @@ def tree_stages(leaves: int, stage_levels: int) -> list[int]:
 
 
 def argmax_tree(m, leaves: list, name: str, fault: str | None = None, *, stage_levels: int = 0,
-                selected: tuple | None = None):
+                selected: tuple | None = None, register_fault: str | None = None):
     """(key, payload, index) of the largest of ``leaves`` [(key, payload)], lowest index on a
     tie, built from ``ArgmaxNode`` submodules ``{name}{level}_{j}`` (each given ``fault``).
     Node j of level L covers leaves [j 2^L, (j+1) 2^L), so indices are relative and the leaves
@@ -298,13 +301,14 @@ def argmax_tree(m, leaves: list, name: str, fault: str | None = None, *, stage_l
         nodes, level = nxt, level + 1
         if level in stages:
             keep = 1 + sum(stage >= level for stage in stages)
-            nodes = [_stage_register(m, lists, keep, level, j, selected, f"{name}{level}r_{j}")
+            nodes = [_stage_register(m, lists, keep, level, j, selected, f"{name}{level}r_{j}", register_fault)
                      for j, lists in enumerate(nodes)]
     keys, payloads, indices = nodes[0]
     return keys[0], payloads[0], indices[0]
 
 
-def _stage_register(m, lists: tuple, keep: int, level: int, j: int, selected: tuple, name: str) -> tuple:
+def _stage_register(m, lists: tuple, keep: int, level: int, j: int, selected: tuple, name: str,
+                    fault: str | None = None) -> tuple:
     """Subtree j of ``level``'s lists (the ``keep`` largest) registered, then without the entry
     selected in the previous cycle if it belongs to this subtree: one element shorter, except a
     shorter list, which holds the whole subtree and is padded with an empty element (key 0: not
@@ -317,14 +321,22 @@ def _stage_register(m, lists: tuple, keep: int, level: int, j: int, selected: tu
                  for reg, v in zip(reg_list, values)]
     sel_valid, sel_index = selected
     drop = Signal(name=f"{name}_drop")
-    m.d.comb += drop.eq(sel_valid & (sel_index[level:] == j))
+    m.d.comb += drop.eq(0 if fault == "selector_selected_not_dropped" else sel_valid & (sel_index[level:] == j))
     length = len(keys) - 1 if len(keys) == keep else len(keys)
     return tuple([Mux(drop, padded[r + 1], padded[r]) for r in range(length)]
                  for padded in (reg_list + [C(0, len(reg_list[0]))] for reg_list in regs))
 
 
 class SharedPool(wiring.Component):
-    FAULTS = {"fly_count_not_cleared": "shared pool: CLEAR leaves the in-flight total fly_count unchanged"}
+    FAULTS = {
+        "fly_count_not_cleared": "shared pool: CLEAR leaves the in-flight total fly_count unchanged",
+        "aging_served_not_reset": "shared pool, aging: a served request's waiting tokens do not reset their "
+                                  "age at the end of the pass (they age like the others)",
+        "aging_write_keeps_age": "shared pool, aging: a new token keeps the age of the entry's previous occupant",
+        "selector_selected_not_dropped": "shared pool, pipelined selector: the entry SELECTed in the previous "
+                                         "cycle is not dropped from the stage registers' lists",
+    }
+    _ENTRY_FAULTS = ("aging_served_not_reset", "aging_write_keeps_age")
 
     def __init__(self, entries: int, requests: int, aging_passes: int | None = None, *,
                  stage_levels: int = 0, fault: str | None = None):
@@ -353,7 +365,8 @@ class SharedPool(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         n = self.entries
-        cam = [CamEntry(self.aging_passes) for _ in range(n)]
+        entry_fault = self.fault if self.fault in self._ENTRY_FAULTS else None
+        cam = [CamEntry(self.aging_passes, fault=entry_fault) for _ in range(n)]
         per_req = range(POSITION.max_raw + 1)
         wait_n = [Signal(per_req, name=f"r{r}_wait") for r in range(self.requests)]
         fly_n = [Signal(per_req, name=f"r{r}_fly") for r in range(self.requests)]
@@ -366,7 +379,8 @@ class SharedPool(wiring.Component):
             m.d.sync += [selected[0].eq(selecting), selected[1].eq(best_idx)]
         best_key, best_payload, best_index = argmax_tree(m, [(e.key, e.payload) for e in cam], "sel",
                                                          fault_for(self.fault, ArgmaxNode),
-                                                         stage_levels=self.stage_levels, selected=selected)
+                                                         stage_levels=self.stage_levels, selected=selected,
+                                                         register_fault=self.fault)
         m.d.comb += [
             best_idx.eq(best_index),
             self.best_valid.eq(best_key[-1]),

@@ -4,7 +4,16 @@ them, and a fault name the blocks do not implement is refused. `saddle hw mutate
 mutant against every check (hw/README.md, "Mutation testing")."""
 import pytest
 
-from hw.flow.manager_stimulus import ROUND_BY_HAND, SMALL, SOFTMAX, corner_pairs
+from hw.flow.manager_stimulus import (
+    RANDOM_SEEDS,
+    ROUND_BY_HAND,
+    SMALL,
+    SOFTMAX,
+    aging_pairs,
+    calibrated_pairs,
+    corner_pairs,
+    random_pairs,
+)
 from hw.flow.mutate import EQUIVALENT, mutants, mutate, program_check, replay_check
 from hw.flow.testbench.pe_vectors import corner_program
 from hw.manager.manager import Manager
@@ -43,6 +52,30 @@ def test_manager_mutants_killed_by_the_directed_sequences():
         "argmax_prefers_b": (None, None),
     }
     assert report.ok and report.killed == report.killable == 4
+
+
+def test_option_mutants_killed_by_their_options_stimulus():
+    """The calibrated rule's, aging's and the pipelined selector's mutants, each killed by the
+    random stimulus of the option it breaks (prefixes of `saddle hw mutate`'s checks, long
+    enough to reach the kill)."""
+    config, pairs = calibrated_pairs()
+    aging_config, aging = aging_pairs(1)
+    checks = [replay_check("calibrated", config, pairs[:40], softmax=SOFTMAX, stall=0.3, seed=1),
+              replay_check("aging K = 1", aging_config, aging[:300], softmax=SOFTMAX, stall=0.3, seed=1),
+              replay_check("pipelined k = 2", SMALL, random_pairs(RANDOM_SEEDS[0])[0][:120], softmax=SOFTMAX,
+                           stall=0.3, seed=7, selector_stage_levels=2)]
+    report = mutate("manager", ["acceptance_one_wraps", "acceptance_bin_low", "aging_served_not_reset",
+                                "aging_write_keeps_age", "selector_selected_not_dropped"], checks)
+    assert not report.clean_failures
+    assert {r.fault: (r.killed_by, r.at) for r in report.results} == {
+        "acceptance_one_wraps": ("calibrated", 11),
+        "acceptance_bin_low": ("calibrated", 2),
+        "aging_served_not_reset": ("aging K = 1", 246),
+        "aging_write_keeps_age": ("aging K = 1", 131),
+        # The shipped selector is pipelined (k = 3, configs/hardware/manager_rtl.yaml): every
+        # check runs the mutated stage registers, and aging's random sequence reaches it first.
+        "selector_selected_not_dropped": ("aging K = 1", 6),
+    }
 
 
 def test_pe_mutants_killed_by_the_corner_cases():

@@ -23,11 +23,12 @@ CONFIG = ManagerConfig(**json.loads(os.environ.get("SADDLE_MGR_CONFIG", "{}")))
 SOFTMAX = SoftmaxParams(**json.loads(os.environ["SADDLE_MGR_SOFTMAX"]))
 LOGITS = os.environ.get("SADDLE_MGR_LOGITS", "1") != "0"
 SEED = int(os.environ.get("SADDLE_SEED", "1"))
+ILLEGAL = os.environ.get("SADDLE_MGR_ILLEGAL", "0") != "0"
 TXNS = int(os.environ.get("SADDLE_MGR_TXNS", "1000"))
 STALL = float(os.environ.get("SADDLE_MGR_STALL", "0.2"))
 
 
-@cocotb.test()
+@cocotb.test(skip=ILLEGAL)
 async def random_sequences(dut):
     cocotb.start_soon(Clock(dut.clk, 10, unit="ns").start())
     await reset(dut, CONFIG)
@@ -44,3 +45,20 @@ async def random_sequences(dut):
     logits = sum(isinstance(txn, DraftLogits) for txn, _ in pairs)
     assert logits > 0 or not LOGITS
     dut._log.info(f"{len(pairs)} transactions ({logits} DraftLogits), {cycles} cycles, coverage {dict(cov)}")
+
+
+@cocotb.test(skip=not ILLEGAL)
+async def illegal_transactions(dut):
+    """Illegal transactions mixed into a random sequence (hw/flow/manager_stimulus.py
+    ``illegal_pairs``): no event, ``errors`` counts each, later transactions still match."""
+    from hw.flow.manager_stimulus import illegal_pairs
+
+    cocotb.start_soon(Clock(dut.clk, 10, unit="ns").start())
+    await reset(dut, CONFIG)
+    pairs = illegal_pairs(SEED, TXNS, config=CONFIG)
+    illegal = sum(isinstance(e, Exception) for _, e in pairs)
+    assert illegal > 20
+    mismatches, compared, cycles = await replay(dut, pairs, random.Random(SEED), STALL)
+    assert not mismatches, f"{len(mismatches)}+ mismatching transactions, first: " + "; ".join(mismatches)
+    assert int(dut.errors.value) == illegal
+    dut._log.info(f"{len(pairs)} transactions ({illegal} illegal), {cycles} cycles")

@@ -144,3 +144,67 @@ def test_calibrated_stop_rule_against_model():
     assert [e for _, e in pairs] != [e for _, e in plain]      # the table changes the decisions
     replay(config, pairs, "manager_calibrated", stall=0.3, seed=1)
     model.conservation(final=True)
+
+
+def test_illegal_transactions_flagged():
+    """Illegal transactions mixed into a random sequence: the model raises ProtocolError for
+    each, the RTL answers it with the DONE beat alone, counts it on `errors`, shows its kind on
+    `error_kind` (checked by the replay) and changes no state (every later legal transaction still matches the model); every kind of
+    check of `ILLEGAL_CHECKS` is met."""
+    from hw.flow.manager_stimulus import illegal_pairs
+
+    pairs = illegal_pairs(3)
+    illegal = [txn for txn, expected in pairs if isinstance(expected, ProtocolError)]
+    kinds = {type(txn).__name__ for txn in illegal}
+    assert len(illegal) > 40 and kinds >= {"Admit", "DraftToken", "VerifyIssue", "VerifyResult", "Unlock",
+                                           "SchedulerQuery", "EndRound", "Retire"}, kinds
+    messages = " ".join(str(e) for _, e in pairs if isinstance(e, ProtocolError))
+    for what in ("already admitted", "expects round position", "not drafting", "prob", "capacity",
+                 "no token in the current verification", "accepted", "not locked", "no draft token"):
+        assert what in messages, what
+    result = manager_replay.replay(SMALL, pairs, name="manager_illegal")
+    assert result.mismatch is None, result.mismatch
+    assert result.illegal == len(illegal)
+    # Edges: accept (checked there), DONE out, DONE transfer.
+    assert {n for (_, n, _), (_, e) in zip(result.cycles, pairs) if isinstance(e, ProtocolError)} == {3}
+
+
+def test_acceptance_table_through_its_register_port():
+    """The table written entry by entry through `acceptance_write` after reset: a write
+    reaches the next decision, and an unwritten entry stays 0 (reset)."""
+    from hw.flow.amaranth_sim import run
+    from hw.flow.manager_codec import encode
+    from hw.manager.manager import EventKind
+    from sim.manager.transactions import Admit, DraftToken
+
+    dut = HwManager.from_config(SMALL, SOFTMAX)
+
+    async def draft(ctx, txn):
+        ctx.set(dut.cmd.valid, 1)
+        ctx.set(dut.cmd.payload, encode(txn))
+        await ctx.tick().until(dut.cmd.ready)
+        ctx.set(dut.cmd.valid, 0)
+        ctx.set(dut.event.ready, 1)
+        beats = []
+        while not beats or beats[-1][0] is not EventKind.DONE:
+            await ctx.tick()
+            if ctx.get(dut.event.valid):
+                beats.append((ctx.get(dut.event.payload.kind), ctx.get(dut.event.payload.h)))
+        return beats
+
+    async def bench(ctx):
+        ctx.set(dut.tau, 0)
+        ctx.set(dut.max_draft_len, 8)
+        ctx.set(dut.calibrated, 1)
+        ctx.set(dut.acceptance_write.en, 1)
+        ctx.set(dut.acceptance_write.addr, 8)
+        ctx.set(dut.acceptance_write.data, 40000)
+        await ctx.tick()
+        ctx.set(dut.acceptance_write.en, 0)
+        await draft(ctx, Admit(0, 0))
+        # p = 0.5: bin 8 -> H = 40000; then p = 0.25: bin 4, never written -> H = 0.
+        assert (EventKind.DRAFTED, 40000) in await draft(ctx, DraftToken(0, 0, 1, 5, 1 << 15))
+        assert (EventKind.DRAFTED, 0) in await draft(ctx, DraftToken(0, 0, 2, 5, 1 << 14))
+        assert ctx.get(dut.errors) == 0
+
+    run(dut, bench, name="manager_acceptance_write")

@@ -74,8 +74,15 @@ def test_aging_manager_on_verilator_matches_model(verilator_design):
     _bench(verilator_design, config, SOFTMAX, seed, str(txns), logits=True)
 
 
+@pytest.mark.slow
+def test_illegal_transactions_on_verilator(verilator_design):
+    """Illegal transactions among 600 legal ones on the reduced Manager's Verilog (the build of
+    the random test): the error count and the events as the model's ProtocolError says."""
+    _bench(verilator_design, REDUCED, SOFTMAX, 24, "600", logits=False, illegal=True)
+
+
 def _bench(verilator_design, config: ManagerConfig, softmax, seed: int, txns: str, *, logits: bool,
-           selector_stage_levels: int = 0):
+           selector_stage_levels: int = 0, illegal: bool = False):
     """cocotb_manager.py's random sequence ``seed`` on the Verilator build of ``config`` (its
     Shared Pool selector pipelined every ``selector_stage_levels`` levels, 0: combinational)."""
     design = verilator_design(design_name(config, softmax, selector_stage_levels),
@@ -85,4 +92,4 @@ def _bench(verilator_design, config: ManagerConfig, softmax, seed: int, txns: st
                            "SADDLE_MGR_SOFTMAX": json.dumps(dataclasses.asdict(softmax)),
                            "SADDLE_MGR_LOGITS": "1" if logits else "0",
                            "SADDLE_MGR_TXNS": txns,
-                           "SADDLE_MGR_STALL": "0.2"})
+                           "SADDLE_MGR_STALL": "0.2", "SADDLE_MGR_ILLEGAL": "1" if illegal else "0"})

@@ -61,10 +61,11 @@ def random_session(seed: int, rounds: int, ties: bool, entries: int = ENTRIES):
     return script
 
 
-def replay(script, name, aging: int | None = None, stage_levels: int = 0, entries: int = ENTRIES):
+def replay(script, name, aging: int | None = None, stage_levels: int = 0, entries: int = ENTRIES,
+           fault: str | None = None):
     """The script on the RTL and the model; a selection starts ``dut.latency`` cycles after the
     last insert or clear (the pipelined selector's latency), then selects one entry per cycle."""
-    dut = SharedPool(entries, REQUESTS, aging, stage_levels=stage_levels)
+    dut = SharedPool(entries, REQUESTS, aging, stage_levels=stage_levels, fault=fault)
     model = ModelPool(entries, aging)
     stats = {"selected": 0, "orders": []}
 
@@ -197,3 +198,19 @@ def test_aging_directed_by_hand():
         [[(0, 1)], [(1, 1)], [(0, 2)], [(0, 3)], [(0, 4)]]
     assert replay(script(5), "shared_pool_greedy_hand")["orders"] == \
         [[(0, 1)], [(0, 2)], [(0, 3)], [(0, 4)], [(1, 1)]]
+
+
+@pytest.mark.parametrize("fault", ["aging_served_not_reset", "aging_write_keeps_age"])
+def test_aging_faults_are_caught(fault):
+    """The aging mutants of `saddle hw mutate` fail this file's own aging stimulus: a served
+    request's tokens that keep ageing reach K early and jump the queue (the starving request by
+    hand, K = 2); a new token that inherits the previous occupant's age does so on the random
+    session with K = 1, where every entry is reused."""
+    hand = [("insert", PoolEntry(0, 0, p, p, h, 0)) for p, h in enumerate((60000, 50000, 40000, 30000), 1)]
+    hand.append(("insert", PoolEntry(1, 1, 1, 9, 20000, 0)))
+    for _ in range(5):
+        hand += [("select", 1)] + [("release", r, False) for r in range(REQUESTS)] + [("unlock",)]
+    script, aging = (hand, 2) if fault == "aging_served_not_reset" else (random_session(3, 25, ties=True), 1)
+    assert replay(script, f"shared_pool_{fault}_clean", aging=aging)["selected"]
+    with pytest.raises(AssertionError):
+        replay(script, f"shared_pool_{fault}", aging=aging, fault=fault)
