@@ -19,8 +19,7 @@ PART_READMES = [
     "sim/README.md",
     "traces/README.md",
     "validation/README.md",
-    pytest.param("hw/README.md", marks=pytest.mark.xfail(
-        reason="hw/README.md is trimmed with the RTL report (issue 34)", strict=False)),
+    "hw/README.md",
 ]
 
 # A commit hash as prose cites one: 7 to 40 hex digits as a whole word, with at least one digit
