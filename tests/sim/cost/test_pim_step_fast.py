@@ -27,7 +27,7 @@ def _reference(system, model: str, reqs, fc: str, devices: int) -> tuple:
     load = pim.attention_channels(instances, shard.bpe, False,
                                   channels=pim.channels * system.stacks_per_device)
     att_ps = load.cycles * pim.tck_ps * layers
-    parts = system.energy.pim(load.column_reads, pim.column_bytes, pim.lanes)
+    bank_pj, mac_pj = system.energy.pim_pj(load.column_reads, pim.column_bytes, pim.lanes)
     q_bytes = tokens * shard.heads * shard.head_dim * shard.bpe
     down = q_bytes + tokens * shard.kv_heads * shard.head_dim * shard.bpe * 2
     comm_ps = (link.transfer_ps(down) + link.transfer_ps(q_bytes)) * layers
@@ -35,7 +35,7 @@ def _reference(system, model: str, reqs, fc: str, devices: int) -> tuple:
     if link.overlap_attention:
         h = shard.heads
         comm_ps = -(-comm_ps // h) if att_ps > comm_ps else comm_ps - att_ps + -(-att_ps // h)
-    att_energy = (0.0, 0.0, 0.0, parts["pim_bank"] * layers, parts["pim_mac"] * layers, link_pj, 0.0)
+    att_energy = (0.0, 0.0, 0.0, bank_pj * layers, mac_pj * layers, link_pj, 0.0)
     time_ps = att_ps + d.fc_ps + d.comm_ps + comm_ps + d.other_ps
     stacks = devices * system.stacks_per_device
     energy = tuple([((f + a) + o + r) * devices for f, a, o, r in zip(
