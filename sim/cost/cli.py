@@ -83,10 +83,9 @@ def _pim_attention(args) -> int:
     from sim.model import element_bytes
 
     stack = load_pim(args.stack, args.calibration)
-    bpe = element_bytes()
     queries = args.query_tokens * args.group
     load = stack.attention_channels([(args.context, args.head_dim, queries)] * args.instances,
-                                    bpe, args.power_constraint)
+                                    element_bytes(), args.power_constraint)
     out = {"instances": args.instances, "context": args.context, "head_dim": args.head_dim,
            "query_tokens": args.query_tokens, "group": args.group,
            "power_constraint": args.power_constraint, "cycles": load.cycles,
@@ -106,13 +105,12 @@ def _step(args) -> int:
     model = load_model(args.model)
     reqs = [(args.context, args.query_tokens)] * args.batch
     system.check_fits(model, reqs)
-    mapping = dict(system.default_mapping)
-    mapping.update({k: v for k, v in (("fc", args.fc), ("attention", args.attention)) if v})
+    mapping = {kind: getattr(args, kind) or place for kind, place in system.default_mapping}
     cost = system.price_step(model, reqs, mapping=mapping, devices=args.devices,
                              power_constrained=args.power_constraint)
     out = {"system": system.name, "calibration": system.calibration, "model": model.name,
-           "batch": args.batch,
-           "context": args.context, "query_tokens": args.query_tokens, **cost.as_dict()}
+           "batch": args.batch, "context": args.context, "query_tokens": args.query_tokens,
+           **cost.as_dict()}
     _print(out, args.json)
     return 0
 
@@ -129,28 +127,19 @@ def _roofline(args) -> int:
 
 
 def _validate(args) -> int:
+    from sim.cost import validation as v
     from sim.cost.pim import load_pim
-    from sim.cost.validation import (
-        TABLE_FILES,
-        compare,
-        fit_attacc_schedule,
-        known_deviations,
-        load_table,
-        summarize,
-    )
 
-    calibrations = CALIBRATIONS if args.calibration == "all" else (args.calibration,)
     schedule = load_pim("hbm3_pim", "attacc").attacc
-    fitted = fit_attacc_schedule()
-    report = {"tables": {k: load_table(k)["sources"] for k in TABLE_FILES},
+    fitted = v.fit_attacc_schedule()
+    report = {"tables": {k: v.load_table(k)["sources"] for k in v.TABLE_FILES},
               "attacc_pim_schedule": {"configured": {k: getattr(schedule, k) for k in fitted},
                                       "fitted": fitted},
               "calibrations": {}}
     failed = False
-    for cal in calibrations:
-        points = compare(cal)
-        rows = summarize(points, known_deviations() if cal == "attacc" else None)
-        checked = cal == "attacc"
+    for cal in CALIBRATIONS if args.calibration == "all" else (args.calibration,):
+        points, checked = v.compare(cal), cal == "attacc"
+        rows = v.summarize(points, v.known_deviations() if checked else None)
         failed |= checked and not all(r["within"] for r in rows)
         report["calibrations"][cal] = {"checked": checked, "components": rows}
         if args.points:
