@@ -219,15 +219,11 @@ class ModelSpec:
 
     def fc_shapes(self) -> tuple[tuple[str, int, int, int], ...]:
         """``(name, k, n, repeat)`` of every weight matrix of one step."""
-        qkv_n = (self.heads + 2 * self.kv_heads) * self.head_dim
-        shapes = [("qkv", self.hidden, qkv_n, self.layers),
-                  ("out_proj", self.heads * self.head_dim, self.hidden, self.layers)]
-        if self.ffn_matrices == 3:
-            shapes.append(("ffn_gate", self.hidden, self.ffn, self.layers))
-        shapes += [("ffn_up", self.hidden, self.ffn, self.layers),
-                   ("ffn_down", self.ffn, self.hidden, self.layers),
-                   ("lm_head", self.hidden, self.vocab, 1)]
-        return tuple(shapes)
+        L, h, f = self.layers, self.hidden, self.ffn
+        gate = [("ffn_gate", h, f, L)] if self.ffn_matrices == 3 else []
+        return (("qkv", h, (self.heads + 2 * self.kv_heads) * self.head_dim, L),
+                ("out_proj", self.heads * self.head_dim, h, L), *gate,
+                ("ffn_up", h, f, L), ("ffn_down", f, h, L), ("lm_head", h, self.vocab, 1))
 
     @property
     def weight_bytes(self) -> int:

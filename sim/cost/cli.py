@@ -149,19 +149,20 @@ def _validate(args) -> int:
     if args.json:
         print(json.dumps(report, indent=2))
         return int(failed)
+    def row(component, points, mean, worst, bound, where) -> None:
+        print(f"  {component:<11}{points:>7}{mean:>12}{worst:>9}  {bound:<14}{where}")
     for cal, body in report["calibrations"].items():
         held = "held to the bounds" if body["checked"] else "for comparison, not held to the bounds"
         print(f"calibration {cal} ({held})")
-        print(f"  {'component':<11}{'points':>7}{'mean |err|':>12}{'worst':>9}  {'bound':<14}where the worst is")
+        row("component", "points", "mean |err|", "worst", "bound", "where the worst is")
         for r in body["components"]:
             mean_bound = "" if r["bound_mean"] is None else f"{r['bound_mean']:.0%} / "
-            bound = f"{mean_bound}{r['bound_worst']:.0%}"
             mark = "" if not body["checked"] else ("  ok" if r["within"] else "  OUT OF BOUND")
-            print(f"  {r['component']:<11}{r['points']:>7}{r['mean_abs_error']:>12.2%}"
-                  f"{r['worst_error']:>+9.2%}  {bound:<14}{r['worst_at']}{mark}")
+            row(r["component"], r["points"], f"{r['mean_abs_error']:.2%}", f"{r['worst_error']:+.2%}",
+                f"{mean_bound}{r['bound_worst']:.0%}", r["worst_at"] + mark)
             for k in r["known_deviations"]:
-                print(f"  {'':<11}{'':>7}{'':>12}{k['error']:>+9.2%}  {'known':<14}{k['where']} "
-                      "(validation/known_deviations.yaml)")
+                row("", "", "", f"{k['error']:+.2%}", "known",
+                    f"{k['where']} (validation/known_deviations.yaml)")
         for p in body.get("points", []):
             print(f"    {p['component']:<11}{p['error']:>+8.2%}  ours {p['ours']:.6g} "
                   f"reference {p['reference']:.6g}  {p['where']}")

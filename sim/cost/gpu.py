@@ -133,12 +133,10 @@ class GPU:
         return best
 
     def attention_ps(self, ops: Iterable[Attention]) -> int:
-        """The three attention phases of a request, or of many (array-valued, see
-        ``Attention``), as one fused (flash-decoding) kernel: DRAM traffic is K, V, Q and the
-        output; one tile per (request, KV head, block of query rows, block of keys), query rows
-        being query tokens x query heads sharing the KV head. Unfused (``attacc``): each phase
-        its own kernel, of one thread block per (request, KV head, block of query rows),
-        reading and writing its operands and intermediates."""
+        """The three attention phases of a request, or of many (array-valued ``Attention``), as
+        one fused (flash-decoding) kernel moving K, V, Q and the output, of ``tiles_per_kv_head``
+        tiles per KV head; or, ``unfused_attention``, each phase its own kernel of
+        ``unfused_blocks`` thread blocks, reading and writing its operands and intermediates."""
         ops = list(ops)
         (scores,) = [op for op in ops if op.name == "scores"]
         query_rows = scores.queries * scores.group
@@ -151,8 +149,9 @@ class GPU:
                                        sum(int(np.sum(op.streamed_bytes)) for op in ops), tiles)
 
     def unfused_blocks(self, kv_heads: int, query_rows):
-        """Thread blocks of an unfused attention kernel (per request: an integer or array of
-        query rows): one per (request, KV head, block of tile_m rows)."""
+        """Thread blocks of an unfused attention kernel over one request's query rows (query
+        tokens x query heads per KV head; or an array, per request): one per KV head and block
+        of tile_m rows."""
         return kv_heads * -(-query_rows // self.tile_m)
 
     def tiles_per_kv_head(self, context, query_rows):
@@ -221,17 +220,14 @@ def load_gpu(name: str = "a100", calibration: str = "physical", *,
             for k in ("fixed_ns", "ns_per_byte", "reference_bandwidth_gbps")]
         # The slope was measured at the reference bandwidth; bytes scale with bandwidth.
         fit.append((kind, round(fixed * 1000), slope * reference * 1e9 / bandwidth * 1000))
+    counts = {k: g(k, int) for k in ("sms", "tile_m", "tile_n", "tile_k", "max_split_k")}
+    counts |= {k: g(k, int, default=v)
+               for k, v in (("l1_tile_k", 32), ("l2_k_slices", 64), ("register_tile", 16))}
+    size = lambda k: get(data, k, float, source=path, default=0)
     return GPU(name=name, peak_flops=g("peak_flops_tflops") * 1e12, bandwidth=bandwidth,
-               sms=g("sms", int),
                compute_efficiency=g("compute_efficiency"), memory_efficiency=g("memory_efficiency"),
-               tile_m=g("tile_m", int), tile_n=g("tile_n", int),
-               tile_k=g("tile_k", int), max_split_k=g("max_split_k", int),
                launch_ps=round(get(data, "kernel_launch_ns", float, source=path) * 1000),
                memory_wave=get(data, "memory_wave_quantization", bool, source=path, default=False),
-               tile_candidates=candidates,
-               l1_bytes=round(get(data, "l1_kb_per_sm", float, source=path, default=0) * 1024),
-               l1_tile_k=g("l1_tile_k", int, default=32),
-               l2_bytes=round(get(data, "l2_mb", float, source=path, default=0) * 2**20),
-               l2_k_slices=g("l2_k_slices", int, default=64),
-               register_tile=g("register_tile", int, default=16),
-               unfused_attention=attention == "unfused", elementwise_fit=tuple(fit))
+               tile_candidates=candidates, l1_bytes=round(size("l1_kb_per_sm") * 1024),
+               l2_bytes=round(size("l2_mb") * 2**20), unfused_attention=attention == "unfused",
+               elementwise_fit=tuple(fit), **counts)

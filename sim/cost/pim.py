@@ -1,15 +1,9 @@
 """HBM3-PIM timing model: GEMV and attention on bank PEs priced from the DRAM timing
-parameters (every assumption: sim/cost/README.md, "HBM3-PIM").
-
-- PIM commands are all-bank commands of one channel: an ACT opens the same row in all
-  ``banks_per_channel`` banks; each MAC command reads one column of the open row in every bank
-  for its PE, at least ``mac_spacing`` tCK after the last (more under the power constraint).
-- A row change is PRE (no earlier than RAS after the ACT and RTP_L after the last MAC) then RP;
-  ACT to ACT is at least RC; the first MAC follows its ACT by RCD. Row and column commands use
-  separate buses, so operand transfers after a stream overlap its last PRE/RP.
-- A broadcast to every bank is one column write per CCD_S; a read-out one column per CCD_S on
-  each pseudo-channel. Refresh: an all-bank REF of RFC every REFI (``PimStack.with_refresh``).
-- Channels work independently; fewer instances than channels leave channels idle.
+parameters (every assumption: sim/cost/README.md, "HBM3-PIM"). PIM commands are all-bank
+commands of one channel: an ACT opens the same row in all ``banks_per_channel`` banks, and each
+MAC command (``mac_spacing`` tCK apart, more under the power constraint) reads one column of the
+open row in every bank for its PE. Row and column commands have separate buses. Channels work
+independently; fewer instances than channels leave channels idle.
 """
 from __future__ import annotations
 
@@ -195,7 +189,9 @@ class PimStack:
     # --- primitives -----------------------------------------------------------------------
 
     def row_cycles(self, macs: int, spacing: int) -> int:
-        """ACT to the next possible ACT for one row that receives ``macs`` MAC commands."""
+        """ACT to the next possible ACT for one row that receives ``macs`` MAC commands: the
+        first MAC RCD after the ACT, PRE no earlier than RAS after it and RTP_L after the last
+        MAC, RP after the PRE, and RC from ACT to ACT."""
         t = self.t
         pre = max(t.RAS, t.RCD + (macs - 1) * spacing + t.RTP_L)
         return max(t.RC, pre + t.RP)

@@ -1,10 +1,7 @@
 """Our cost models against the reference tables of ``validation/tables/`` (AttAcc's simulator
-and Ramulator2 with AttAcc's PIM patches, run by ``validation/regenerate.py``).
-
-``compare(calibration)`` prices every reference point with our models and returns, per table
-and component, the relative error at every point; ``summarize`` reduces them to mean and worst
-(with where the worst occurs) and checks them against the bounds the project holds itself to
-(``BOUNDS``)."""
+and Ramulator2 with AttAcc's PIM patches, run by ``validation/regenerate.py``): ``compare``
+prices every reference point, ``summarize`` reduces the errors per component to mean and worst
+and checks them against the project's ``BOUNDS``."""
 from __future__ import annotations
 
 import json
