@@ -179,11 +179,10 @@ def check_requests(requests: Sequence[tuple[int, int]]) -> tuple[tuple[int, int]
         for label, v in (("context_len", context), ("query_tokens", queries)):
             if isinstance(v, bool) or not isinstance(v, numbers.Integral) or v < 1:
                 raise SaddleError(f"request {i}: {label} must be a positive integer, found {v!r}")
-        context, queries = int(context), int(queries)
         if queries > context:
             raise SaddleError(f"request {i}: query_tokens {queries} exceeds context_len {context} "
                               "(context_len includes the step's own tokens)")
-        out.append((context, queries))
+        out.append((int(context), int(queries)))
     if not out:
         raise SaddleError("a step needs at least one request")
     return tuple(out)

@@ -32,13 +32,11 @@ def _channel_groups(n_cycles: int, channels: int, repeat: int
     distinct job set but those another dominates (a superset of odd count, or of even count
     when the set's is even), so the slowest entry is the slowest channel. None when the entries
     hold more jobs than there are jobs and channels (summing every channel is cheaper then)."""
-    jobs: list[list[int]] = [[] for _ in range(channels)]
-    for i in range(n_cycles * repeat):
-        jobs[i % channels].append(i // repeat)
     # A job's copies are consecutive, so a channel runs one job twice only if it has more
     # copies than there are channels: sets suffice then, multisets (Counters) otherwise.
     bag: Callable[[tuple[int, ...]], Any] = Counter if repeat > channels else frozenset
-    sets = sorted({tuple(j) for j in jobs}, key=len, reverse=True)
+    sets = sorted({tuple(i // repeat for i in range(c, n_cycles * repeat, channels))
+                   for c in range(channels)}, key=len, reverse=True)
     kept: list[tuple[tuple[int, ...], int, Any]] = []
     for s in sets:
         mine = bag(s)

@@ -48,9 +48,9 @@ def load_table(kind: str, folder: Path = TABLES) -> dict:
         raise ConfigError(f"{path}: no such reference table (validation/README.md says how to "
                           "regenerate it)")
     doc = json.loads(path.read_text())
-    for key in ("schema", "kind", "sources", "command", "parameters", "columns", "rows"):
-        if key not in doc:
-            raise ConfigError(f"{path}: missing key {key!r}")
+    for key, of in (("schema", str), ("kind", str), ("sources", dict), ("command", str),
+                    ("parameters", dict), ("columns", list), ("rows", list)):
+        get(doc, key, of, source=path)
     if doc["schema"] != SCHEMA or doc["kind"] != kind:
         raise ConfigError(f"{path}: expected schema {SCHEMA!r} kind {kind!r}, found "
                           f"{doc['schema']!r} {doc['kind']!r}")
