@@ -284,22 +284,16 @@ class PimStack:
         cycles = streams + groups * a.per_score_group + dims * a.per_context_group + a.fixed
         return cycles - self.attacc_overlap(context) // 2, macs * self.banks_per_channel
 
-    def _attacc_columns(self, context: int, head_dim: int, bpe: int
-                        ) -> tuple[AttaccSchedule, int, int]:
-        """AttAcc's schedule, and an instance's keys per token unit and columns per key."""
-        a = self.attacc
-        assert a is not None
-        return (a, -(-context // a.token_units),
-                -(-head_dim * bpe // (a.dim_banks * self.column_bytes)))
-
     def attacc_layout(self, context: int, head_dim: int, queries: int, bpe: int,
                       spacing: int) -> tuple[int, int, int, int]:
         """``(stream cycles, score groups, context groups, MAC commands)`` of one instance in
         AttAcc's layout: keys over the ``token_units``, a key's dimensions over the banks of a
         group and the PE lanes; a MAC command per column and query row, back to back, and a row
         change costing RTP_L + RP + RCD beyond the spacing."""
-        t = self.t
-        _, tokens, dims = self._attacc_columns(context, head_dim, bpe)
+        a, t = self.attacc, self.t
+        assert a is not None
+        tokens = -(-context // a.token_units)                               # keys per unit
+        dims = -(-head_dim * bpe // (a.dim_banks * self.column_bytes))      # columns per key
         cols = tokens * dims                       # columns per bank, for K and for V each
         rows = 2 * -(-cols // self.columns_per_row)
         macs = 2 * cols * queries
@@ -320,7 +314,10 @@ class PimStack:
         ``paired``: the second instance of a pair on its channel; AttAcc's trace generator issues
         the first's context MACs again for it, so when V fits in one row it needs no ACT and
         the tail is both context phases."""
-        a, tokens, dims = self._attacc_columns(context, head_dim, bpe)
+        a = self.attacc
+        assert a is not None
+        tokens = -(-context // a.token_units)
+        dims = -(-head_dim * bpe // (a.dim_banks * self.column_bytes))
         cols = tokens * dims                       # V columns per bank, token-major per group
         cpr = self.columns_per_row
         before = (-(-cols // cpr) - 1) * cpr       # V columns in the rows before the last
