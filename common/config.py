@@ -26,6 +26,9 @@ def load_yaml(path: str | Path) -> dict:
         raise ConfigError(f"{path}: no such config file")
     try:
         data = copy.deepcopy(_parse(path.read_bytes()))
+    except DuplicateKey as exc:
+        raise ConfigError(f"{path}: line {exc.line}: key {exc.key!r} given twice (first at line "
+                          f"{exc.first}); a YAML mapping takes each key once") from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" line {mark.line + 1}" if mark is not None else ""
@@ -40,7 +43,33 @@ def _parse(text: bytes):
     """The YAML document in ``text``, parsed once per content: a grid resolves every run's
     configs (hundreds of loads of a few dozen files), and PyYAML's parser is pure Python.
     Keyed by the bytes, not the file's time stamp (coarser than a rewrite in a test)."""
-    return yaml.safe_load(text)
+    return yaml.load(text, Loader=_UniqueKeyLoader)
+
+
+class DuplicateKey(yaml.YAMLError):
+    """A mapping that names one key twice (PyYAML keeps the last silently)."""
+
+    def __init__(self, key: object, first: int, line: int) -> None:
+        super().__init__(f"duplicate key {key!r}")
+        self.key, self.first, self.line = key, first, line
+
+
+class _UniqueKeyLoader(yaml.SafeLoader):
+    def construct_mapping(self, node, deep=False):
+        if isinstance(node, yaml.MappingNode):
+            seen: dict[object, int] = {}
+            for key_node, _ in node.value:
+                if key_node.tag == "tag:yaml.org,2002:merge":
+                    continue
+                key = self.construct_object(key_node, deep=True)
+                line = key_node.start_mark.line + 1
+                try:
+                    if key in seen:
+                        raise DuplicateKey(key, seen[key], line)
+                except TypeError:       # an unhashable key: SafeLoader's own error names it
+                    break
+                seen[key] = line
+        return super().construct_mapping(node, deep=deep)
 
 
 def suggest(word: object, choices) -> str:

@@ -92,11 +92,13 @@ def _check(args) -> int:
 
     header, requests = iter_trace(args.file)
     n = tokens = mismatches = 0
+    extended = False
     per_cat: dict[str, int] = {}
     for r in requests:
         n += 1
         tokens += r.output_len
         mismatches += len(r.offpath)
+        extended = extended or r.natural_output_len < r.output_len
         per_cat[r.category] = per_cat.get(r.category, 0) + 1
     if n == 0:
         raise SaddleError(f"{args.file}: found no request records, expected at least one")
@@ -104,7 +106,8 @@ def _check(args) -> int:
     splits = f", splits {header.splits}" if header.splits else ""
     print(f"{args.file}: valid {SCHEMA_VERSION}: pair {header.pair}, dataset {header.dataset}, "
           f"{n} requests, {tokens} output tokens, on-path acceptance "
-          f"{1 - mismatches / tokens:.4f}{splits}; {cats}")
+          f"{1 - mismatches / tokens:.4f} (the draft's token is the target's, over every output "
+          f"position in the file{', extensions included' if extended else ''}){splits}; {cats}")
     return 0
 
 
