@@ -74,8 +74,8 @@ def _settings(pair: str, settings: str, grid_key: str) -> tuple[Path, dict, str,
 
 
 def _runs(pair: str, path: Path, data: dict, **fields) -> tuple[list, RunParams]:
-    """The settings' batches and a validation run of the first, the others' template (its
-    workload checked)."""
+    """The settings' batches and the validation run at the first, which every candidate's runs
+    copy (its workload read and checked)."""
     src = str(path)
     batches = check_batches(get(data, "batches", list, source=src), src)
     requests = get(data, "requests", int, source=src, default=None, positive=True)
