@@ -40,6 +40,7 @@ NEEDS = {"mean_ratio": ("num", "den", "value"), "ratio": ("num", "den", "value")
 KINDS = tuple(NEEDS)
 FACTORS = ("tokens per pass", "pass time", "verifying share", "window")
 POINT = ("pair", "batch", "sequence_length")
+ROW = ("claim", "published", "ours", "agrees", "detail")     # a claim's row (and factors)
 
 
 def check(published: dict, src: str) -> None:
@@ -120,7 +121,6 @@ def compare(published: dict, records: list[dict]) -> list[dict]:
     for claim in published["claims"]:
         kind, where = claim["kind"], claim.get("where", {})
         scope = "".join(f", {k} {v}" for k, v in where.items())
-        tol = claim.get("tolerance", 0.10)
         if kind in ("mean_ratio", "ratio"):
             num, den, keys = _paired(records, claim["num"], claim["den"], where, metric)
             if not keys:
@@ -135,14 +135,8 @@ def compare(published: dict, records: list[dict]) -> list[dict]:
                 if len(ratios) != 1:
                     raise ConfigError(f"published: ratio {text}{scope}: expected one point, found {len(ratios)}")
                 ours, detail = ratios[0], ""
-            agrees = abs(ours / claim["value"] - 1) <= tol
-            row = {"claim": f"{text}{scope}", "published": claim["value"], "ours": round(ours, 3),
-                   "agrees": agrees, "detail": detail}
-            factors = decompose(records, claim) if kind == "mean_ratio" and not agrees \
-                and metric == "tokens_per_s" else None
-            if factors:
-                row["factors"] = {k: round(v, 3) for k, v in factors.items()}
-            rows.append(row)
+            row = (f"{text}{scope}", claim["value"], round(ours, 3),
+                   abs(ours / claim["value"] - 1) <= claim.get("tolerance", 0.10), detail)
         elif kind == "best_count":
             per = {}
             for s in claim["systems"]:
@@ -150,26 +144,30 @@ def compare(published: dict, records: list[dict]) -> list[dict]:
                     per.setdefault(key, {})[_name(s)] = v
             full = [p for p in per.values() if len(p) == len(claim["systems"])]
             wins = sum(max(p, key=p.get) == _name(claim["best"]) for p in full)
-            rows.append({"claim": f"{_name(claim['best'])} best of {len(claim['systems'])} systems{scope}",
-                         "published": f"{claim['value']} of {len(full)}", "ours": f"{wins} of {len(full)}",
-                         "agrees": wins == claim["value"], "detail": ""})
+            row = (f"{_name(claim['best'])} best of {len(claim['systems'])} systems{scope}",
+                   f"{claim['value']} of {len(full)}", f"{wins} of {len(full)}",
+                   wins == claim["value"], "")
         elif kind == "below":
             lo, hi, keys = _paired(records, claim["lower"], claim["higher"], where, metric)
             held = [k for k in keys if lo[k] < hi[k]]
             want = len(keys) if claim["value"] == "all" else claim["value"]
             detail = ", ".join(f"{k[0]} b{k[1]}: {lo[k] / hi[k]:.2f}" for k in keys)
-            rows.append({"claim": f"{_name(claim['lower'])} < {_name(claim['higher'])}{scope}",
-                         "published": f"{want} of {len(keys)}", "ours": f"{len(held)} of {len(keys)}",
-                         "agrees": len(held) == want, "detail": f"ratio {detail}"})
+            row = (f"{_name(claim['lower'])} < {_name(claim['higher'])}{scope}",
+                   f"{want} of {len(keys)}", f"{len(held)} of {len(keys)}", len(held) == want,
+                   f"ratio {detail}")
         else:   # argmax
             over = claim["over"]
             vals = {r[over]: r[metric] for r in records if _matches(r, claim["system"], where)}
             if not vals:
                 raise ConfigError(f"published: argmax: no run of {_name(claim['system'])}{scope}")
             best = max(vals, key=vals.get)
-            rows.append({"claim": f"best {over} of {_name(claim['system'])}{scope}",
-                         "published": claim["value"], "ours": best, "agrees": best == claim["value"],
-                         "detail": ""})
+            row = (f"best {over} of {_name(claim['system'])}{scope}", claim["value"], best,
+                   best == claim["value"], "")
+        rows.append(dict(zip(ROW, row)))
+        if kind == "mean_ratio" and not rows[-1]["agrees"] and metric == "tokens_per_s":
+            factors = decompose(records, claim)
+            if factors:
+                rows[-1]["factors"] = {k: round(v, 3) for k, v in factors.items()}
     return rows
 
 
@@ -193,8 +191,6 @@ def table(published: dict, rows: list[dict]) -> str:
 def write(out: Path, rows: list[dict]) -> None:
     with (out / "published.csv").open("w", newline="") as f:
         w = csv.writer(f)
-        w.writerow(("claim", "published", "ours", "agrees", "detail") + FACTORS)
-        for r in rows:
-            factors = r.get("factors", {})
-            w.writerow((r["claim"], r["published"], r["ours"], r["agrees"], r["detail"])
-                       + tuple(factors.get(f, "") for f in FACTORS))
+        w.writerow(ROW + FACTORS)
+        w.writerows([r[k] for k in ROW] + [r.get("factors", {}).get(f, "") for f in FACTORS]
+                    for r in rows)
