@@ -1,9 +1,8 @@
 """The `saddle` command.
 
-Each entry of SUBCOMMAND_MODULES is a module with a ``register(subparsers)`` function that adds
-its subcommands (one module may add several) and binds each to a handler via
-``parser.set_defaults(func=handler)``. A handler takes the parsed ``argparse.Namespace`` and
-returns the process exit code. Heavy imports (Amaranth, matplotlib, torch) belong inside the
+Each module of SUBCOMMAND_MODULES has a ``register(subparsers)`` that adds its subcommands, each
+bound to a handler (``parser.set_defaults(func=handler)``) that takes the parsed arguments and
+returns the exit code (None: 0). Heavy imports (Amaranth, matplotlib, torch) belong inside the
 handlers, so that ``saddle --help`` stays fast and the simulator never imports the RTL stack.
 """
 from __future__ import annotations
@@ -27,8 +26,7 @@ SUBCOMMAND_MODULES = [
 
 
 def version() -> str:
-    """The installed package's version (pyproject.toml), or the source tree's when run from a
-    checkout that is not installed."""
+    """The installed package's version, or the source tree's (pyproject.toml)."""
     from importlib.metadata import PackageNotFoundError
     from importlib.metadata import version as installed
     try:

@@ -127,10 +127,8 @@ def run_handler(args) -> int:
                      f"{p.pair}, batch {p.batch}"
                      + (f", d={p.draft_length}" if p.draft_length is not None else "")
                      + (f", L={p.sequence_length}" if p.sequence_length is not None else "") + ")")
-    plots = []
-    if not args.no_plot:
-        from sim.experiments.plots import plot_all
-        plots = plot_all(out, experiment, records)
+    from sim.experiments.plots import plot_all
+    plots = [] if args.no_plot else plot_all(out, experiment, records)
     if args.json:
         print(json.dumps({"experiment": experiment["name"], "runs": records}, sort_keys=True))
         for note in notes:          # stdout is the JSON object alone
@@ -139,13 +137,12 @@ def run_handler(args) -> int:
         print(table(records))
         if "published" in experiment:
             from sim.experiments import published
-            print()
-            print(published.table(experiment["published"],
-                                  published.compare(experiment["published"], records)))
+            claims = experiment["published"]
+            print("\n" + published.table(claims, published.compare(claims, records)))
         if "compare" in experiment:
             from sim.experiments import compare
-            print()
-            print(compare.text(experiment["compare"], compare.rows(experiment["compare"], records)))
+            spec = experiment["compare"]
+            print("\n" + compare.text(spec, compare.rows(spec, records)))
         print(f"\nresults: {out}/results.json, results.csv, config.yaml"
               + "".join(f"\nplot: {p}" for p in plots) + "".join(f"\n{n}" for n in notes))
     return 0
@@ -169,29 +166,23 @@ def timeline_run(runs: list, rule: dict | None, source: str) -> int:
 
 
 def _describe(p) -> str:
-    text = f"system={p.label or p.system},pair={p.pair},batch={p.batch}"
-    if p.draft_length is not None:
-        text += f",draft_length={p.draft_length}"
-    if p.sequence_length is not None:
-        text += f",sequence_length={p.sequence_length}"
-    return text
+    fields = dict(system=p.label or p.system, pair=p.pair, batch=p.batch,
+                  draft_length=p.draft_length, sequence_length=p.sequence_length)
+    return ",".join(f"{k}={v}" for k, v in fields.items() if v is not None)
 
 
-def tune_handler(args) -> int:
+def tune_handler(args) -> None:
     from sim.experiments.tune import tune_tau
     tune_tau(args.pair, args.config, write=not args.dry_run, from_log=args.from_log)
-    return 0
 
 
-def tune_stop_handler(args) -> int:
+def tune_stop_handler(args) -> None:
     from sim.experiments.runner import default_jobs
     from sim.experiments.tune import tune_stop
     tune_stop(args.pair, args.rule, args.config, write=not args.dry_run,
               jobs=args.jobs or default_jobs())
-    return 0
 
 
-def calibrate_handler(args) -> int:
+def calibrate_handler(args) -> None:
     from sim.experiments.calibrate import calibrate
     calibrate(args.pair, write=args.write, from_log=args.from_log)
-    return 0
