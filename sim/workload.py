@@ -59,8 +59,9 @@ def output_length(request: RequestTrace, max_seq_len: int, sequence_length: int 
         raise ConfigError(f"{source}: sequence_length {sequence_length}: request {request.id} of "
                           f"{trace} reaches context {request.prompt_len + request.output_len} "
                           f"(prompt {request.prompt_len} + {request.output_len} output positions; "
-                          f"it {what}); use the natural workload (no sequence_length) or a trace "
-                          f"extended to >= {sequence_length} (saddle trace synth --context)")
+                          f"it {what}); use the natural workload (sequence_length: [null], as "
+                          f"experiment real-trace) or a synthetic trace extended that far "
+                          f"(saddle trace synth --context {sequence_length})")
     return n
 
 

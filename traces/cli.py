@@ -43,6 +43,9 @@ def register(subparsers) -> None:
     synth.add_argument("--entropy", action="store_true",
                        help="add the DLM's modelled entropy (the config's entropy block; "
                             "traces/README.md)")
+    synth.add_argument("--context", type=_positive, metavar="L",
+                       help="extend every request past its natural end until its context "
+                            "reaches L (for sequence_length L; default: natural outputs only)")
     synth.set_defaults(func=_synth)
 
     stats = sub.add_parser("stats", help="acceptance statistics of a trace",
@@ -123,7 +126,7 @@ def _synth(args) -> int:
         splits[name] = count
     seed = params.default_seed if args.seed is None else args.seed
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    header, requests = synthesize(params, splits, seed)
+    header, requests = synthesize(params, splits, seed, context=args.context)
     if args.entropy:
         header, requests = with_entropy(params, header, requests, seed)
     write_trace(args.out, header, requests)

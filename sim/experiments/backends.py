@@ -88,8 +88,11 @@ def start_method() -> str:
 
 
 def _worker_init() -> None:
-    # Ctrl-C goes to the whole process group: let the parent alone stop the pool.
+    # Ctrl-C and a hangup go to the whole process group: the parent alone stops the pool, by
+    # SIGTERM (a forked worker would have inherited the parent's handler of it).
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
 
 class RayBackend(Backend):

@@ -426,3 +426,20 @@ def test_an_experiment_and_the_api_say_the_same(tmp_path, capsys, no_simulation,
         simulate(RunParams(system="saddle", pair=PAIR, batch=2, trace=trace, split="all",
                            source="api", **{field: value}))
     assert str(err.value) == f"api: {message}"
+
+
+@pytest.mark.parametrize("argv, line", [
+    (["run", "--jobs", "x"],
+     "saddle run: error: argument --jobs/-j: expected a positive integer, found 'x' "
+     "(see saddle run --help)"),
+    (["frobnicate"], "saddle: error: argument COMMAND: invalid choice: 'frobnicate'"),
+    (["trace", "synth", "--pair", "opt-66b+opt-1.3b"],
+     "saddle trace synth: error: the following arguments are required"),
+    (["hw", "timing", "--bogus"], "saddle: error: unrecognized arguments: --bogus"),
+])
+def test_an_argument_error_is_one_line(capsys, argv, line):
+    with pytest.raises(SystemExit) as info:
+        main(argv)
+    assert info.value.code == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith(line), err
