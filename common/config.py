@@ -22,10 +22,14 @@ def load_yaml(path: str | Path) -> dict:
     """A YAML mapping, the caller's own copy; a missing file, a syntax error or a non-mapping
     is a ConfigError."""
     path = Path(path)
-    if not path.is_file():
-        raise ConfigError(f"{path}: no such config file")
     try:
-        data = copy.deepcopy(_parse(path.read_bytes()))
+        text = path.read_bytes()
+    except FileNotFoundError:
+        raise ConfigError(f"{path}: no such config file") from None
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot be read ({exc.strerror or exc})") from None
+    try:
+        data = copy.deepcopy(_parse(text))
     except DuplicateKey as exc:
         raise ConfigError(f"{path}: line {exc.line}: key {exc.key!r} given twice (first at line "
                           f"{exc.first}); a YAML mapping takes each key once") from None
@@ -95,7 +99,11 @@ def config_path(kind: str, name: str, *, source: str | Path | None = None,
     """``configs/<kind>/<name>.yaml``; an unknown name lists the known ones and suggests the
     closest. ``source`` and ``where`` (a key path) say where the name was read."""
     path = CONFIGS / kind / f"{name}.yaml" if isinstance(name, str) and name else None
-    if path is None or not path.is_file() or path.parent != CONFIGS / kind:
+    try:
+        found = path is not None and path.is_file() and path.parent == CONFIGS / kind
+    except OSError:         # a name no file can have (too long, a NUL byte)
+        found = False
+    if not found:
         known = known_names(kind)
         what = _KIND_NAMES.get(kind, kind)
         place = f"{source}: " if source else ""

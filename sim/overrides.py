@@ -110,6 +110,25 @@ def check(key: str, value, where: str):
     return value
 
 
+def blamed(exc: ConfigError, overrides: tuple[tuple[str, object], ...],
+           where: str) -> ConfigError:
+    """``exc`` addressed to the override that set the value it is about (``where.KEY``),
+    rather than to the config file that only received it; otherwise ``exc`` itself."""
+    message = str(exc)
+    for key, value in overrides:
+        path, keys = resolve(key, where)
+        head = f"{path}: {'.'.join(keys)}"
+        if message.startswith(head) and message[len(head):len(head) + 1] in (":", " "):
+            said = message[len(head):].lstrip(": ")
+            return ConfigError(f"{where}.{key}: {value!r}: {said} (it replaces "
+                               f"{path.relative_to(CONFIGS.parent)}'s value)")
+    for key, value in overrides:        # another key of a file an override changed
+        path, _ = resolve(key, where)
+        if message.startswith(f"{path}: "):
+            return ConfigError(f"{where}.{key}: {value!r}: {message}")
+    return exc
+
+
 def normalize(overrides: dict, where: str) -> tuple[tuple[str, object], ...]:
     """Checked overrides in the form ``RunParams.overrides`` holds: sorted (key, value) pairs."""
     if not isinstance(overrides, dict):

@@ -47,7 +47,7 @@ from sim.config import BASE, Configs
 from sim.experiments.plots import PLOT_KEYS, check_spec
 from sim.manager.config import ManagerConfig
 from sim.model import load_pair
-from sim.overrides import normalize
+from sim.overrides import blamed, normalize
 from sim.systems import resolve as rules
 from sim.systems.registry import STOP_RULES, check_entropy, reads_tau
 from sim.systems.resolve import RunParams, adapter, check_int, check_probability, workload
@@ -73,6 +73,8 @@ RUN_FIELDS = ("pair", "batch", "system", "sequence_length", "draft_length", "agi
 def resolve_path(name_or_path: str | None) -> Path:
     if name_or_path is None:
         return config_path("experiments", "default")
+    if not name_or_path.strip():
+        raise ConfigError(f"expected an experiment name or file, found {name_or_path!r}")
     path = Path(name_or_path)
     if path.suffix in (".yaml", ".yml") or path.exists() or "/" in name_or_path:
         if path.is_dir():
@@ -149,6 +151,17 @@ def load_experiment(path: Path, trace: str | None = None, requests: int | str | 
     src = str(path)
     check_keys(data, EXPERIMENT_KEYS, source=src)
     overrides = normalize(get(data, "overrides", dict, source=src, default={}), f"{src}: overrides")
+    try:
+        return _load(data, src, trace, requests, overrides)
+    except ConfigError as exc:
+        flag = f"{src}: requests: "         # the command line's value, not the file's
+        if requests is not None and str(exc).startswith(flag):
+            raise ConfigError(f"--requests {requests}: {str(exc).removeprefix(flag)}") from None
+        raise blamed(exc, overrides, f"{src}: overrides") from None
+
+
+def _load(data: dict, src: str, trace: str | None, requests: int | str | None,
+          overrides: tuple[tuple[str, object], ...]) -> tuple[dict, list[RunParams]]:
     configs = Configs.of(overrides)
     name = check_name(data, src)
     pairs, batches, systems = (get(data, key, list, source=src)

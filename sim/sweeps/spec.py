@@ -197,7 +197,10 @@ def load_sweep(path: Path) -> Sweep:
     src = str(path)
     check_keys(data, SWEEP_KEYS, source=src)
     name = check_name(data, src)
-    base_path = resolve_path(get(data, "experiment", str, source=src))
+    try:
+        base_path = resolve_path(get(data, "experiment", str, source=src))
+    except ConfigError as exc:
+        raise ConfigError(f"{src}: experiment: {exc}") from None
     base = load_yaml(base_path)
     axes, points = points_of(data, src)
     runs: list[tuple[int, RunParams]] = []
