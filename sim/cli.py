@@ -86,6 +86,11 @@ def main(argv: list[str] | None = None) -> int:
         # The reader left (`saddle ... | head`): nothing more to say, and nowhere to say it.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 141
+    except OSError as exc:      # an output that failed while written (disk full, permissions)
+        where = f"{exc.filename}: " if exc.filename else ""
+        print(f"saddle: error: {where}{exc.strerror or exc}; results written before it are kept",
+              file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

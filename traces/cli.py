@@ -115,6 +115,7 @@ def _check(args) -> int:
 
 
 def _synth(args) -> int:
+    from common.paths import check_output
     from traces.io import write_trace
     from traces.synth import load_params, synthesize, with_entropy
 
@@ -125,6 +126,7 @@ def _synth(args) -> int:
             raise SaddleError(f"--split {name}: a split of that name was already given")
         splits[name] = count
     seed = params.default_seed if args.seed is None else args.seed
+    check_output(args.out, "--out", folder=False)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     header, requests = synthesize(params, splits, seed, context=args.context)
     if args.entropy:

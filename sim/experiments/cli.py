@@ -101,7 +101,7 @@ def _jobs(text: str) -> int:
 
 
 def run_handler(args) -> int:
-    from common.paths import results_dir
+    from common.paths import check_output, results_dir
     from sim.experiments.grid import load_experiment, resolve_path
     from sim.experiments.runner import default_jobs, execute, table, write_results
 
@@ -110,12 +110,11 @@ def run_handler(args) -> int:
         raise SaddleError("--timeline-run chooses the run of --timeline FILE.json; give --timeline too")
     experiment, runs = load_experiment(path, trace=args.trace, requests=args.requests)
     out = Path(args.out) if args.out else results_dir() / experiment["name"]
-    if out.exists() and not out.is_dir():
-        raise SaddleError(f"--out {out}: exists and is not a folder")
+    check_output(out, "--out" if args.out else "results folder", folder=True)
     timeline = Path(args.timeline) if args.timeline else None
     chosen = timeline_run(runs, args.timeline_run, str(path)) if timeline else 0
-    if timeline is not None and (timeline.is_dir() or not timeline.parent.is_dir()):
-        raise SaddleError(f"--timeline {timeline}: expected a file in an existing folder")
+    if timeline is not None:
+        check_output(timeline, "--timeline", folder=False)
     records = execute(experiment["name"], runs, out, progress=not args.json and sys.stderr.isatty(),
                       timeline=timeline, timeline_run=chosen, jobs=args.jobs or default_jobs(),
                       backend=args.backend, address=args.address)
