@@ -80,22 +80,15 @@ CUM_PROB = FixedFormat("cum_prob", 17, 16)
 TAU = FixedFormat("tau", 17, 16)
 PROB_ONE = 1 << 16
 
-# Token ids: 17 bits covers the 128256-entry Llama-3 vocabulary (and OPT's 50272).
-TOKEN_ID = FixedFormat("token_id", 17, 0)
-# Request slots of the Controller: up to 128 requests in flight.
-REQUEST_ID = FixedFormat("request_id", 7, 0)
-# Micro-batches (one per SADDLE device; 8 in the paper's system, up to 16 here).
-MICROBATCH_ID = FixedFormat("microbatch_id", 4, 0)
-# Position of a draft token in its request's speculation round, 1-based; 0 is never a position.
-POSITION = FixedFormat("position", 6, 0)
-# Occupancy of a pool and capacity of one verification (0..1023; pools hold up to 512 here).
-POOL_COUNT = FixedFormat("pool_count", 10, 0)
-# Verification sequence number, wraps modulo 2**16.
-VERIFY_ID = FixedFormat("verify_id", 16, 0)
-# Scheduler thresholds (integers, see scheduler.py for their units).
-THRESHOLD = FixedFormat("threshold", 16, 0)
-# Aging of the Shared Pool's selection: K, the passes a token may be passed over before it is
-# served first, and each entry's count of such passes (saturating at K; shared_pool.py).
+TOKEN_ID = FixedFormat("token_id", 17, 0)           # the 128256 tokens of Llama-3 (OPT: 50272)
+REQUEST_ID = FixedFormat("request_id", 7, 0)        # Controller slots: up to 128 requests
+MICROBATCH_ID = FixedFormat("microbatch_id", 4, 0)  # one per SADDLE device (8 in the paper)
+POSITION = FixedFormat("position", 6, 0)            # of a draft token in its round, 1-based
+POOL_COUNT = FixedFormat("pool_count", 10, 0)       # pool occupancy, capacity of a verification
+VERIFY_ID = FixedFormat("verify_id", 16, 0)         # verification number, wraps modulo 2**16
+THRESHOLD = FixedFormat("threshold", 16, 0)         # Scheduler thresholds (units: scheduler.py)
+# Aging K, the passes a Shared Pool token may be passed over before it is served first, and
+# each entry's count of such passes (shared_pool.py).
 AGE = FixedFormat("age", 8, 0)
 
 # The DLM's entropy at a draft token, in nats, for the entropy stopping rule

@@ -66,9 +66,6 @@ from sim.manager.transactions import (
 
 # Module constants for the per-token paths (an enum member is a metaclass lookup).
 SHARED, EAGER = Pool.SHARED, Pool.EAGER
-_REJECTED_PREFIX, _SHARED_AFTER_REJECT, _EAGER_AFTER_REJECT = (
-    DiscardReason.REJECTED_PREFIX.value, DiscardReason.SHARED_AFTER_REJECT.value,
-    DiscardReason.EAGER_AFTER_REJECT.value)
 _REQUEST_OF = attrgetter("request")
 _REQUEST_MAX, _POSITION_MAX, _TOKEN_MAX = REQUEST_ID.max_raw, POSITION.max_raw, TOKEN_ID.max_raw
 
@@ -141,7 +138,11 @@ class Manager:
                 and type(token) is int and type(prob) is int and 0 <= request <= _REQUEST_MAX
                 and 0 <= microbatch < self._micro_batches and 0 <= position <= _POSITION_MAX
                 and 0 <= token <= _TOKEN_MAX and 0 <= prob <= PROB_ONE):
-            self._check_draft_fields(request, microbatch, position, token, prob)
+            _field(REQUEST_ID, request, "DraftToken.request")
+            self._microbatch(microbatch, "DraftToken")
+            _field(POSITION, position, "DraftToken.position")
+            _field(TOKEN_ID, token, "DraftToken.token")
+            _check_int(prob, 0, PROB_ONE, "DraftToken.prob", "raw UQ1.16")
         slot = self.controller.expect_draft(request, microbatch, position)
         shared, eager = self.shared_pool, self.eager_pools
         if not shared.locked and not eager.holds(request, microbatch):
@@ -173,13 +174,6 @@ class Manager:
             _field(LOGIT, x, f"DraftLogits.logits[{i}]")
         token, prob = softmax_greedy(logits, self.softmax)
         return self._draft(DraftToken(txn.request, txn.microbatch, txn.position, token, prob))
-
-    def _check_draft_fields(self, request, microbatch, position, token, prob) -> None:
-        _field(REQUEST_ID, request, "DraftToken.request")
-        self._microbatch(microbatch, "DraftToken")
-        _field(POSITION, position, "DraftToken.position")
-        _field(TOKEN_ID, token, "DraftToken.token")
-        _check_int(prob, 0, PROB_ONE, "DraftToken.prob", "raw UQ1.16")
 
     def issue(self, tlm_idle: bool, capacity: int) -> tuple[dict[int, list[int]], Device] | None:
         """``apply(VerifyIssue(...))`` unboxed: None for NotIssued, else (the Issued tokens'
@@ -253,15 +247,15 @@ class Manager:
         slot = self.controller.slots[request]
         slot.next_token = corrected_token
         slot.pending -= k
-        self._close(entries[:a], ACCEPTED)
         if a == k:
+            self._close(entries, ACCEPTED)
             return entries, []
-        self._close(entries[a:a + 1], REJECTED)
-        self._close(entries[a + 1:], _REJECTED_PREFIX)
+        self._close(entries[:a], ACCEPTED)
+        self.ledger.close(entries[a].serial, REJECTED)
+        self._close(entries[a + 1:], DiscardReason.REJECTED_PREFIX.value)
         waiting = self.shared_pool.invalidate(request)
-        if waiting:
-            slot.pending -= len(waiting)
-            self._close(waiting, _SHARED_AFTER_REJECT)
+        slot.pending -= len(waiting)
+        self._close(waiting, DiscardReason.SHARED_AFTER_REJECT.value)
         slot.state = controller.REJECTED
         self._rejected[request] = slot.microbatch
         return entries, waiting
@@ -297,7 +291,7 @@ class Manager:
         slots = self.controller.slots
         for request, entries in discarded.items():
             slots[request].pending -= len(entries)
-            self._close(entries, _EAGER_AFTER_REJECT)
+            self._close(entries, DiscardReason.EAGER_AFTER_REJECT.value)
         resumed = []
         for request in sorted(self._in_pass):
             slot = slots[request]
@@ -358,7 +352,7 @@ class Manager:
         return events
 
     def _close(self, entries: list[PoolEntry], fate: str) -> None:
-        """The ledger's ``fate`` (ACCEPTED, REJECTED or a DiscardReason's value) of ``entries``."""
+        """Close ``entries`` in the ledger: ACCEPTED, REJECTED or a DiscardReason's value."""
         self.ledger.close_all([e.serial for e in entries], fate)
 
 

@@ -61,16 +61,14 @@ class NotIssuedReason(str, Enum):
 
 @dataclass(frozen=True, slots=True)
 class Admit:
-    """A request enters the Controller (slot ``request``) in micro-batch ``microbatch``; its first
-    speculation round starts with H = 1.0."""
+    """Request ``request`` takes its Controller slot in ``microbatch``; its first round starts."""
     request: int
     microbatch: int
 
 
 @dataclass(frozen=True, slots=True)
 class DraftToken:
-    """The DLM sampled ``token`` with probability ``prob`` (raw UQ1.16) at round position
-    ``position`` for ``request``."""
+    """The DLM's ``token``, of probability ``prob`` (raw UQ1.16), at ``position`` of the round."""
     request: int
     microbatch: int
     position: int
@@ -80,9 +78,8 @@ class DraftToken:
 
 @dataclass(frozen=True, slots=True)
 class DraftLogits:
-    """A draft token given as the DLM's logits (raw formats.LOGIT, vocabulary order): the
-    Controller's softmax unit picks the greedy token and its UQ1.16 probability
-    (sim/manager/softmax.py), then it is a DraftToken."""
+    """A draft token as the DLM's logits (raw LOGIT, vocabulary order): the softmax unit
+    (softmax.py) picks the greedy token and its probability, then it is a DraftToken."""
     request: int
     microbatch: int
     position: int
