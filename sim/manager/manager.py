@@ -64,8 +64,12 @@ from sim.manager.transactions import (
     VerifyResult,
 )
 
-# Module constants for the per-token paths (an enum member is a metaclass lookup).
+# Module constants for the per-token paths: an enum member or value is a metaclass lookup or
+# a property.
 SHARED, EAGER = Pool.SHARED, Pool.EAGER
+_REJECTED_PREFIX, _SHARED_AFTER_REJECT, _EAGER_AFTER_REJECT = (
+    DiscardReason.REJECTED_PREFIX.value, DiscardReason.SHARED_AFTER_REJECT.value,
+    DiscardReason.EAGER_AFTER_REJECT.value)
 _REQUEST_OF = attrgetter("request")
 _REQUEST_MAX, _POSITION_MAX, _TOKEN_MAX = REQUEST_ID.max_raw, POSITION.max_raw, TOKEN_ID.max_raw
 
@@ -250,12 +254,16 @@ class Manager:
         if a == k:
             self._close(entries, ACCEPTED)
             return entries, []
-        self._close(entries[:a], ACCEPTED)
+        # (Empty groups closed or not, the ledger is the same: skipped.)
+        if a:
+            self._close(entries[:a], ACCEPTED)
         self.ledger.close(entries[a].serial, REJECTED)
-        self._close(entries[a + 1:], DiscardReason.REJECTED_PREFIX.value)
+        if a + 1 < k:
+            self._close(entries[a + 1:], _REJECTED_PREFIX)
         waiting = self.shared_pool.invalidate(request)
-        slot.pending -= len(waiting)
-        self._close(waiting, DiscardReason.SHARED_AFTER_REJECT.value)
+        if waiting:
+            slot.pending -= len(waiting)
+            self._close(waiting, _SHARED_AFTER_REJECT)
         slot.state = controller.REJECTED
         self._rejected[request] = slot.microbatch
         return entries, waiting
@@ -291,7 +299,7 @@ class Manager:
         slots = self.controller.slots
         for request, entries in discarded.items():
             slots[request].pending -= len(entries)
-            self._close(entries, DiscardReason.EAGER_AFTER_REJECT.value)
+            self._close(entries, _EAGER_AFTER_REJECT)
         resumed = []
         for request in sorted(self._in_pass):
             slot = slots[request]
