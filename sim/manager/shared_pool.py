@@ -2,22 +2,14 @@
 
 Entries are looked up and invalidated by request. ``select`` picks the tokens of one
 verification and locks the pool: no insert and no selection until ``unlock``. Selected tokens
-stay in their entries (in flight) until their request's result releases them, so a locked
-pool's occupancy includes them.
+stay in their entries (in flight) until their request's result releases them.
 
-Selection order: descending cumulative probability H, ties broken by ascending request id, then
-ascending position. H is non-increasing along a request's round, so the first ``n`` tokens in
-that order always include every earlier pooled token of a selected token's request (the prefix
-property); ``select`` asserts it.
-
-Aging (``aging_passes`` = K, None = off, the paper's selector): each waiting entry counts the
-selections made while it waited that chose no token of its request (saturating at K; 0 when it
-enters the pool, and 0 again for every waiting entry of a request a selection takes a token
-of). Entries whose count reached K (*aged*) come first, then the others, each group in the
-order above: a request passed over K times in a row is served first, and aged requests among
-themselves greedily by H. The prefix property holds: within a request an older token's count
-is never below a newer one's (both reset together, both count the same passes). The RTL keeps
-the count in each CAM entry (hw/manager/shared_pool.py).
+Selection order (``selection_key``): descending cumulative probability H, then ascending request
+id, then ascending position. With aging (``aging_passes`` = K, None = off, the paper's selector)
+each waiting entry counts the selections that passed its request over (``PoolEntry.age``,
+saturating at K) and the entries whose count reached K come first (``aged_selection_key``).
+README.md ("Greedy selection", "Aging") states the rules and why either order keeps the prefix
+property (a selected token's earlier pooled tokens are selected too), which ``select`` asserts.
 """
 from __future__ import annotations
 
@@ -99,11 +91,6 @@ class SharedPool:
     def in_flight_count(self, request: int) -> int:
         return len(self._in_flight.get(request, ()))
 
-    def in_flight_positions(self) -> dict[int, list[int]]:
-        """After ``select``: ``positions_by_request`` of its answer (manager.py), read from the
-        selection's own grouping."""
-        return {request: [e.position for e in entries] for request, entries in self._in_flight.items()}
-
     def serials(self) -> set[int]:
         """Ledger serials of every entry, waiting or in flight."""
         return {e.serial for group in (self._waiting, self._in_flight)
@@ -137,22 +124,16 @@ class SharedPool:
             assert all(map(is_, taken, entries)), f"prefix property broken for request {request}"
             self._in_flight[request] = taken
             if k == len(entries):
-                del self._waiting[request]
+                del waiting[request]
             else:
-                self._waiting[request] = entries[k:]
-        if self.aging_passes is not None:
-            self._age(per_request)
+                waiting[request] = entries[k:]
+        if aging is not None:
+            # The requests served restart their count, every other one counts this pass.
+            for request, entries in waiting.items():
+                for e in entries:
+                    e.age = 0 if request in per_request else min(e.age + 1, aging)
         self.locked = True
         return chosen
-
-    def _age(self, served: dict[int, list[PoolEntry]]) -> None:
-        """After a selection: the waiting entries of requests it served restart their count,
-        every other waiting entry counts one more pass (saturating at K)."""
-        k = self.aging_passes
-        assert k is not None
-        for request, entries in self._waiting.items():
-            for e in entries:
-                e.age = 0 if request in served else min(e.age + 1, k)
 
     def release(self, request: int) -> list[PoolEntry]:
         """Remove and return the request's in-flight entries (its result arrived)."""

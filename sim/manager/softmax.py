@@ -64,7 +64,7 @@ class SoftmaxParams:
 
     @property
     def sum_bits(self) -> int:
-        return self.term_bits + max(1, (self.vocab - 1).bit_length())
+        return self.term_bits + self.index_bits
 
     @property
     def index_bits(self) -> int:
