@@ -98,8 +98,8 @@ def test_refresh_tails_decide_some_swept_steps():
 
 
 def test_the_engines_form_is_the_step_cost():
-    """The adapter's ``Priced`` equals the one made from ``price_step``'s ``StepCost``, on new
-    steps and memo hits."""
+    """The adapter's ``StepPrice`` is ``price_step``'s ``StepCost``, on new steps and memo
+    hits."""
     system = load_hardware("saddle", "attacc")
     adapter = CostAdapter.named("saddle", "opt-66b", "opt-1.3b")
     for reqs in _steps(11, 80, 2100):
@@ -108,4 +108,4 @@ def test_the_engines_form_is_the_step_cost():
         assert got.work.time_ps == cost.time_ps and got.work.gpu_ps == cost.gpu_busy_ps
         assert got.work.pim_ps == cost.pim_busy_ps and got.work.devices == 1
         assert got.energy_fj == round((cost.energy_pj - cost.energy[-1]) * 1000)
-        assert got[2:] == (cost.attention_ps, cost.fc_ps, cost.comm_ps, cost.flops, cost.pim_flops)
+        assert StepCost.of(got) == cost
