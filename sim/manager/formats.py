@@ -24,10 +24,6 @@ class FixedFormat:
             raise ValueError(f"format {self.name}: invalid bits={self.bits} frac={self.frac}")
 
     @cached_property
-    def scale(self) -> int:
-        return 1 << self.frac
-
-    @cached_property
     def min_raw(self) -> int:
         return -(1 << (self.bits - 1)) if self.signed else 0
 
@@ -48,7 +44,7 @@ class FixedFormat:
         return raw
 
     def to_float(self, raw: int) -> float:
-        return self.check(raw, self.name) / self.scale
+        return self.check(raw, self.name) / (1 << self.frac)
 
     def from_float(self, x: float) -> int:
         """Round half up of ``x * 2**frac``, saturated to the format's range."""
@@ -56,7 +52,7 @@ class FixedFormat:
             raise ValueError(f"{self.name}: cannot represent NaN")
         if math.isinf(x):
             return self.max_raw if x > 0 else self.min_raw
-        raw = math.floor(x * self.scale + 0.5)
+        raw = math.floor(x * (1 << self.frac) + 0.5)
         return min(max(raw, self.min_raw), self.max_raw)
 
     def to_bits(self, raw: int) -> int:

@@ -252,11 +252,11 @@ class Manager:
         slot.next_token = corrected_token
         slot.pending -= k
         if a == k:
-            self._close(entries, ACCEPTED)
+            self.ledger.close_all([e.serial for e in entries], ACCEPTED)
             return entries, []
         # (Empty groups closed or not, the ledger is the same: skipped.)
         if a:
-            self._close(entries[:a], ACCEPTED)
+            self.ledger.close_all([e.serial for e in entries[:a]], ACCEPTED)
         self.ledger.close(entries[a].serial, REJECTED)
         if a + 1 < k:
             self._close(entries[a + 1:], _REJECTED_PREFIX)
@@ -359,9 +359,9 @@ class Manager:
             events += _moved_events(self.eager_pools.drain_into(self.shared_pool))
         return events
 
-    def _close(self, entries: list[PoolEntry], fate: str) -> None:
-        """Close ``entries`` in the ledger: ACCEPTED, REJECTED or a DiscardReason's value."""
-        self.ledger.close_all([e.serial for e in entries], fate)
+    def _close(self, entries: list[PoolEntry], reason: str) -> None:
+        """``entries`` discarded for ``reason`` (a DiscardReason's value) in the ledger."""
+        self.ledger.close_all([e.serial for e in entries], reason)
 
 
 def positions_by_request(tokens) -> dict[int, list[int]]:

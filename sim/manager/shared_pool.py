@@ -47,39 +47,35 @@ class SharedPool:
         self.locked = False
         self._waiting: dict[int, list[PoolEntry]] = {}    # request -> entries, ascending position
         self._in_flight: dict[int, list[PoolEntry]] = {}
-        self._count = 0                                   # waiting + in flight
-
-    @property
-    def count(self) -> int:
-        return self._count
+        self.count = 0                                    # entries: waiting + in flight
 
     @property
     def free(self) -> int:
-        return self.capacity - self._count
+        return self.capacity - self.count
 
     @property
     def waiting_count(self) -> int:
-        return self._count - sum(len(v) for v in self._in_flight.values())
+        return self.count - sum(len(v) for v in self._in_flight.values())
 
     def insert(self, entry: PoolEntry) -> None:
-        assert not self.locked and self._count < self.capacity, "insert into a locked or full Shared Pool"
+        assert not self.locked and self.count < self.capacity, "insert into a locked or full Shared Pool"
         entries = self._waiting.get(entry.request)
         if not entries:
             self._waiting[entry.request] = [entry]
         else:
             assert entries[-1].position < entry.position, "positions out of order"
             entries.append(entry)
-        self._count += 1
+        self.count += 1
 
     def insert_all(self, entries: list[PoolEntry]) -> None:
         """``insert`` of each of ``entries``: one request's tokens in ascending position (an
         Eager Pool's drain), so only the junction with those already waiting is checked."""
-        assert not self.locked and self._count + len(entries) <= self.capacity, \
+        assert not self.locked and self.count + len(entries) <= self.capacity, \
             "insert into a locked or full Shared Pool"
         held = self._waiting.setdefault(entries[0].request, [])
         assert not held or held[-1].position < entries[0].position, "positions out of order"
         held += entries
-        self._count += len(entries)
+        self.count += len(entries)
 
     def lookup(self, request: int) -> list[PoolEntry]:
         """Waiting (not in flight) entries of the request, ascending position."""
@@ -99,7 +95,7 @@ class SharedPool:
     def invalidate(self, request: int) -> list[PoolEntry]:
         """Remove and return the request's waiting entries."""
         entries = self._waiting.pop(request, [])
-        self._count -= len(entries)
+        self.count -= len(entries)
         return entries
 
     def select(self, n: int) -> list[PoolEntry]:
@@ -138,7 +134,7 @@ class SharedPool:
     def release(self, request: int) -> list[PoolEntry]:
         """Remove and return the request's in-flight entries (its result arrived)."""
         entries = self._in_flight.pop(request, [])
-        self._count -= len(entries)
+        self.count -= len(entries)
         return entries
 
     def unlock(self) -> None:

@@ -104,9 +104,6 @@ class SoftmaxModel:
 
     def __init__(self, params: SoftmaxParams):
         self.params = params
-        self.reset()
-
-    def reset(self) -> None:
         self.count = 0          # logits seen
         self.sum = 0
         self.ref = 0
