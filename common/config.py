@@ -103,7 +103,7 @@ def config_path(kind: str, name: str, *, source: str | Path | None = None,
         found = path is not None and path.is_file() and path.parent == CONFIGS / kind
     except OSError:         # a name no file can have (too long, a NUL byte)
         found = False
-    if not found:
+    if path is None or not found:
         known = known_names(kind)
         what = _KIND_NAMES.get(kind, kind)
         place = f"{source}: " if source else ""
