@@ -130,7 +130,7 @@ def tune_stop(pair: str, rule: str, settings: str = "tune-stop", write: bool = T
     from common.paths import results_dir
     from sim.experiments.runner import execute
     from sim.systems.registry import STOP_RULES
-    from sim.systems.run import check_stop
+    from sim.systems.resolve import check_stop
 
     path = resolve_settings(settings)
     data = load_yaml(path)
