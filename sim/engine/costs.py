@@ -85,6 +85,3 @@ class CostAdapter:
     def tlm_fc_compute_bound(self, tokens: int) -> bool:
         """Whether a TLM pass of ``tokens`` tokens over all devices has a compute-bound FC GEMM."""
         return self.system.fc_compute_bound(self.tlm, tokens, self.n_devices)
-
-    def has_pim(self) -> bool:
-        return self.system.pim is not None

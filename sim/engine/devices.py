@@ -60,12 +60,11 @@ class DeviceSet:
     def start_foreground(self, lane: str, work: Work, on_done: Callable[[], None]) -> None:
         if self.foreground is not None:
             raise RuntimeError(f"foreground busy with {self.foreground.lane}")
-        job = _Running(lane, work, on_done, self.queue.now, float(work.time_ps))
-        self.foreground = job
+        now = self.queue.now
+        job = self.foreground = _Running(lane, work, on_done, now, float(work.time_ps), 1.0, now)
         gpu_used, pim_used = work.shares
         self._free = (max(0.0, 1.0 - gpu_used), max(0.0, 1.0 - pim_used))
         self._account(work)
-        job.since = self.queue.now
         job.event = self.queue.after(work.time_ps, self._finish_foreground, DONE_PRIORITY)
         self._rerate()
 

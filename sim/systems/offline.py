@@ -36,7 +36,7 @@ def _round_ps(costs: CostAdapter, mapping: dict[str, str], batch: int, context: 
 
 
 def specpim_mapping(costs: CostAdapter, batch: int, max_seq_len: int, d: int) -> dict[str, str]:
-    places = ("gpu", "pim") if costs.has_pim() else ("gpu",)
+    places = ("gpu", "pim") if costs.system.pim is not None else ("gpu",)
     mappings = [{"dlm_fc": dlm_fc, "dlm_attention": dlm_attn, "tlm_fc": "gpu",
                  "tlm_attention": tlm_attn}
                 for dlm_fc, dlm_attn, tlm_attn in itertools.product(places, repeat=3)]
@@ -64,7 +64,7 @@ def search_draft_length(costs: CostAdapter, mapping_for, requests: tuple[Request
 
 def scheduler_thresholds(costs: CostAdapter, mapping: dict[str, str], batch: int,
                          context: int, max_batch: int, max_tokens: int) -> tuple[int, int]:
-    if not costs.has_pim():
+    if costs.system.pim is None:
         return 0, 0
 
     def dlm(requests: int, fc: str) -> int:

@@ -302,5 +302,4 @@ class PooledRun(BaseRun):
         self.ready[live.mb].pop(live.slot, None)
 
     def finish_checks(self) -> None:
-        totals = self.manager.conservation(final=True)
-        self.manager_totals = totals.as_dict()
+        self.manager_totals = self.manager.conservation(final=True).as_dict()

@@ -91,9 +91,11 @@ class RunParams:
 # ``where`` names the value: ``FILE: systems[2].tau`` in an experiment, ``SOURCE: tau`` in a run;
 # a check of several keys takes their prefix instead (``FILE: systems[2].``, ``SOURCE: ``).
 
-def check_int(value: Any, where: str, low: int = 1) -> int:
+def check_int(value: Any, where: str, low: int = 1, high: int | None = None) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < low:
         raise ConfigError(f"{where}: expected an integer >= {low}, found {value!r}")
+    if high is not None and value > high:
+        raise ConfigError(f"{where}: expected at most {high}, found {value}")
     return value
 
 
@@ -136,8 +138,7 @@ def check_stop_param(param: Any, rule: str | None, where: str) -> None:
 
 def check_threshold(value: Any, spec: SystemSpec, where: str) -> None:
     """A Scheduler threshold given by hand: a register's value, on a system with a Scheduler."""
-    if check_int(value, where, low=0) > THRESHOLD.max_raw:
-        raise ConfigError(f"{where}: expected at most {THRESHOLD.max_raw}, found {value}")
+    check_int(value, where, low=0, high=THRESHOLD.max_raw)
     if spec.mapping != "dynamic":
         raise ConfigError(f"{where}: system {spec.name} has no Scheduler (mapping: dynamic); "
                           "leave it out")
@@ -145,8 +146,7 @@ def check_threshold(value: Any, spec: SystemSpec, where: str) -> None:
 
 def check_aging(k: Any, spec: SystemSpec, where: str) -> None:
     """A Shared Pool aging K (``where`` names the key)."""
-    if check_int(k, where) > AGE.max_raw:
-        raise ConfigError(f"{where}: expected at most {AGE.max_raw}, found {k}")
+    check_int(k, where, high=AGE.max_raw)
     if spec.verify != "shared_pool":
         raise ConfigError(f"{where}: system {spec.name} has no Shared Pool (only systems with "
                           "verify: shared_pool); leave it out")

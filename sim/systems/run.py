@@ -5,7 +5,6 @@ a ``RunRecord``.
 from __future__ import annotations
 
 import gc
-from contextlib import contextmanager
 from dataclasses import replace
 
 from common.errors import ConfigError
@@ -16,28 +15,23 @@ from sim.systems.pooled import PooledRun
 from sim.systems.resolve import RunParams, RunSetup, resolve
 
 
-@contextmanager
-def _without_cycle_collection():
-    """A run allocates millions of short-lived objects next to large long-lived caches, which
-    the cyclic collector's passes would traverse again and again: it is off during a run, and
-    what is still tracked after it (mostly the price caches) is frozen (``gc.freeze``). The
-    price: the run's own reference cycles (a few hundred objects) are kept."""
+def simulate(p: RunParams, record: bool = False) -> tuple[RunRecord, BaseRun]:
+    """Run ``p``; returns its record and the run object (its interval log feeds a timeline).
+    ``record``: a Shared Pool system keeps every Manager transaction and its events in
+    ``run.events`` (co-verification of the RTL, ``hw/flow/coverify.py``).
+
+    A run allocates millions of short-lived objects beside large long-lived caches, which the
+    cyclic collector would traverse again and again: it is off during the run, and what is
+    still tracked after it (mostly the price caches) is frozen. The price: the run's own
+    reference cycles (a few hundred objects) are kept."""
     enabled = gc.isenabled()
     gc.disable()
     try:
-        yield
+        return execute(resolve(p), record)
     finally:
         if enabled:
             gc.freeze()
             gc.enable()
-
-
-def simulate(p: RunParams, record: bool = False) -> tuple[RunRecord, BaseRun]:
-    """Run ``p``; returns its record and the run object (its interval log feeds a timeline).
-    ``record``: a Shared Pool system keeps every Manager transaction and its events in
-    ``run.events`` (co-verification of the RTL, ``hw/flow/coverify.py``)."""
-    with _without_cycle_collection():
-        return execute(resolve(p), record)
 
 
 def execute(setup: RunSetup, record: bool = False) -> tuple[RunRecord, BaseRun]:

@@ -3,7 +3,7 @@ Manager's latency (``ManagerTiming``) lives in sim/manager/timing.py."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import Enum
 from typing import TypeVar
 
@@ -127,53 +127,48 @@ def load_system(name: str, *, configs: Configs = BASE) -> SystemSpec:
     only("eager", pooled or not eager, "the Eager Pool needs verify: shared_pool")
     only("mapping", pooled or mapping != "dynamic",
          "dynamic needs the Manager (verify: shared_pool)")
-    for key in ("capacity_rule", "capacity_slack"):
-        only(key, pooled, "only systems with verify: shared_pool have a pass capacity")
-    rule = _kind(data, "capacity_rule", CapacityRule, src) if pooled else None
-    only("capacity_slack", rule is CapacityRule.FC_SLACK,
-         f"only capacity_rule fc_slack has a slack (capacity_rule is {rule!r})")
-    slack = (check_slack(get(data, "capacity_slack", float, source=src), f"{src}: capacity_slack")
-             if rule is CapacityRule.FC_SLACK else None)
-    only("issue_rule", eager, "only systems with an Eager Pool (eager: true) choose it; without "
-         "one, drafting and verification alternate")
-    return SystemSpec(
+    for key, needed in (("capacity_rule", pooled), ("issue_rule", eager)):
+        if needed:
+            get(data, key, str, source=src)         # a missing key's error
+    spec = SystemSpec(
         name=name, hardware=get(data, "hardware", str, source=src), decoding=decoding, stop=stop,
         verify=verify, eager=eager, mapping=mapping,
         static_mapping=dict(static) if static else None,
-        manager_hardware=get(data, "manager_hardware", bool, source=src, default=False),
-        capacity_rule=rule, capacity_slack=slack,
-        issue_rule=_kind(data, "issue_rule", IssueRule, src) if eager else None)
-
-
-def check_slack(value: float, where: str) -> float:
-    if not 0 <= value <= 10:
-        raise ConfigError(f"{where}: expected a number in [0, 10], found {value!r}")
-    return value
+        manager_hardware=get(data, "manager_hardware", bool, source=src, default=False))
+    # The choices a run may override, checked as a run's are (spec has none of its own yet).
+    rule, slack = check_capacity(spec, get(data, "capacity_rule", str, source=src, default=None),
+                                 get(data, "capacity_slack", float, source=src, default=None),
+                                 f"{src}: ")
+    issue_rule = check_issue_rule(get(data, "issue_rule", str, source=src, default=None), spec,
+                                  f"{src}: issue_rule")
+    return replace(spec, capacity_rule=rule, capacity_slack=slack, issue_rule=issue_rule)
 
 
 def check_capacity(spec: SystemSpec, rule: str | None, slack: float | None, where: str
-                   ) -> tuple[str | None, float | None]:
+                   ) -> tuple[CapacityRule | None, float | None]:
     """The pass-capacity rule and, for ``fc_slack``, its slack: the given ones, else the
     system's. ``where`` is the prefix of the keys ``capacity_rule`` and ``capacity_slack``."""
     if spec.verify != "shared_pool":
         for name, value in (("capacity_rule", rule), ("capacity_slack", slack)):
             if value is not None:
-                raise ConfigError(f"{where}{name}: system {spec.name} has no pass capacity "
-                                  "(only systems with verify: shared_pool); leave it out")
+                raise ConfigError(f"{where}{name}: only systems with verify: shared_pool have a "
+                                  f"pass capacity, not {spec.name}; leave it out")
         return None, None
-    rule = spec.capacity_rule if rule is None else choice(rule, CAPACITY_RULES,
-                                                           where + "capacity_rule")
-    if rule != "fc_slack":
+    kind = spec.capacity_rule if rule is None else CapacityRule(
+        choice(rule, CAPACITY_RULES, where + "capacity_rule"))
+    if kind is not CapacityRule.FC_SLACK:
         if slack is not None:
             raise ConfigError(f"{where}capacity_slack: only capacity_rule fc_slack has a "
-                              f"slack ({spec.name}'s rule here is {rule!r})")
-        return rule, None
+                              f"slack ({spec.name}'s rule here is {kind!r})")
+        return kind, None
     if slack is None:
         slack = spec.capacity_slack
         if slack is None:
-            raise ConfigError(f"{where.rstrip('. ')}: capacity_rule fc_slack needs capacity_slack "
-                              f"({spec.name}'s config has none)")
-    return rule, check_slack(slack, where + "capacity_slack")
+            raise ConfigError(f"{where.rstrip('. :')}: missing key 'capacity_slack': capacity_rule "
+                              f"fc_slack needs capacity_slack ({spec.name}'s config has none)")
+    if not 0 <= slack <= 10:
+        raise ConfigError(f"{where}capacity_slack: expected a number in [0, 10], found {slack!r}")
+    return kind, slack
 
 
 def check_issue_rule(rule: str | None, spec: SystemSpec, where: str) -> IssueRule | None:
