@@ -120,4 +120,4 @@ def test_common_imports_nothing_of_the_project_but_itself():
 def test_the_graph_sees_function_level_imports():
     """A check of the checker: a deferred import is an edge."""
     graph = _graph()
-    assert "traces.synth" in graph["sim.systems.resolve"]     # inside default_trace
+    assert "traces.synth" in graph["sim.systems.resolve"]     # inside RunParams.trace_path

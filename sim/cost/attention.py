@@ -1,24 +1,15 @@
 """Attention placements: one class per place attention can run, each pricing every layer's
-attention of one step on one device.
-
-A placement answers two questions about steps of requests, given as their contexts, query
-token counts and ``Sums`` of those:
-
-- ``keys``: what each step's time and energy depend on (a hashable; steps with equal keys cost
-  the same, so ``StepModel`` memoizes on it; keys are exact, never bucketed), for ``steps``
-  consecutive steps in which every request's context grows by one per step (a planned draft
-  round's steps; a single step is ``steps=1``). The same key object for steps it cannot tell
-  apart spares the memo lookups.
-- ``price``: the time and energy of a step of one key (``AttentionCost``), given its sums.
-
-A new placement is a class with these two methods, ``on_pim``, ``energy_from`` and ``flops``,
-and a line in ``placement()``.
+attention of one step on one device, from the requests' contexts, query token counts and their
+``Sums``. ``keys``: what each of ``steps`` consecutive steps (every context one longer per step)
+depends on, exactly (``StepModel`` memoizes on it; steps it cannot tell apart get the same key
+object); ``price``: the ``AttentionCost`` of a step of one key. A new placement is a class with
+these two methods, ``on_pim``, ``energy_from`` and ``flops``, and a line in ``placement()``.
 """
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable, Iterator, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from functools import partial
-from operator import mul
+from operator import add, mul
 from typing import TYPE_CHECKING, NamedTuple, Protocol
 
 from sim.cost.energy import COMPONENTS
@@ -42,7 +33,6 @@ class Sums(NamedTuple):
 
     @classmethod
     def of(cls, contexts: Sequence[int], queries: Sequence[int]) -> Sums:
-        # Builtins over lists beat numpy for the few requests of a micro-batch.
         n, sum_l, sum_q = len(contexts), sum(contexts), sum(queries)
         # Every query count is at least 1: sum_q == n means one query each.
         return cls(n, sum_l, sum_q, sum_l if sum_q == n else sum(map(mul, contexts, queries)))
@@ -105,30 +95,35 @@ class Placement(Protocol):
     flops: Bilinear     # attention FLOPs of one layer
 
     def keys(self, contexts: Sequence[int], queries: Sequence[int], sums: Sums,
-             steps: int) -> Iterator[Hashable]: ...
+             steps: int) -> Sequence[Hashable]: ...
 
     def price(self, key, sums: Sums) -> AttentionCost: ...
 
 
-class FusedGpuAttention:
-    """One flash-decoding kernel per layer: one tile per (request, KV head, block of query
-    rows, block of keys); DRAM traffic is K, V, Q and the output (``GPU.attention_ps``)."""
-
+class _GpuAttention:
     on_pim = False
     energy_from = COMPONENTS.index("gpu_dram")
 
     def __init__(self, system: System, shard: ModelSpec) -> None:
         self.gpu, self.energy, self.shard = system.gpu, system.energy, shard
         self.flops = Bilinear.fit(shard, lambda op: op.flops)
+
+
+class FusedGpuAttention(_GpuAttention):
+    """One flash-decoding kernel per layer: one tile per (request, KV head, block of query
+    rows, block of keys); DRAM traffic is K, V, Q and the output (``GPU.attention_ps``)."""
+
+    def __init__(self, system: System, shard: ModelSpec) -> None:
+        super().__init__(system, shard)
         self.bytes = Bilinear.fit(shard, lambda op: op.streamed_bytes)
 
     def keys(self, contexts: Sequence[int], queries: Sequence[int], sums: Sums,
-             steps: int) -> Iterator[Hashable]:
+             steps: int) -> Sequence[Hashable]:
         tiles_of, g, kv_heads = self.gpu.tiles_per_kv_head, self.shard.group, self.shard.kv_heads
         n, sum_l, sum_q, sum_lq = sums
-        for s in range(steps):
-            tiles = kv_heads * sum([tiles_of(L + s, q * g) for L, q in zip(contexts, queries)])
-            yield n, sum_l + n * s, sum_q, sum_lq + sum_q * s, tiles     # sums.shifted(s), tiles
+        return [(n, sum_l + n * s, sum_q, sum_lq + sum_q * s,       # sums.shifted(s), tiles
+                 kv_heads * sum([tiles_of(L + s, q * g) for L, q in zip(contexts, queries)]))
+                for s in range(steps)]
 
     def price(self, key: tuple[int, ...], sums: Sums) -> AttentionCost:
         tiles = key[-1]
@@ -138,23 +133,19 @@ class FusedGpuAttention:
         return AttentionCost(ps * layers, 0, (dram * layers, onchip * layers, mac * layers))
 
 
-class UnfusedGpuAttention:
+class UnfusedGpuAttention(_GpuAttention):
     """Scores, softmax and context as three kernels per layer, each of one thread block per
     (request, KV head, block of ``tile_m`` query rows); the products read their operands once
     and make three register accesses per multiply-add."""
 
-    on_pim = False
-    energy_from = COMPONENTS.index("gpu_dram")
-
     def __init__(self, system: System, shard: ModelSpec) -> None:
-        self.gpu, self.energy, self.shard = system.gpu, system.energy, shard
-        self.flops = Bilinear.fit(shard, lambda op: op.flops)
+        super().__init__(system, shard)
         self.phases = [(p, Bilinear.fit(shard, _in_phase(p, "flops")),
                         Bilinear.fit(shard, _in_phase(p, "bytes_total"))) for p in PHASES]
         self.blocks: dict[int, int] = {}    # thread blocks of a request by its query tokens
 
     def keys(self, contexts: Sequence[int], queries: Sequence[int], sums: Sums,
-             steps: int) -> Iterator[Hashable]:
+             steps: int) -> Sequence[Hashable]:
         """The kernels see the requests only through their sums and thread blocks."""
         per_request = self.blocks
         if 1 not in per_request or sums.queries != sums.n:       # not all one query each
@@ -163,22 +154,20 @@ class UnfusedGpuAttention:
         blocks = (sums.n * per_request[1] if sums.queries == sums.n
                   else sum([per_request[q] for q in queries]))
         n, sum_l, sum_q, sum_lq = sums
-        for s in range(steps):
-            yield n, sum_l + n * s, sum_q, sum_lq + sum_q * s, blocks    # sums.shifted(s), blocks
+        return [(n, sum_l + n * s, sum_q, sum_lq + sum_q * s, blocks)    # sums.shifted(s), blocks
+                for s in range(steps)]
 
     def price(self, key: tuple[int, ...], sums: Sums) -> AttentionCost:
         blocks = key[-1]
-        ps = 0
-        dram = onchip = mac = 0.0
+        ps, energy = 0, (0.0, 0.0, 0.0)
         for phase, flops_of, bytes_of in self.phases:
             flops, nbytes = flops_of(sums), bytes_of(sums)
             ps += self.gpu.kernel_ps(flops, nbytes, blocks)
             registers = 3 * flops // 2 if phase != "softmax" else 0
-            d, o, m = self.energy.gpu_traffic_pj(flops, nbytes, nbytes, nbytes, registers)
-            dram += d
-            onchip += o
-            mac += m
+            energy = tuple(map(add, energy, self.energy.gpu_traffic_pj(flops, nbytes, nbytes,
+                                                                      nbytes, registers)))
         layers = self.shard.layers
+        dram, onchip, mac = energy
         return AttentionCost(ps * layers, 0, (dram * layers, onchip * layers, mac * layers))
 
 
@@ -209,24 +198,26 @@ class PimAttention:
         self.transfers: dict[int, tuple[int, float]] = {}     # by the step's tokens
 
     def keys(self, contexts: Sequence[int], queries: Sequence[int], sums: Sums,
-             steps: int) -> Iterator[Hashable]:
+             steps: int) -> Sequence[Hashable]:
         """An instance depends on its context only through its count of ``context_unit``s, so
         a step's key changes only where some request's context enters a new unit."""
         unit, queries = self.unit, tuple(queries)
         units = [-(-c // unit) for c in contexts]
-        key = tuple(units), queries
-        yield key
+        keys = [(tuple(units), queries)]
+        if steps == 1:
+            return keys
         entering: dict[int, list[int]] = {}     # step mod unit -> requests entering a unit
-        if steps > 1:
-            for i, c in enumerate(contexts):
-                entering.setdefault((1 - c) % unit, []).append(i)   # c + s - 1 = 0 mod unit
+        for i, c in enumerate(contexts):
+            entering.setdefault((1 - c) % unit, []).append(i)   # c + s - 1 = 0 mod unit
         for s in range(1, steps):
             moved = entering.get(s % unit)
             if moved:
                 for i in moved:
                     units[i] += 1
-                key = tuple(units), queries
-            yield key
+                keys.append((tuple(units), queries))
+            else:
+                keys.append(keys[-1])
+        return keys
 
     def price(self, key: tuple[tuple[int, ...], tuple[int, ...]], sums: Sums) -> AttentionCost:
         units, queries = key
@@ -247,9 +238,10 @@ class PimAttention:
         extra = self.extras.get(longest)
         if extra is None:
             extra = self.extras[longest] = pim.pair_extra(longest * self.unit)
-        placement = self.placements.get((len(cycles), self.channels, shard.kv_heads))
+        shape = (len(cycles), self.channels, shard.kv_heads)    # a request's KV heads in a row
+        placement = self.placements.get(shape)
         if placement is None:
-            placement = self._placement(len(cycles))
+            placement = self.placements[shape] = ChannelPlacement(*shape)
         tail = partial(self._tail, units, rows) if pim.refresh == "until_last_activate" else None
         att_ps = placement.placed(cycles, extra, pim.with_refresh, tail)[0] * pim.tck_ps * shard.layers
         bank_pj, mac_pj = self.energy.pim_pj(reads * shard.kv_heads, pim.column_bytes, pim.lanes)
@@ -279,11 +271,6 @@ class PimAttention:
         work = self.pim.attention_instance(units * self.unit, self.shard.head_dim, rows,
                                            self.shard.bpe, self.power)
         return work.cycles, work.column_reads
-
-    def _placement(self, requests: int) -> ChannelPlacement:
-        key = (requests, self.channels, self.shard.kv_heads)   # a request's KV heads in a row
-        found = self.placements[key] = ChannelPlacement(*key)
-        return found
 
     def _tail(self, units: Sequence[int], rows: Sequence[int], job: int, paired: bool) -> int:
         key = (units[job], rows[job], paired)

@@ -1,18 +1,10 @@
 """A step's price: the dense part (FC, elementwise operators, all-reduces), which depends on
 the step's token count only, plus attention priced by its placement (``sim.cost.attention``).
-
-A model split over ``devices`` devices is tensor-parallel: every device runs the same share at
-the same time, so the step takes one device's time. Within a layer the operators run one after
-another (no overlap of GPU, PIM and link work): the step time is the sum of FC, attention,
-other (norms, activations, residuals, on the GPU) and communication.
-
-Partitioning (sim/cost/README.md):
-- FC on the GPUs: weights column-/row-split over the devices, two all-reduces per layer (after
-  the output projection and after the last FFN matrix) over the device link.
-- FC on PIM: weights spread over all banks of the device's stacks; inputs go GPU -> stacks and
-  results (or partial sums) come back over the GPU-PIM link for every FC operator, because
-  norms and activations stay on the GPU.
-- Attention: heads split over the devices; placed as its ``Placement`` says.
+A model split over ``devices`` devices is tensor-parallel (the step takes one device's time);
+within a layer the operators run one after another, so the step time is the sum of FC,
+attention, other (norms, activations, residuals, on the GPU) and communication. Partitioning
+(FC on the GPUs or on PIM, attention's heads over the devices): sim/cost/README.md, "Systems and
+partitioning".
 """
 from __future__ import annotations
 
@@ -55,9 +47,6 @@ class PriceCache:
             table.clear()
         table[key] = value
         return value
-
-    def clear(self) -> None:
-        self._tables.clear()
 
 
 @dataclass(frozen=True)
@@ -156,23 +145,6 @@ class DensePrice(NamedTuple):
     pim_flops: int
 
 
-class _Tally:
-    """Times and energies added up operator by operator (energy per component, in order)."""
-
-    def __init__(self) -> None:
-        self.fc = self.comm = self.gpu = self.pim = self.pim_flops = 0
-        self.energy = [0.0] * len(COMPONENTS)
-
-    def add(self, first: int, parts: Sequence[float], times: int) -> None:
-        for i, pj in enumerate(parts):
-            self.energy[first + i] += pj * times
-
-    def transfer(self, link: Link, down: int, up: int, times: int) -> None:
-        """GPU <-> PIM traffic: ``down`` bytes to the stacks and ``up`` back, ``times`` times."""
-        self.comm += (link.transfer_ps(down) + link.transfer_ps(up)) * times
-        self.energy[LINK] += (down + up) * link.energy_pj_per_byte * times
-
-
 class DenseModel:
     """FC (on the GPUs or on PIM), elementwise operators and all-reduces of one model share."""
 
@@ -184,46 +156,48 @@ class DenseModel:
 
     def price(self, tokens: int) -> DensePrice:
         fc, other = self.shard.dense_ops(tokens)
-        tally = _Tally()
-        if self.fc_place == "gpu":
-            self._fc_gpu(fc, tally)
-        else:
-            self._fc_pim(fc, tally)
+        energy = [0.0] * len(COMPONENTS)
+        on_gpu = self.fc_place == "gpu"
+        fc_ps, comm_ps = self._fc_gpu(fc, energy) if on_gpu else self._fc_pim(fc, energy)
         other_ps, other_energy = self._other(other)
         allreduce_ps, allreduce_energy = self._allreduce(tokens)
-        return DensePrice(fc_ps=tally.fc, other_ps=other_ps, comm_ps=tally.comm + allreduce_ps,
-                          gpu_ps=tally.gpu + other_ps, pim_ps=tally.pim,
-                          fc_energy=tuple(tally.energy), other_energy=other_energy,
-                          allreduce_energy=allreduce_energy,
-                          flops=sum(op.flops * op.repeat for op in fc + other),
-                          pim_flops=tally.pim_flops)
+        fc_flops = sum(op.flops * op.repeat for op in fc)
+        return DensePrice(fc_ps=fc_ps, other_ps=other_ps, comm_ps=comm_ps + allreduce_ps,
+                          gpu_ps=(fc_ps if on_gpu else 0) + other_ps,
+                          pim_ps=0 if on_gpu else fc_ps, fc_energy=tuple(energy),
+                          other_energy=other_energy, allreduce_energy=allreduce_energy,
+                          flops=fc_flops + sum(op.flops * op.repeat for op in other),
+                          pim_flops=0 if on_gpu else fc_flops)
 
-    def _fc_gpu(self, fc: tuple[FC, ...], tally: _Tally) -> None:
-        system = self.system
+    def _fc_gpu(self, fc: tuple[FC, ...], energy: list[float]) -> tuple[int, int]:
+        """(time, communication time) of the FC operators on the GPU; energy added in."""
+        system, ps = self.system, 0
         for op in fc:
             kernel = self.kernels.get(op)
             if kernel is None:
                 kernel = self.kernels[op] = system.gpu.fc_kernel(op)
-            ps = kernel.ps * op.repeat
-            tally.fc += ps
-            tally.gpu += ps
+            ps += kernel.ps * op.repeat
             parts = system.energy.gpu_traffic_pj(op.flops, kernel.dram, kernel.l2, kernel.l1,
                                                  kernel.registers)
-            tally.add(GPU_DRAM, parts, op.repeat)
+            for i, pj in enumerate(parts, GPU_DRAM):
+                energy[i] += pj * op.repeat
+        return ps, 0
 
-    def _fc_pim(self, fc: tuple[FC, ...], tally: _Tally) -> None:
-        system = self.system
+    def _fc_pim(self, fc: tuple[FC, ...], energy: list[float]) -> tuple[int, int]:
+        """The same on PIM: inputs go down to the stacks and results back, every operator."""
+        system, ps, comm = self.system, 0, 0
         pim, stacks, link = system.pim, system.stacks_per_device, system.gpu_pim_link
         assert pim is not None and link is not None
         for op in fc:
             work = pim.gemv(op.tokens, op.k, op.n, op.bpe, stacks, self.power)
-            ps = work.cycles * pim.tck_ps * op.repeat
-            tally.fc += ps
-            tally.pim += ps
-            tally.pim_flops += op.flops * op.repeat
-            tally.add(PIM_BANK, system.energy.pim_pj(work.column_reads, pim.column_bytes, pim.lanes),
-                      op.repeat)
-            tally.transfer(link, op.tokens * op.k * op.bpe * stacks, work.result_bytes, op.repeat)
+            ps += work.cycles * pim.tck_ps * op.repeat
+            parts = system.energy.pim_pj(work.column_reads, pim.column_bytes, pim.lanes)
+            for i, pj in enumerate(parts, PIM_BANK):
+                energy[i] += pj * op.repeat
+            down, up = op.tokens * op.k * op.bpe * stacks, work.result_bytes
+            comm += (link.transfer_ps(down) + link.transfer_ps(up)) * op.repeat
+            energy[LINK] += (down + up) * link.energy_pj_per_byte * op.repeat
+        return ps, comm
 
     def _other(self, ops: tuple[Elementwise, ...]) -> tuple[int, tuple[float, ...]]:
         """Norms, activations, residual adds and rotary embedding on the GPU. With fitted
@@ -286,7 +260,8 @@ class StepModel:
         on_pim = attention.on_pim
         # Steps of one key differ in their operation counts: the memoized head has the dense
         # part's; attention's grow by the same count every step.
-        more, growth = self.attention_flops(sums), self.attention_flops.growth(sums)
+        more = self.attention_flops(sums)
+        growth = self.attention_flops.growth(sums) if steps > 1 else 0
         out = []
         key: Hashable = None
         head: StepPrice | None = None

@@ -1,11 +1,8 @@
-"""The engine's view of the cost models (``sim/cost/``).
-
-The engine asks for the price of one step of one model: a DLM prediction step of a micro-batch
-on its device, or a TLM pass over all devices, for given requests (each with its own context
-length and query count) and a mapping of the model's FC and attention to GPU or PIM. Every
-question goes to one ``StepModel.price`` per kind of step, whose ``StepPrice`` is what a run
-books (its ``Work``, dynamic energy in fJ, FLOPs); every memo is in one ``PriceCache``, which
-the runs of a process that share the adapter share too.
+"""The engine's view of the cost models (``sim/cost/``): the price of a DLM prediction step of
+a micro-batch on its device, or of a TLM pass over all devices, for requests (each with its
+context and query count) and a mapping of the model's FC and attention to GPU or PIM, from one
+``StepModel`` per kind of step. Every memo is in one ``PriceCache``, shared by the runs of a
+process that share the adapter.
 """
 from __future__ import annotations
 
@@ -88,6 +85,3 @@ class CostAdapter:
     def tlm_fc_compute_bound(self, tokens: int) -> bool:
         """Whether a TLM pass of ``tokens`` tokens over all devices has a compute-bound FC GEMM."""
         return self.system.fc_compute_bound(self.tlm, tokens, self.n_devices)
-
-    def has_pim(self) -> bool:
-        return self.system.pim is not None

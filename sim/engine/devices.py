@@ -1,18 +1,13 @@
 """Devices as shared resources, with a fluid model of two models running at once.
 
-A step of a model (one DLM prediction step, one TLM verification pass) is a ``Work``
-(``sim.cost.step``): how long
-it takes alone (``time_ps``, which already contains the serialisation of its operators between
-GPU, PIM and links) and how long it keeps each GPU and each PIM device busy. Steps that run
-alone simply take ``time_ps``.
-
-When drafting overlaps verification (the Eager Pool systems), the TLM pass is the foreground
-job: it spans every device and runs at full speed. Each micro-batch's DLM stream is a
-background job on its own device and gets the capacity the TLM leaves there: if the TLM keeps
-the device's GPU busy a fraction u of the time and the DLM step alone would use it a fraction
-v, the step progresses at rate min(1, (1 - u) / v) (and likewise for PIM). Rates change only
-when a job starts or ends, so completion times stay exact integers (ceil) and the run is
-deterministic. Giving the TLM priority is our choice: it is on every request's critical path.
+A step (a DLM prediction step, a TLM pass) is a ``Work`` (``sim.cost.step``): its time alone
+and how long it keeps each GPU and PIM device busy. When drafting overlaps verification (the
+Eager Pool systems), the TLM pass is the foreground job: it spans every device at full speed.
+Each micro-batch's DLM stream is a background job on its own device and gets the capacity the
+pass leaves: if the pass keeps the device's GPU busy a fraction u of the time and the DLM step
+alone a fraction v, the step runs at rate min(1, (1 - u) / v) (likewise for PIM). Rates change
+only when a job starts or ends, so completion times stay exact integers (ceil). The TLM has
+priority (our choice): it is on every request's critical path.
 """
 from __future__ import annotations
 
@@ -65,12 +60,11 @@ class DeviceSet:
     def start_foreground(self, lane: str, work: Work, on_done: Callable[[], None]) -> None:
         if self.foreground is not None:
             raise RuntimeError(f"foreground busy with {self.foreground.lane}")
-        job = _Running(lane, work, on_done, self.queue.now, float(work.time_ps))
-        self.foreground = job
+        now = self.queue.now
+        job = self.foreground = _Running(lane, work, on_done, now, float(work.time_ps), 1.0, now)
         gpu_used, pim_used = work.shares
         self._free = (max(0.0, 1.0 - gpu_used), max(0.0, 1.0 - pim_used))
         self._account(work)
-        job.since = self.queue.now
         job.event = self.queue.after(work.time_ps, self._finish_foreground, DONE_PRIORITY)
         self._rerate()
 
@@ -85,40 +79,27 @@ class DeviceSet:
         rate = 1.0 if self.foreground is None else self._background_rate(work)
         job = background[device] = _Running(lane, work, on_done, now, float(work.time_ps), rate, now)
         self._account(work)
-        # At rate 1 the step ends after exactly its time_ps (what _schedule computes, ceil(t -
-        # 1e-9) = t for an int t), without the float arithmetic.
-        if rate == 1.0:
+        if rate == 1.0:       # what _schedule computes, without the float arithmetic
             job.event = self.queue.after(work.time_ps, self._finish[device], DONE_PRIORITY)
         else:
             self._schedule(device, job)
 
-    def run_alone(self, device: int, lane: str, work: Work, start: int) -> int:
-        """A background step on ``device`` from ``start``, simulated without an event by a
-        caller that knows nothing else runs beside it (lock-step drafting): it takes
-        ``work.time_ps``, as ``start_background`` with no foreground job. Returns its end."""
-        if self.foreground is not None or device in self.background:
-            raise RuntimeError(f"{lane}: device {device} is not alone (foreground "
-                               f"{self.foreground and self.foreground.lane}, background "
-                               f"{device in self.background})")
-        self._account(work)
-        end = start + work.time_ps
-        self.log.add(lane, start, end, work)
-        return end
-
     def run_series(self, device: int, lane: str, works: Sequence[Work], starts: list[int],
                    ends: list[int]) -> None:
-        """``run_alone`` of each of ``works`` on ``device`` from its start in ``starts`` (in
-        order, none overlapping; ``ends``: each start + its ``time_ps``), booked at once: the
-        same device time and the same intervals in the same order."""
+        """Background steps on ``device`` from ``starts`` (in order, none overlapping; ``ends``:
+        each start + its ``time_ps``), simulated without an event by a caller that knows
+        nothing else runs beside them (lock-step drafting), booked at once."""
         if self.foreground is not None or device in self.background:
             raise RuntimeError(f"{lane}: device {device} is not alone")
-        gpu = pim = 0
-        for work in works:
-            gpu += work.gpu_ps * work.devices
-            pim += work.pim_ps * work.devices
-        self.gpu_busy_ps += gpu
-        self.pim_busy_ps += pim
+        self.gpu_busy_ps += sum([work.gpu_ps * work.devices for work in works])
+        self.pim_busy_ps += sum([work.pim_ps * work.devices for work in works])
         self.log.add_series(lane, starts, ends, works)
+
+    def run_alone(self, device: int, lane: str, work: Work, start: int) -> int:
+        """``run_series`` of one step; returns its end."""
+        end = start + work.time_ps
+        self.run_series(device, lane, [work], [start], [end])
+        return end
 
     def busy_background(self, device: int) -> bool:
         return device in self.background
@@ -131,29 +112,14 @@ class DeviceSet:
     def _background_rate(self, work: Work) -> float:
         if self.foreground is None:
             return 1.0
-        # GPU, then PIM: min(1, (1 - u) / v) over the resources the step uses (min written as
-        # a comparison: the same value, min keeps the first of equals).
+        # min(1, (1 - u) / v) over the resources the step uses, GPU then PIM.
         (gpu_free, pim_free), (gpu_need, pim_need) = self._free, work.shares
         rate = 1.0
         if gpu_need > 0:
-            r = gpu_free / gpu_need
-            if r < rate:
-                rate = r
+            rate = min(rate, gpu_free / gpu_need)
         if pim_need > 0:
-            r = pim_free / pim_need
-            if r < rate:
-                rate = r
+            rate = min(rate, pim_free / pim_need)
         return rate
-
-    def _schedule_background(self, device: int, job: _Running, rate: float) -> None:
-        """The running job's rate changes now: book its progress at the old rate, reschedule."""
-        now = self.queue.now
-        job.remaining = max(0.0, job.remaining - (now - job.since) * job.rate)
-        job.since, job.rate = now, rate
-        if job.event is not None:
-            self.queue.cancel(job.event)
-            job.event = None
-        self._schedule(device, job)
 
     def _schedule(self, device: int, job: _Running) -> None:
         """The completion event of ``job`` for its remaining work at its rate (none at rate 0)."""
@@ -163,9 +129,17 @@ class DeviceSet:
             job.event = self.queue.after(delay, self._finish[device], DONE_PRIORITY)
 
     def _rerate(self) -> None:
+        """The foreground job started or ended: every background job's progress is booked at
+        its old rate and its completion rescheduled at its new one."""
+        now = self.queue.now
         for device in sorted(self.background):
             job = self.background[device]
-            self._schedule_background(device, job, self._background_rate(job.work))
+            job.remaining = max(0.0, job.remaining - (now - job.since) * job.rate)
+            job.since, job.rate = now, self._background_rate(job.work)
+            if job.event is not None:
+                self.queue.cancel(job.event)
+                job.event = None
+            self._schedule(device, job)
 
     def _finish_foreground(self) -> None:
         job = self.foreground
@@ -183,9 +157,8 @@ class DeviceSet:
 
 class IntervalLog:
     """Closed intervals per lane (``TLM``, ``DLM/mb3``, ``monitor/mb3``, ``decide``), each
-    with the Work that ran in it (None for Manager activity), for metrics and the timeline.
-    A large run logs millions: each lane keeps its starts and ends in int64 ``array``s (read
-    by numpy without a Python object per interval) beside its Works."""
+    with the Work that ran in it (None for Manager activity), for metrics and the timeline;
+    starts and ends in int64 ``array``s (read by numpy without an object per interval)."""
 
     def __init__(self) -> None:
         self._lanes: dict[str, tuple[array, array, list[Work | None]]] = {}

@@ -1,7 +1,6 @@
-"""Event queue with integer picosecond time and a total, deterministic order.
-
-Events at the same time run by ascending ``priority`` and then in insertion order, so a run
-never depends on heap internals or on hashing.
+"""Event queue with integer picosecond time and a total, deterministic order: events at the
+same time run by ascending ``priority``, then in insertion order, so a run never depends on
+heap internals or on hashing.
 """
 from __future__ import annotations
 
@@ -11,8 +10,7 @@ from heapq import heappop, heappush
 
 class EventQueue:
     """A heap of ``(time, priority, seq, action)`` tuples, compared in C (``seq`` is unique,
-    so an action is never compared). An event is its tuple, named by its ``seq`` (``at``
-    returns it, ``cancel`` takes it): a large run schedules millions."""
+    so an action is never compared). An event is named by its ``seq``."""
 
     def __init__(self) -> None:
         self._heap: list[tuple[int, int, int, Callable[[], None]]] = []
@@ -26,13 +24,10 @@ class EventQueue:
             raise TypeError(f"event time must be an int number of ps, found {time!r}")
         if time < self.now:
             raise ValueError(f"event scheduled in the past: {time} ps < now {self.now} ps")
-        seq = self._seq
-        self._seq = seq + 1
-        heappush(self._heap, (time, priority, seq, action))
-        return seq
+        return self.after(time - self.now, action, priority)
 
     def after(self, delay: int, action: Callable[[], None], priority: int = 0) -> int:
-        """``at(now + delay, ...)``, the push written out (two per prediction step)."""
+        """``at(now + delay, ...)``."""
         if type(delay) is not int or delay < 0:
             return self.at(self.now + delay, action, priority)   # raises the error of at
         seq = self._seq

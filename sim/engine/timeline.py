@@ -1,10 +1,6 @@
-"""Chrome/Perfetto trace (JSON, ``chrome://tracing`` or ui.perfetto.dev) of one run.
-
-Lanes: ``TLM`` (verification passes), ``DLM/mbN`` (prediction steps of micro-batch N),
-``monitor/mbN`` and ``decide`` (Manager activity), and two counter tracks, ``GPU`` and
-``PIM``, giving the busy fraction of the devices. Inside one step the operators interleave
-GPU and PIM layer by layer; the counters show each step's average share over its interval,
-not the per-operator placement.
+"""Chrome/Perfetto trace (JSON, ``chrome://tracing`` or ui.perfetto.dev) of one run: lanes
+``TLM``, ``DLM/mbN``, ``monitor/mbN`` and ``decide``, and counter tracks ``GPU`` and ``PIM``
+with the devices' busy fraction (each step's average share over its interval).
 """
 from __future__ import annotations
 

@@ -23,7 +23,8 @@ from sim.experiments.backends import Backend, make
 from sim.experiments.grid import params_dict, run_key
 from sim.metrics import CSV_FIELDS
 from sim.systems.registry import STOP_RULES, reads_tau
-from sim.systems.run import RunParams, load_stop_param, load_tau, simulate
+from sim.systems.resolve import load_stop_param, load_tau
+from sim.systems.run import RunParams, simulate
 from sim.systems.spec import load_system
 
 MAX_DEFAULT_JOBS = 8

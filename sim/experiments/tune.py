@@ -34,7 +34,8 @@ from sim.experiments.grid import (
     resolve_sequence_length,
 )
 from sim.systems.registry import STOP_RULES, reads_tau
-from sim.systems.run import RunParams, check_stop, simulate
+from sim.systems.resolve import check_stop
+from sim.systems.run import RunParams, simulate
 from sim.systems.spec import SystemSpec
 
 _LOG_LINE = re.compile(r"^tau ([0-9.]+): ([0-9.]+) tokens/s")

@@ -1,50 +1,26 @@
 """What every simulated system shares: the run protocol, the event queue, the devices, the
 live requests of the batch and the accounting that becomes the run's ``RunRecord``.
 
-A system is a ``BaseRun`` subclass (registered in ``sim/systems/catalog.py``) built from a
-``RunSetup``; it implements ``enter`` (requests joined the batch) and ``proceed`` (the batch
-starts or goes on deciding what to run), and commits verified tokens through ``commit``.
-
-A run admits the first ``batch`` requests at time 0 (their prompts' KV caches are assumed
-present: prefill is not modelled, identically for every system) and ends when the workload is
-exhausted. Request slot s belongs to micro-batch s mod (number of devices): the micro-batch is
-the set of requests whose drafts one device makes.
+A system is a ``BaseRun`` subclass (``sim/systems/catalog.py``) built from a ``RunSetup``; it
+implements ``enter`` (requests joined the batch) and ``proceed`` (the batch starts or goes on),
+and commits verified tokens through ``commit``. A run admits the first ``batch`` requests at
+time 0 (prefill is not modelled, for any system) and ends when the workload is exhausted.
+Request slot s belongs to micro-batch s mod (number of devices), whose drafts one device makes.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
+from heapq import heappop, heappush
 from typing import ClassVar
 
 from sim.cost.step import StepPrice, Work
-from sim.engine.costs import CostAdapter
 from sim.engine.devices import DeviceSet, IntervalLog
 from sim.engine.events import EventQueue
-from sim.manager.config import ManagerConfig
-from sim.manager.timing import ManagerTiming
 from sim.manager.transactions import DiscardReason
 from sim.metrics import Measured, RunRecord, TokenCounts, latency_breakdown, run_record
-from sim.systems.registry import StopRule
-from sim.systems.spec import IssueRule, SystemSpec
-from sim.workload import BatchFormer, Workload
+from sim.systems.resolve import RunSetup
+from sim.workload import BatchFormer
 from traces.format import RequestTrace
-
-
-@dataclass
-class RunSetup:
-    spec: SystemSpec
-    pair: str
-    workload: Workload
-    batch: int
-    batching: str
-    costs: CostAdapter
-    stop: StopRule | None
-    mapping: dict[str, str]            # operator -> gpu|pim (initial mapping for dynamic)
-    timing: ManagerTiming | None
-    manager_config: ManagerConfig
-    draft_length: int | None = None
-    capacity: int = 0                  # shared_pool: tokens one TLM pass verifies at most
-    issue_rule: IssueRule = IssueRule.DRAINED   # eager: when a pass below capacity may start
-    record: bool = False               # shared_pool: keep every Manager transaction (run.events)
 
 
 @dataclass(slots=True)
@@ -80,24 +56,19 @@ class BaseRun:
         self.log = IntervalLog()
         self.devices = DeviceSet(self.queue, self.n_devices, self.log)
         self.tokens = TokenCounts()
-        self.energy_fj = 0
-        self.flops = 0
-        self.pim_flops = 0
-        self.verify_ps = 0
-        self.verify_comm_ps = 0
-        self.passes = 0
+        self.energy_fj = self.flops = self.pim_flops = 0      # booked by ``book``
+        self.verify_ps = self.verify_comm_ps = self.passes = 0    # booked by ``book_tlm``
         self.latencies: list[int] = []
         self.request_tokens: list[int] = []      # output length of each finished request
-        self.batcher = BatchFormer(setup.workload, setup.batch, setup.batching)
+        self.batcher = BatchFormer(setup.workload, setup.params.batch, setup.params.batching)
         self.window: tuple[int, int, int] | None = None   # (time, generated, energy) at its end
         self._window_due = False
         self.live: dict[int, Live] = {}
-        self.by_mb: list[dict[int, Live]] = [{} for _ in range(self.n_devices)]
-        self._free_slots = list(range(setup.batch))
+        self._free_slots = list(range(setup.params.batch))     # a heap
         self._monitor_ps: dict[int, int] = {}
         self.dlm_lanes = [f"DLM/mb{mb}" for mb in range(self.n_devices)]
         self.monitor_lanes = [f"monitor/mb{mb}" for mb in range(self.n_devices)]
-        self.timing = setup.timing if self.spec.manager_hardware else None
+        self.timing = setup.timing      # None: no Manager hardware latency
 
     # -- the protocol a system implements --------------------------------------------------
     def enter(self, lives: list[Live]) -> None:
@@ -114,20 +85,15 @@ class BaseRun:
         """Per-system end-of-run invariants."""
 
     # -- requests ------------------------------------------------------------------------
-    def admit(self, traces: list[RequestTrace]) -> list[Live]:
-        out = []
-        for trace in traces:
-            slot = self._free_slots.pop(0)
-            live = self.live_type(slot, slot % self.n_devices, trace, trace.output_len,
-                                  self.queue.now, trace.prompt_len)
-            self.live[slot] = live
-            self.by_mb[live.mb][slot] = live
-            out.append(live)
-        self._free_slots.sort()
-        return out
-
     def join(self, traces: list[RequestTrace]) -> None:
-        self.enter(self.admit(traces))
+        """``traces`` enter the batch, each in the lowest free slot."""
+        lives = []
+        for trace in traces:
+            slot = heappop(self._free_slots)
+            lives.append(self.live_type(slot, slot % self.n_devices, trace, trace.output_len,
+                                        self.queue.now, trace.prompt_len))
+            self.live[slot] = lives[-1]
+        self.enter(lives)
 
     def commit(self, live: Live, accepted: int, tlm_tokens: int) -> bool:
         """Commit ``accepted`` verified draft tokens and ``tlm_tokens`` of the TLM's own (its
@@ -146,17 +112,16 @@ class BaseRun:
         self.latencies.append(self.queue.now - live.admitted_ps)
         self.request_tokens.append(live.out_len)
         del self.live[live.slot]
-        del self.by_mb[live.mb][live.slot]
-        self._free_slots.append(live.slot)
-        self._free_slots.sort()
+        heappush(self._free_slots, live.slot)
         return True
 
-    def reject(self, verified: int, accepted: int) -> None:
-        """A verification of ``verified`` draft tokens accepted fewer: the first mismatch is
-        rejected, the tokens after it were computed for nothing (as the Manager counts them)."""
-        self.tokens.rejected += 1
-        if verified - accepted > 1:
-            self.tokens.discard(DiscardReason.REJECTED_PREFIX, verified - accepted - 1)
+    def reject(self, rejections: int, wasted: int) -> None:
+        """``rejections`` verifications accepted fewer draft tokens than they verified: each
+        first mismatch is rejected, and the ``wasted`` verified tokens after them were computed
+        for nothing (as the Manager counts them)."""
+        self.tokens.rejected += rejections
+        if wasted:
+            self.tokens.discard(DiscardReason.REJECTED_PREFIX, wasted)
 
     def refill(self) -> list[RequestTrace]:
         """A request finished: the requests entering the batch now. The first time none is
@@ -235,5 +200,5 @@ class BaseRun:
             request_tokens=self.request_tokens, window_ps=window[0], window_tokens=window[1],
             window_energy_fj=window[2] + static(window[0]), verify_ps=self.verify_ps,
             verify_comm_ps=self.verify_comm_ps, passes=self.passes)
-        return run_record(self.spec.name, self.setup.pair, self.setup.batch,
+        return run_record(self.spec.name, self.setup.params.pair, self.setup.params.batch,
                           self.setup.draft_length, self.setup.mapping, measured)

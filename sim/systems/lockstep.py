@@ -1,12 +1,9 @@
 """Lock-step decoding, the round every lock-step system shares (GPU/PIM/SpecPIM-AD and -SD,
-SADDLE-d).
-
-A round: every micro-batch drafts on its own device (one DLM step after another for the
-requests still drafting, each followed by the Controller's monitoring latency on Manager
-hardware), then one TLM pass verifies every request of the batch with its own query count (its
-draft tokens + 1) and context. Drafting and verification never overlap, and the micro-batches
-never interact while they draft, so each micro-batch's steps are simulated back to back without
-an event each. A subclass says how a request's round is drafted (``new_round``, ``draft``).
+SADDLE-d): every micro-batch drafts on its own device (DLM steps for the requests still
+drafting, each followed by the Controller's monitoring latency on Manager hardware), then one
+TLM pass verifies every request with its draft tokens + 1 queries. Nothing else runs while the
+micro-batches draft, so each one's steps run back to back without an event each. A subclass
+says how a round is drafted (``new_round``, ``draft``).
 """
 from __future__ import annotations
 
@@ -54,11 +51,14 @@ class LockstepRun(BaseRun):
         """The pass is done (an autoregressive run: its last ``passes``): each request commits
         its accepted tokens and the TLM's token of each pass."""
         entering = []
+        rejections = wasted = 0
         for live in batch:
             if live.accepted < live.drafted:
-                self.reject(live.drafted, live.accepted)
+                rejections += 1
+                wasted += live.drafted - live.accepted - 1
             if self.commit(live, live.accepted, passes):
                 entering += self.refill()
+        self.reject(rejections, wasted)
         self.settle_window()
         self.join(entering)
         if self.live:

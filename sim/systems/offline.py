@@ -1,30 +1,20 @@
 """Choices made offline, before a run, from the cost model and the validation split only.
 
-- ``specpim_mapping``: SpecPIM's design-space search. For the initial batch size and the
-  maximum sequence length, every placement of DLM FC, DLM attention and TLM attention on GPU or
-  PIM is priced for one round (d DLM steps of a micro-batch + one TLM pass with d + 1 queries
-  per request); the fastest wins. TLM FC stays on the GPUs.
-- ``search_draft_length``: the fixed d of GPU-SD / PIM-SD when an experiment says
-  ``draft_length: search``: the d in [1, d_max] maximising expected tokens per round / round
-  time, with the expectation 1 + sum_k P(k leading draft tokens accepted) measured on the
-  validation split through ``RequestTrace.leading_accepted_all`` (every output position).
-- ``scheduler_thresholds``: the Scheduler's crossovers, in its own units: the smallest number
-  of drafting requests for which a DLM step with FC on the GPU is not slower than with FC on
-  PIM, and the smallest number of draft tokens per request for which a TLM pass with attention
-  on the GPU is not slower than on PIM.
-- ``verify_capacity``: how many tokens one TLM pass verifies, the paper's "what the GPU can
-  verify at once" (fig11), under one of three readings (``CAPACITY_RULES``; compared in
-  sim/README.md, "How many tokens a pass verifies"):
-  ``ridge`` (shipped): the most tokens for which every TLM FC GEMM stays memory-bound in the cost
-  model (compute time, wave quantization included, not above memory time): up to there a pass
-  costs one streaming of the weights, past it the GPU is compute-bound;
-  ``fc_slack``: the most tokens whose TLM FC time stays within ``1 + slack`` of one token's
-  (under a step-shaped GEMM model it stops at the first wave-quantization step, where the GEMMs
-  are still memory-bound);
-  ``pool``: the Shared Pool's size (the Manager, not the GPU, bounds a pass).
-  The capacity N given to the Manager is max(that, batch size), capped by the Shared Pool size:
-  a pass can always carry one token of every request of the batch, which autoregressive
-  decoding computes anyway.
+- ``specpim_mapping``: SpecPIM's design-space search: every placement of DLM FC, DLM attention
+  and TLM attention on GPU or PIM (TLM FC on the GPUs) priced for one round (d DLM steps of a
+  micro-batch and a TLM pass of d + 1 queries per request) at the initial batch size and the
+  maximum sequence length; the fastest wins.
+- ``search_draft_length``: a fixed d (``draft_length: search``): the d in [1, d_max] maximising
+  expected tokens per round (1 + sum_k P(k leading draft tokens accepted), measured over every
+  output position of the validation split) per round time.
+- ``scheduler_thresholds``: the Scheduler's crossovers in its own units: the fewest drafting
+  requests for which a DLM step with FC on the GPU is not slower than on PIM, and the fewest
+  draft tokens per request for which a TLM pass with attention on the GPU is not slower.
+- ``verify_capacity``: the tokens one TLM pass verifies (the paper's "what the GPU can verify
+  at once"; readings compared in sim/README.md): ``ridge``, the most for which every TLM FC
+  GEMM stays memory-bound (up to there a pass costs one streaming of the weights);
+  ``fc_slack``, the most whose TLM FC time stays within ``1 + slack`` of one token's;
+  ``pool``, the Shared Pool's size. The Manager is given max(that, batch), capped by the pool.
 """
 from __future__ import annotations
 
@@ -46,7 +36,7 @@ def _round_ps(costs: CostAdapter, mapping: dict[str, str], batch: int, context: 
 
 
 def specpim_mapping(costs: CostAdapter, batch: int, max_seq_len: int, d: int) -> dict[str, str]:
-    places = ("gpu", "pim") if costs.has_pim() else ("gpu",)
+    places = ("gpu", "pim") if costs.system.pim is not None else ("gpu",)
     mappings = [{"dlm_fc": dlm_fc, "dlm_attention": dlm_attn, "tlm_fc": "gpu",
                  "tlm_attention": tlm_attn}
                 for dlm_fc, dlm_attn, tlm_attn in itertools.product(places, repeat=3)]
@@ -74,25 +64,18 @@ def search_draft_length(costs: CostAdapter, mapping_for, requests: tuple[Request
 
 def scheduler_thresholds(costs: CostAdapter, mapping: dict[str, str], batch: int,
                          context: int, max_batch: int, max_tokens: int) -> tuple[int, int]:
-    if not costs.has_pim():
+    if costs.system.pim is None:
         return 0, 0
-    dlm_fc = max_batch
-    for b in range(1, max_batch + 1):
-        reqs = ((context, 1),) * b
-        gpu = costs.price("dlm", reqs, "gpu", mapping["dlm_attention"], 1).work.time_ps
-        pim = costs.price("dlm", reqs, "pim", mapping["dlm_attention"], 1).work.time_ps
-        if gpu <= pim:
-            dlm_fc = b
-            break
-    tlm_attn = max_tokens
-    for q in range(1, max_tokens + 1):
-        reqs = ((context, q + 1),) * batch
-        gpu = costs.price("tlm", reqs, "gpu", "gpu", costs.n_devices).work.time_ps
-        pim = costs.price("tlm", reqs, "gpu", "pim", costs.n_devices).work.time_ps
-        if gpu <= pim:
-            tlm_attn = q
-            break
-    return dlm_fc, tlm_attn
+
+    def dlm(requests: int, fc: str) -> int:
+        return costs.price("dlm", ((context, 1),) * requests, fc, mapping["dlm_attention"],
+                           1).work.time_ps
+
+    def tlm(draft: int, attention: str) -> int:
+        return costs.price("tlm", ((context, draft + 1),) * batch, "gpu", attention,
+                           costs.n_devices).work.time_ps
+    return (next((b for b in range(1, max_batch + 1) if dlm(b, "gpu") <= dlm(b, "pim")), max_batch),
+            next((q for q in range(1, max_tokens + 1) if tlm(q, "gpu") <= tlm(q, "pim")), max_tokens))
 
 
 def verify_capacity(costs: CostAdapter, pool_entries: int, rule: CapacityRule | str,
@@ -104,7 +87,8 @@ def verify_capacity(costs: CostAdapter, pool_entries: int, rule: CapacityRule | 
     limit = 0.0
     if rule is CapacityRule.FC_SLACK:
         assert slack is not None
-        limit = costs.price("tlm", ((2, 1),), "gpu", "gpu", costs.n_devices).cost.fc_ps * (1 + slack)
+        one = costs.price("tlm", ((2, 1),), "gpu", "gpu", costs.n_devices)
+        limit = one.cost.fc_ps * (1 + slack)
 
     def exceeds(n: int) -> bool:
         if rule is CapacityRule.RIDGE:

@@ -1,15 +1,14 @@
 """Speculative decoding whose stopping rule plans each round's length (GPU-SD, PIM-SD,
 SpecPIM-SD with a fixed d; the planned rules of ``registry.py`` on a lock-step system).
-
-Without the Controller a request's rounds depend on its trace alone (the rule plans each from
-the committed prefix, and the trace says how many tokens the pass accepts), so they are
-computed once, when the request enters the batch (``planned_rounds``). Each micro-batch's
-steps of a round are priced in one call (``CostAdapter.price_round``).
+Without the Controller a request's rounds depend on its trace alone, so they are planned when
+it enters the batch (``planned_rounds``); a micro-batch's steps of a round are priced in one
+call (``CostAdapter.price_round``).
 """
 from __future__ import annotations
 
 from bisect import bisect_right
-from dataclasses import dataclass, field
+from collections.abc import Iterator
+from dataclasses import dataclass
 from itertools import accumulate
 
 import numpy as np
@@ -53,9 +52,7 @@ def planned_rounds(rule: StopRule, trace: RequestTrace, out_len: int) -> tuple[l
 
 @dataclass(slots=True)
 class PlannedLive(LockstepLive):
-    caps: list[int] = field(default_factory=list)      # per round, from ``planned_rounds``
-    ks: list[int] = field(default_factory=list)
-    round: int = 0                                     # the next round's index
+    rounds: Iterator[tuple[int, int]] = iter(())    # (draft tokens, accepted) of those to come
 
 
 class PlannedRun(LockstepRun):
@@ -65,17 +62,13 @@ class PlannedRun(LockstepRun):
     def enter(self, lives) -> None:
         assert self.setup.stop is not None
         for live in lives:
-            live.caps, live.ks = planned_rounds(self.setup.stop, live.trace, live.out_len)
+            caps, ks = planned_rounds(self.setup.stop, live.trace, live.out_len)
+            live.rounds = zip(caps, ks)
+            self.tokens.drafted += sum(caps)
 
     def new_round(self, batch) -> None:
-        drafted = 0
         for live in batch:
-            j = live.round
-            live.drafted = cap = live.caps[j]
-            live.accepted = live.ks[j]
-            live.round = j + 1
-            drafted += cap
-        self.tokens.drafted += drafted
+            live.drafted, live.accepted = next(live.rounds)
 
     def draft(self, mb, lives, start) -> int:
         """Request r drafts in steps 0 .. cap_r - 1, step s at context ``context(s)``."""

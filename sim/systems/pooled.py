@@ -1,40 +1,26 @@
-"""SADDLE-p, SADDLE-s, SADDLE and the oracle: every decision taken by the Manager model.
+"""SADDLE-p, SADDLE-s, SADDLE and the oracle: every decision taken by the Manager model,
+through its transactions in the order sim/manager/README.md describes (the five sent per
+token, step or pass through its unboxed methods: ``draft``, ``query``, ``issue``, ``result``,
+``unlock``; a recorded run's through a ``RecordingManager``).
 
-The engine talks to ``sim.manager.manager.Manager`` only through its transactions, in the
-order sim/manager/README.md describes; the five sent per token, step or pass go through its
-unboxed methods (``draft``, ``query``, ``issue``, ``result``, ``unlock``). A run that records
-its transactions talks to a ``RecordingManager``, which logs them all.
+A round starts at output position ``base`` (the committed prefix); its j-th draft token is the
+DLM's token at output position base + j - 1 along its own path
+(``RequestTrace.draft_prob_list``); the Manager carries ``position mod 2**17`` as its token id.
+A pass verifies request r's k selected tokens from round position f over its context up to
+the chunk's last token, with k + 1 queries when f = 1 (the last committed token too) and k for
+a later chunk (the one before was all accepted and is in the TLM's KV cache); it accepts those
+inside the trace's leading accepted run. The TLM's own token (correction, or bonus after an
+all-accepted round) is committed when the Manager resumes the request with a new round.
 
-Trace positions. A round starts at output position ``base`` (the committed prefix when it
-starts); its j-th draft token (Manager position j) is the DLM's token at output position
-base + j - 1 along the DLM's own path, read from ``RequestTrace.draft_prob_list(base, n)``. The
-trace has no token ids: the Manager carries ``position mod 2**17`` in their place.
-
-Verification pass: request r with k selected tokens starting at round position f is priced
-over its own context up to the chunk's last token, with k + 1 queries (its draft tokens and
-the last committed token) when f = 1, and k queries for a later chunk of the round (f > 1: the
-chunk before it was all accepted and its tokens are already in the TLM's KV cache).
-Its accepted count is how many of them lie inside the trace's leading accepted run. The TLM's
-own token (correction after a rejection, bonus when the round ended and everything was
-accepted) is committed exactly when the Manager resumes the request with a new round.
-
-Overlap. With an Eager Pool (SADDLE-s, SADDLE, oracle) each micro-batch's DLM keeps stepping
-while a pass is in flight (fluid device sharing, ``sim.engine.devices``). A verification is
-asked for (``VerifyIssue``) after every prediction step and at every Unlock; the Manager
-issues it when the Shared Pool holds one pass worth of tokens (N) or when its ``tlm_idle``
-input is true. What drives that input is the system's ``issue_rule`` (the paper's fig11: "or
-when the GPU is idle"; readings compared in sim/README.md):
-
-- ``gpu-idle``: no TLM pass and no DLM step with an operator on a GPU in flight (the GPUs of
-  all devices, since a pass spans them all);
-- ``tlm-idle``: no TLM pass in flight (so at Unlock a pass starts at once with the eager
-  tokens of the requests that had everything accepted);
-- ``drained``: no TLM pass in flight and no live request can draft any more (the pool cannot
-  grow before the next pass).
-
-Without an Eager Pool (SADDLE-p), the micro-batches' prediction steps are synchronised and
-alternate with passes: after each step, a pass is issued if the Shared Pool holds one pass
-worth of tokens, or if no request can draft any more (``drained``).
+With an Eager Pool (SADDLE-s, SADDLE, oracle) each micro-batch's DLM keeps stepping while a
+pass runs (fluid device sharing, ``sim.engine.devices``). A pass is asked for (``VerifyIssue``)
+after every prediction step and at every Unlock; the Manager issues one when the Shared Pool
+holds N tokens or when its ``tlm_idle`` input is true, which the ``issue_rule`` drives (the
+paper's "or when the GPU is idle"; sim/README.md compares them): ``gpu-idle``, no pass and no
+DLM step using a GPU in flight; ``tlm-idle``, no pass in flight; ``drained``, no pass in
+flight and no request able to draft. Without an Eager Pool (SADDLE-p) the micro-batches' steps
+are synchronised and alternate with passes: after each step a pass is issued if the Shared
+Pool holds N tokens or no request can draft (``drained``).
 """
 from __future__ import annotations
 
@@ -57,7 +43,7 @@ from sim.manager.transactions import (
 from sim.systems.base import BaseRun, Live
 from sim.systems.spec import IssueRule
 
-# Enum.value is a Python-level property: the mapping's name is looked up after every prediction step.
+# Enum.value is a Python-level property, and a mapping is read after every prediction step.
 _DEVICE_NAME = {device: device.value for device in Device}
 _TOKEN_MASK = TOKEN_ID.max_raw
 _SLOT = attrgetter("slot")
@@ -66,10 +52,8 @@ SHARED_AFTER_REJECT, EAGER_AFTER_REJECT, STALE_CONTEXT = (
 
 
 class Round:
-    """One speculation round of a request as the engine drafts it. A new round is a new
-    object, and the one it replaces, or the last one of a retired request, is marked
-    ``stale``: a prediction step that outlived its round (rejected or retired while it ran)
-    reads one flag per token to see it."""
+    """One speculation round of a request as the engine drafts it. A round that was replaced,
+    or whose request retired, is ``stale``: a prediction step that outlived it sees so."""
     __slots__ = ("live", "slot", "base", "start", "pos", "cap", "p", "run", "stopped", "blocked",
                  "stale")
 
@@ -111,12 +95,11 @@ class PooledRun(BaseRun):
         assert setup.stop is not None
         self.planned = setup.stop.planned
         self.mb_wait = [False] * self.n_devices   # a micro-batch's step or monitoring in flight
-        # Per micro-batch, slot -> current round of the requests that can draft (at large batch
-        # most wait for their verification): what a prediction step takes.
+        # Per micro-batch: slot -> round of the requests that can draft (what a step takes),
+        # and the rounds of its step in flight.
         self.ready: list[dict[int, Round]] = [{} for _ in range(self.n_devices)]
-        self.blocked: list[Round] = []   # rounds refused since the last Unlock (to unblock)
-        # Per micro-batch, the rounds of its prediction step in flight (after_draft's input).
         self.stepping: list[list[Round]] = [[] for _ in range(self.n_devices)]
+        self.blocked: list[Round] = []   # rounds refused since the last Unlock (to unblock)
         self.after_drafts = [partial(self.after_draft, mb) for mb in range(self.n_devices)]
         self.after_monitors = [partial(self.after_monitor, mb) for mb in range(self.n_devices)]
         self.manager_totals: dict = {}
@@ -169,8 +152,7 @@ class PooledRun(BaseRun):
         ready = self.ready[mb]
         if not ready:
             return
-        # In slot order: one C sort by key, not a sort of the slots and a lookup of each.
-        rounds = self.stepping[mb] = sorted(ready.values(), key=_SLOT)
+        rounds = self.stepping[mb] = sorted(ready.values(), key=_SLOT)     # slot order
         fc = self.dlm_fc[mb]
         work = self.price_dlm(tuple([rnd.start + rnd.pos for rnd in rounds]), fc=fc)
         if fc == "gpu" or self.dlm_attention_gpu:
@@ -185,16 +167,13 @@ class PooledRun(BaseRun):
         tokens = self.tokens
         draft = self.manager.draft
         for rnd in self.stepping[mb]:
-            if rnd.stale:
-                # Rejected or finished while the step ran: the DLM's work is spent, the token
-                # never reaches a pool.
+            if rnd.stale:     # rejected or finished while the step ran: the token is lost
                 tokens.drafted += 1
                 tokens.discard(STALE_CONTEXT)
                 continue
             drafting += 1
             pos = rnd.pos
-            # The token id (position mod 2**17) and quantize_prob's common case written out:
-            # two calls less per draft token (test_pooled_fast.py).
+            # The token id (position mod 2**17) and quantize_prob's common case written out.
             p = rnd.p[pos]
             _, stop = draft(rnd.slot, mb, pos + 1, (rnd.base + pos) & _TOKEN_MASK,
                             int(p * PROB_ONE + 0.5) if 0.0 < p < 1.0 else quantize_prob(p))
@@ -210,8 +189,8 @@ class PooledRun(BaseRun):
                 rnd.stopped = True
                 ready.pop(rnd.slot, None)
                 if not stop:
-                    # Output end or the oracle's plan: the Controller must know (the Scheduler
-                    # counts drafting requests). The token just taken is pending: no Resumed.
+                    # Output end or a planned length: the Controller must know (the Scheduler
+                    # counts drafting requests); the token just taken is pending: no Resumed.
                     events = self.apply(EndRound(rnd.slot))
                     assert not any(type(e) is Resumed for e in events)
         tokens.drafted += taken
@@ -265,8 +244,7 @@ class PooledRun(BaseRun):
             request = live[slot]
             positions = groups[slot]
             k = len(positions)
-            # k + 1 queries for a round's first chunk, k for a later one (module doc); the last
-            # attends up to the chunk's end, the committed prefix (base + first - 1) plus k.
+            # k + 1 queries for a round's first chunk, k for a later one (module doc).
             requests.append((request.context(k), k + (positions[0] == 1)))
         work = self.price_tlm(requests, attention=attention)
         self.devices.start_foreground("TLM", work, partial(self.after_pass, groups, slots))
@@ -285,7 +263,7 @@ class PooledRun(BaseRun):
             a = max(0, min(k, rnd.run - (first - 1)))
             waiting = result(slot, a, (rnd.base + first - 1 + a) & _TOKEN_MASK)
             if a < k:
-                self.reject(k, a)
+                self.reject(1, k - a - 1)
                 if waiting:
                     self.tokens.discard(SHARED_AFTER_REJECT, waiting)
             verified.append((live, a))
@@ -324,5 +302,4 @@ class PooledRun(BaseRun):
         self.ready[live.mb].pop(live.slot, None)
 
     def finish_checks(self) -> None:
-        totals = self.manager.conservation(final=True)
-        self.manager_totals = totals.as_dict()
+        self.manager_totals = self.manager.conservation(final=True).as_dict()

@@ -1,23 +1,18 @@
 """Stopping rules: when does a request's round of drafting end? One class per rule.
 
 A rule either fixes the round's length before drafting starts (``planned`` returns a count) or
-leaves the decision to the Manager's Controller (``planned`` returns None: stop when H < tau or
-at ``max_draft_len``). The Controller is always given ``controller_tau``; rules that plan their
-own length give tau = 0, so the Controller's H rule never fires before theirs.
+leaves it to the Manager's Controller (``planned`` returns None: stop when H < tau or at
+``max_draft_len``). The Controller is always given ``controller_tau``; a rule that plans its
+own length gives 0, so the Controller's H rule never fires first. The token that trips a rule
+is drafted (and verified). Rules beyond the paper read only what the DLM shows, on the
+Manager's integer formats: ``calibrated`` runs on the Controller (its multiplier reads an
+acceptance table); ``confidence`` and ``entropy`` have no Controller datapath, so they plan
+the round from its draft window (the DLM's own path), which ends it where deciding token by
+token would. Their parameter (``param_name``) is tuned on the validation split
+(``saddle tune-stop``, configs/stopping/).
 
-The rules beyond the paper decide token by token from what the DLM shows (its probability,
-its entropy) and nothing the TLM knows. ``calibrated`` is computed by the Controller (its
-multiplier reads an acceptance table; sim/manager/controller.py, and the RTL). ``confidence``
-and ``entropy`` have no Controller datapath: reading the round's draft window up front
-(``draft_probs``, ``draft_entropy``: the DLM's own path) gives the round the same length as
-deciding after each token, so they plan it, and the Controller's H rule stays off. As with
-SADDLE's rule, the token that trips a rule is drafted (and verified). Each computes on the
-Manager's integer formats, as a Controller would (sim/README.md, "Stopping rules", has what
-each would need in RTL). Their parameter (``param_name``) is tuned on the
-validation split (``saddle tune-stop``, configs/stopping/).
-
-To add a rule: subclass ``StopRule``, set ``name``, decorate with ``@register``; systems name it
-in ``configs/systems/*.yaml`` under ``stop:``, experiment entries under ``stop:``.
+To add a rule: subclass ``StopRule``, set ``name``, decorate with ``@register`` (walkthrough:
+docs/extending.md).
 """
 from __future__ import annotations
 
@@ -54,7 +49,6 @@ class StopRule:
     def __init__(self, *, draft_length: int | None, tau_raw: int, max_draft_len: int,
                  param: float | None = None, calibration: Sequence[int] | None = None):
         self.draft_length = draft_length
-        self.tau_raw = tau_raw
         self.max_draft_len = max_draft_len
         if self.param_name is not None:
             if isinstance(param, bool) or not isinstance(param, (int, float)) or not 0 <= param <= 1:
@@ -63,10 +57,7 @@ class StopRule:
         elif param is not None:
             raise ConfigError(f"stop rule {self.name!r} takes no parameter (found {param!r})")
         self.param: float = 0.0 if param is None else param     # (rules without one ignore it)
-
-    @property
-    def controller_tau(self) -> int:
-        return 0
+        self.controller_tau = tau_raw if self.reads_tau else 0   # the Controller's H threshold
 
     def planned(self, trace: RequestTrace, t: int, remaining: int) -> int | None:
         """Draft tokens of the round that starts at output position ``t`` with ``remaining``
@@ -100,20 +91,15 @@ class Threshold(StopRule):
     planned_by_controller = True
     reads_tau = True
 
-    @property
-    def controller_tau(self) -> int:
-        return self.tau_raw
-
     def planned(self, trace, t, remaining):
         return None
 
 
 @register
 class Oracle(StopRule):
-    """Knows the trace: the round ends exactly at the first draft token that will be rejected
-    (that token is drafted, as the Controller drafts the token that makes H < tau, so the TLM
-    pass that corrects it is the one verifying the accepted ones), or at the maximum draft
-    length: an upper bound for any stopping rule."""
+    """Knows the trace: the round ends at the first draft token that will be rejected (drafted,
+    as the token that makes H < tau is), or at the maximum draft length: an upper bound for any
+    stopping rule."""
     name = "oracle"
 
     def planned(self, trace, t, remaining):
@@ -168,11 +154,10 @@ def calibration_table(requests: Sequence[RequestTrace], bins: int = CALIBRATION_
 
 @register
 class Calibrated(Threshold):
-    """Calibrated acceptance (after SpecDec++): stop when the estimated probability that some
-    token of the round is rejected exceeds h, i.e. when A_t = prod a(p_i) < 1 - h, with a(p)
-    the acceptance table fitted on the validation split (``calibration_table``). The Controller
-    computes it as SADDLE's rule with two changes: its H multiplier takes a(p_t) from the table
-    instead of p_t (``ManagerConfig.acceptance_table``), and its tau is 1 - h."""
+    """Calibrated acceptance (after SpecDec++): stop when A_t = prod a(p_i) < 1 - h, the
+    estimated probability that some token of the round is rejected above h, with a(p) the
+    acceptance table of the validation split (``calibration_table``). The Controller computes
+    it as SADDLE's rule with a(p_t) for p_t in its multiplier and tau = 1 - h."""
     name = "calibrated"
     param_name = "h"
     needs_calibration = True
@@ -184,15 +169,11 @@ class Calibrated(Threshold):
             raise ConfigError(f"stop rule 'calibrated' needs an acceptance table of "
                               f"{CALIBRATION_BINS} entries, found {calibration!r}")
         self.acceptance_table = tuple(calibration)
-
-    @property
-    def controller_tau(self) -> int:
-        return quantize_prob(1.0 - self.param)
+        self.controller_tau = quantize_prob(1.0 - self.param)
 
 
-# AdaEDL's scale gamma. Only (1 - lambda)^2 / gamma matters, so gamma is fixed and lambda tuned:
-# 1/4 lets lambda in [0, 1] reach bounds up to 4 nats (the real capture's DLM entropies: median
-# 0.74, 90th percentile 1.97 nats; traces/CAPTURE.md), where gamma = 1 would stop at 1 nat.
+# AdaEDL's scale gamma, fixed (only (1 - lambda)^2 / gamma matters; lambda is tuned): 1/4 lets
+# lambda in [0, 1] reach bounds up to 4 nats (real DLM entropies: traces/CAPTURE.md).
 ENTROPY_GAMMA = 0.25
 
 
@@ -213,7 +194,7 @@ class Entropy(TokenRule):
 
 def check_entropy(requests: Sequence[RequestTrace], trace: str) -> None:
     """Every request carries the entropy the entropy rule reads, else one error naming the
-    trace, the request and the field (the rule never guesses a missing entropy)."""
+    trace, the request and the field."""
     for r in requests:
         for key in ("entropy", "offpath_entropy"):
             if key not in r.extra:

@@ -1,20 +1,15 @@
-"""The resolve step: a run's parameters (``RunParams``) -> its full setup (``Resolved``).
-
-Everything a run needs before its first event is decided here, once: the files it reads (with
-its overrides, through one ``Configs``), the checks of every parameter against its system, and
-the offline choices made from the cost model and the validation split (SpecPIM's mapping, a
-searched fixed d, the Scheduler thresholds, the TLM pass capacity). Experiment files
-(``sim/experiments/grid.py``) check their entries with the same ``check_*`` functions, so a
-rule and its message exist once.
+"""The resolve step: a run's parameters (``RunParams``) -> its full setup (``RunSetup``): the
+files it reads (through one ``Configs`` with its overrides), every check of a parameter against
+its system, and the offline choices (``offline.py``). Experiment files
+(``sim/experiments/grid.py``) check their entries with the same ``check_*`` functions.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from functools import lru_cache
-from pathlib import Path
 from typing import Any
 
-from common.config import get, load_yaml, suggest
+from common.config import get, load_yaml
 from common.errors import ConfigError
 from common.paths import CONFIGS
 from sim.config import BASE, Configs
@@ -24,16 +19,10 @@ from sim.manager.config import DEFAULT_PATH, ManagerConfig
 from sim.manager.formats import AGE, THRESHOLD, quantize_prob
 from sim.manager.timing import ManagerTiming, load_manager_timing
 from sim.manager.transactions import Device
-from sim.model import ModelPair, load_model, load_pair
+from sim.model import load_model, load_pair
 from sim.systems import offline
 from sim.systems.registry import STOP_RULES, StopRule, calibration_table, check_entropy, reads_tau
-from sim.systems.spec import (
-    CAPACITY_RULES,
-    ISSUE_RULES,
-    SystemSpec,
-    check_slack,
-    load_system,
-)
+from sim.systems.spec import IssueRule, SystemSpec, check_capacity, check_issue_rule, load_system
 from sim.workload import Workload, load_workload
 
 
@@ -82,13 +71,14 @@ class RunParams:
         return self.stop or load_system(self.system, configs=self.configs()).stop
 
     def trace_path(self) -> str:
-        """The trace this run replays: ``trace``, else the pair's synthetic one (with the
-        modelled entropy when the stop rule reads it)."""
+        """The trace this run replays: ``trace``, else the pair's synthetic one, long enough
+        for ``sequence_length`` (with the modelled entropy when the stop rule reads it)."""
         if self.trace:
             return str(self.trace)
+        from traces.synth import trace_for_context
         rule = self.stop_rule()
-        return str(default_trace(self.pair, self.sequence_length,
-                                 entropy=rule is not None and STOP_RULES[rule].needs_entropy))
+        return str(trace_for_context(self.pair, self.sequence_length,
+                                     rule is not None and STOP_RULES[rule].needs_entropy))
 
     def max_seq(self) -> int:
         """The longest context a request may reach: the run's limit, else the pair's, and at
@@ -97,19 +87,15 @@ class RunParams:
         return max(self.max_seq_len or pair.max_sequence_length, self.sequence_length or 0)
 
 
-def default_trace(pair: str, sequence_length: int | None = None, entropy: bool = False) -> Path:
-    """The pair's synthetic trace, long enough for ``sequence_length`` (traces/synth.py)."""
-    from traces.synth import trace_for_context
-    return trace_for_context(pair, sequence_length, entropy)
-
-
 # -- checks shared with experiment files ---------------------------------------------------------
 # ``where`` names the value: ``FILE: systems[2].tau`` in an experiment, ``SOURCE: tau`` in a run;
 # a check of several keys takes their prefix instead (``FILE: systems[2].``, ``SOURCE: ``).
 
-def check_int(value: Any, where: str, low: int = 1) -> int:
+def check_int(value: Any, where: str, low: int = 1, high: int | None = None) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < low:
         raise ConfigError(f"{where}: expected an integer >= {low}, found {value!r}")
+    if high is not None and value > high:
+        raise ConfigError(f"{where}: expected at most {high}, found {value}")
     return value
 
 
@@ -152,60 +138,15 @@ def check_stop_param(param: Any, rule: str | None, where: str) -> None:
 
 def check_threshold(value: Any, spec: SystemSpec, where: str) -> None:
     """A Scheduler threshold given by hand: a register's value, on a system with a Scheduler."""
-    if check_int(value, where, low=0) > THRESHOLD.max_raw:
-        raise ConfigError(f"{where}: expected at most {THRESHOLD.max_raw}, found {value}")
+    check_int(value, where, low=0, high=THRESHOLD.max_raw)
     if spec.mapping != "dynamic":
         raise ConfigError(f"{where}: system {spec.name} has no Scheduler (mapping: dynamic); "
                           "leave it out")
 
 
-def _choice(value: str, choices: tuple[str, ...], where: str) -> str:
-    if value not in choices:
-        raise ConfigError(f"{where}: expected one of {list(choices)}, found {value!r}"
-                          f"{suggest(value, choices)}")
-    return value
-
-
-def check_capacity(spec: SystemSpec, rule: str | None, slack: float | None, where: str
-                   ) -> tuple[str | None, float | None]:
-    """The pass-capacity rule and, for ``fc_slack``, its slack: the given ones, else the
-    system's. ``where`` is the prefix of the keys ``capacity_rule`` and ``capacity_slack``."""
-    if spec.verify != "shared_pool":
-        for name, value in (("capacity_rule", rule), ("capacity_slack", slack)):
-            if value is not None:
-                raise ConfigError(f"{where}{name}: system {spec.name} has no pass capacity "
-                                  "(only systems with verify: shared_pool); leave it out")
-        return None, None
-    rule = spec.capacity_rule if rule is None else _choice(rule, CAPACITY_RULES,
-                                                           where + "capacity_rule")
-    if rule != "fc_slack":
-        if slack is not None:
-            raise ConfigError(f"{where}capacity_slack: only capacity_rule fc_slack has a "
-                              f"slack ({spec.name}'s rule here is {rule!r})")
-        return rule, None
-    if slack is None:
-        slack = spec.capacity_slack
-        if slack is None:
-            raise ConfigError(f"{where.rstrip('. ')}: capacity_rule fc_slack needs capacity_slack "
-                              f"({spec.name}'s config has none)")
-    return rule, check_slack(slack, where + "capacity_slack")
-
-
-def check_issue_rule(rule: str | None, spec: SystemSpec, where: str) -> str | None:
-    """The run's issue rule: the given one (on a system with an Eager Pool), else the system's.
-    ``where`` names the key."""
-    if rule is None:
-        return spec.issue_rule
-    if not spec.eager:
-        raise ConfigError(f"{where}: system {spec.name} has no Eager Pool; drafting and "
-                          "verification alternate (leave issue_rule out)")
-    return _choice(rule, ISSUE_RULES, where)
-
-
 def check_aging(k: Any, spec: SystemSpec, where: str) -> None:
     """A Shared Pool aging K (``where`` names the key)."""
-    if check_int(k, where) > AGE.max_raw:
-        raise ConfigError(f"{where}: expected at most {AGE.max_raw}, found {k}")
+    check_int(k, where, high=AGE.max_raw)
     if spec.verify != "shared_pool":
         raise ConfigError(f"{where}: system {spec.name} has no Shared Pool (only systems with "
                           "verify: shared_pool); leave it out")
@@ -280,25 +221,25 @@ def _calibration(trace: str, seed: int, fraction: float, max_seq: int, source: s
 # -- the run's setup ----------------------------------------------------------------------------
 
 @dataclass
-class Resolved:
-    """A run's full setup: what it reads and every choice made before its first event."""
+class RunSetup:
+    """A run's full setup, what its system is built from: what it reads and every choice made
+    before its first event."""
 
     params: RunParams
-    configs: Configs
     spec: SystemSpec
-    pair: ModelPair
     costs: CostAdapter
     workload: Workload
     max_seq: int
+    manager_config: ManagerConfig
     rule_name: str | None                 # the stop rule (the run's or its system's)
-    tau: float                            # the threshold rule's tau (0.0 for other rules)
-    draft_length: int | None              # a fixed-d system's d (searched when "search")
-    mapping: dict[str, str] | None        # operator -> gpu|pim (initial mapping for dynamic)
+    tau: float = 0.0                      # the threshold rule's tau (0.0 for other rules)
+    draft_length: int | None = None       # a fixed-d system's d (searched when "search")
+    mapping: dict[str, str] = field(default_factory=dict)   # operator -> gpu|pim (initial)
     stop: StopRule | None = None
-    manager: ManagerConfig | None = None
     timing: ManagerTiming | None = None
-    capacity: int | None = None           # TLM pass capacity (shared_pool)
-    issue_rule: str | None = None
+    capacity: int = 0                     # shared_pool: tokens one TLM pass verifies at most
+    issue_rule: IssueRule = IssueRule.DRAINED    # eager: when a pass below capacity may start
+    record: bool = False                  # shared_pool: keep every Manager transaction (run.events)
     # What the record says about the choices, in the order records have always listed them.
     notes: dict[str, Any] = field(default_factory=dict)
     rule_notes: dict[str, Any] = field(default_factory=dict)
@@ -316,7 +257,7 @@ class Resolved:
         return out | self.rule_notes
 
 
-def resolve(p: RunParams) -> Resolved:
+def resolve(p: RunParams) -> RunSetup:
     """``p``'s setup, every parameter checked against its system; errors name ``p.source``."""
     configs = p.configs()
     spec = load_system(p.system, configs=configs)
@@ -324,15 +265,14 @@ def resolve(p: RunParams) -> Resolved:
     costs = adapter(spec.hardware, pair.tlm.name, pair.dlm.name, configs)
     if p.stop is not None:
         check_stop(p.stop, spec, p.source)
-    r = Resolved(params=p, configs=configs, spec=spec, pair=pair, costs=costs,
-                 workload=workload(p), max_seq=p.max_seq(), rule_name=p.stop_rule(), tau=0.0,
-                 draft_length=None,
-                 mapping=dict(spec.static_mapping) if spec.static_mapping else None)
     where = f"{p.source}: "
     for name in ("dlm_fc_threshold", "tlm_attention_threshold"):
         if getattr(p, name) is not None:
             check_threshold(getattr(p, name), spec, where + name)
     base = ManagerConfig.load(p.manager, configs=configs)
+    r = RunSetup(params=p, spec=spec, costs=costs, workload=workload(p), max_seq=p.max_seq(),
+                 manager_config=base, rule_name=p.stop_rule(),
+                 mapping=dict(spec.static_mapping or {}))
     if p.tau is not None:
         r.tau = p.tau
     elif reads_tau(r.rule_name):
@@ -340,20 +280,21 @@ def resolve(p: RunParams) -> Resolved:
     _draft_length_and_mapping(r)
     if spec.speculative:
         _stop_rule(r, p.max_draft_len or base.max_draft_len)
-    r.manager = _manager_config(r, base, p.max_draft_len or base.max_draft_len)
+    r.manager_config = _manager_config(r, p.max_draft_len or base.max_draft_len)
     if spec.verify == "shared_pool":
         _pool_setup(r)
     else:
         check_capacity(spec, p.capacity_rule, p.capacity_slack, where)
-    r.issue_rule = check_issue_rule(p.issue_rule, spec, where + "issue_rule")
-    if r.issue_rule is not None:
-        r.notes["issue_rule"] = r.issue_rule
+    issue_rule = check_issue_rule(p.issue_rule, spec, where + "issue_rule")
+    if issue_rule is not None:
+        r.issue_rule = issue_rule
+        r.notes["issue_rule"] = str(issue_rule)
     if spec.manager_hardware:
         r.timing = load_manager_timing(configs=configs)
     return r
 
 
-def _draft_length_and_mapping(r: Resolved) -> None:
+def _draft_length_and_mapping(r: RunSetup) -> None:
     """A fixed-d system's d (searched offline for ``search``) and SpecPIM's mapping for it."""
     p, spec = r.params, r.spec
     check_draft_length(p.draft_length, spec, f"{p.source}: draft_length")
@@ -365,11 +306,11 @@ def _draft_length_and_mapping(r: Resolved) -> None:
             r.costs, mapping_for, validation.requests, p.batch, r.max_seq, p.search_d_max)
     else:
         r.draft_length = p.draft_length  # type: ignore[assignment]  # checked: an int or None
-    if spec.mapping == "specpim" and r.mapping is None:
+    if spec.mapping == "specpim" and not r.mapping:
         r.mapping = offline.specpim_mapping(r.costs, p.batch, r.max_seq, r.draft_length or 1)
 
 
-def _stop_rule(r: Resolved, max_len: int) -> None:
+def _stop_rule(r: RunSetup, max_len: int) -> None:
     """The stop rule object, with its tuned parameter and calibration table."""
     p = r.params
     assert r.rule_name is not None     # a speculative system has a stop rule
@@ -390,10 +331,10 @@ def _stop_rule(r: Resolved, max_len: int) -> None:
                   calibration=calibration)
 
 
-def _manager_config(r: Resolved, base: ManagerConfig, max_len: int) -> ManagerConfig:
+def _manager_config(r: RunSetup, max_len: int) -> ManagerConfig:
     """The Manager's configuration for this run: its file's, with the run's stop rule, micro-
     batches, mapping and aging."""
-    p, spec, n_mb = r.params, r.spec, r.costs.n_devices
+    p, spec, n_mb, base = r.params, r.spec, r.costs.n_devices, r.manager_config
     if spec.verify == "shared_pool":
         check_slots(p.batch, spec, base, p.manager, p.source)
         if spec.eager and base.eager_entries < n_mb:
@@ -402,7 +343,6 @@ def _manager_config(r: Resolved, base: ManagerConfig, max_len: int) -> ManagerCo
                               f"{n_mb} micro-batches of {spec.hardware}")
     if p.aging_passes is not None:
         check_aging(p.aging_passes, spec, f"{p.source}: aging_passes")
-    assert r.mapping is not None
     cfg = base.replace(max_draft_len=max_len, tau=r.stop.controller_tau if r.stop else 0,
                        acceptance_table=r.stop.acceptance_table if r.stop else None,
                        micro_batches=n_mb,
@@ -415,24 +355,23 @@ def _manager_config(r: Resolved, base: ManagerConfig, max_len: int) -> ManagerCo
     return cfg
 
 
-def _pool_setup(r: Resolved) -> None:
+def _pool_setup(r: RunSetup) -> None:
     """A Shared Pool system's offline choices: the Scheduler's thresholds (dynamic mapping)
     and the TLM pass capacity."""
-    p, spec, cfg = r.params, r.spec, r.manager
-    assert cfg is not None and r.mapping is not None
+    p, spec, cfg = r.params, r.spec, r.manager_config
     if spec.mapping == "dynamic":
         dlm_thr, tlm_thr = offline.scheduler_thresholds(
             r.costs, r.mapping, p.batch, r.max_seq // 2, max_batch=128,
             max_tokens=cfg.max_draft_len)
         dlm_thr = dlm_thr if p.dlm_fc_threshold is None else p.dlm_fc_threshold
         tlm_thr = tlm_thr if p.tlm_attention_threshold is None else p.tlm_attention_threshold
-        cfg = r.manager = cfg.replace(dlm_fc_threshold=dlm_thr, tlm_attention_threshold=tlm_thr)
+        cfg = r.manager_config = cfg.replace(dlm_fc_threshold=dlm_thr, tlm_attention_threshold=tlm_thr)
         r.notes["scheduler_thresholds"] = {"dlm_fc": dlm_thr, "tlm_attention": tlm_thr}
     rule, slack = check_capacity(spec, p.capacity_rule, p.capacity_slack, f"{p.source}: ")
     assert rule is not None
     ridge = offline.verify_capacity(r.costs, cfg.shared_entries, rule, slack)
     r.capacity = min(max(ridge, p.batch), cfg.shared_entries)
     r.notes["verify_capacity"] = r.capacity
-    r.notes["capacity_rule"] = rule if slack is None else f"{rule} {slack:g}"
+    r.notes["capacity_rule"] = str(rule) if slack is None else f"{rule} {slack:g}"
     if cfg.aging_passes is not None:
         r.notes["aging_passes"] = cfg.aging_passes

@@ -41,10 +41,7 @@ class SaddleDRun(LockstepRun):
             live.drafted = 0
             plan = rule.planned(live.trace, live.t, live.remaining)
             live.cap = cap = plan if plan is not None else min(max_len, live.remaining)
-            if cap:
-                live.probs, live.accepted = live.trace.draft_prob_list(live.t, cap)
-            else:
-                live.accepted = 0
+            live.probs, live.accepted = live.trace.draft_prob_list(live.t, cap) if cap else ([], 0)
             live.drafting = cap > 0
             self.controller.slots[live.slot].new_round()
 

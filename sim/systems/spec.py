@@ -2,11 +2,12 @@
 Manager's latency (``ManagerTiming``) lives in sim/manager/timing.py."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
 from enum import Enum
 from typing import TypeVar
 
-from common.config import check_keys, config_path, get
+from common.config import check_keys, config_path, get, suggest
 from common.errors import ConfigError
 from sim.config import BASE, Configs
 
@@ -83,72 +84,99 @@ class SystemSpec:
         return self.decoding is Decoding.SPECULATIVE
 
 
-def _choice(data: dict, key: str, kind: type[K], source: str) -> K:
-    value = get(data, key, str, source=source)
-    choices = [k.value for k in kind]
+def choice(value: str, choices: Sequence[str], where: str) -> str:
     if value not in choices:
-        raise ConfigError(f"{source}: {key}: expected one of {choices}, found {value!r}")
-    return kind(value)
+        raise ConfigError(f"{where}: expected one of {list(choices)}, found {value!r}"
+                          f"{suggest(value, choices)}")
+    return value
+
+
+def _kind(data: dict, key: str, kind: type[K], source: str) -> K:
+    return kind(choice(get(data, key, str, source=source), [k.value for k in kind],
+                       f"{source}: {key}"))
 
 
 def load_system(name: str, *, configs: Configs = BASE) -> SystemSpec:
     path = config_path("systems", name)
-    data = configs.yaml(path)
-    src = str(path)
+    data, src = configs.yaml(path), str(path)
     check_keys(data, SYSTEM_KEYS, source=src)   # first: a typo is not reported as a missing key
-    decoding = _choice(data, "decoding", Decoding, src)
-    spec_keys = decoding == "speculative"
     from sim.systems.registry import STOP_RULES
-    stop = get(data, "stop", str, source=src) if spec_keys else None
+
+    def only(key: str, allowed: bool, why: str) -> None:
+        if key in data and not allowed:
+            raise ConfigError(f"{src}: {key}: {why}")
+
+    decoding = _kind(data, "decoding", Decoding, src)
+    speculative = decoding is Decoding.SPECULATIVE
+    stop = get(data, "stop", str, source=src) if speculative else None
     if stop is not None and stop not in STOP_RULES:
         raise ConfigError(f"{src}: stop: expected one of {sorted(STOP_RULES)}, found {stop!r}")
-    mapping = _choice(data, "mapping", MappingKind, src)
+    mapping = _kind(data, "mapping", MappingKind, src)
     static = get(data, "static_mapping", dict, source=src, default=None)
     if mapping != "specpim" or static is not None:
         if static is None:
             raise ConfigError(f"{src}: missing key 'static_mapping' (needed by mapping {mapping!r})")
+        check_keys(static, OPERATORS, source=src, where="static_mapping")
         for op in OPERATORS:
-            dev = get(static, op, str, source=src, prefix="static_mapping")
-            if dev not in DEVICES:
-                raise ConfigError(f"{src}: static_mapping.{op}: expected gpu or pim, found {dev!r}")
-        unknown = sorted(set(static) - set(OPERATORS))
-        if unknown:
-            raise ConfigError(f"{src}: static_mapping: unknown operator(s) {unknown}; expected {list(OPERATORS)}")
-    verify = _choice(data, "verify", Verify, src) if spec_keys else None
+            if get(static, op, str, source=src, prefix="static_mapping") not in DEVICES:
+                raise ConfigError(f"{src}: static_mapping.{op}: expected gpu or pim, found "
+                                  f"{static[op]!r}")
+    verify = _kind(data, "verify", Verify, src) if speculative else None
+    pooled = verify is Verify.SHARED_POOL
     eager = get(data, "eager", bool, source=src, default=False)
-    if eager and verify != "shared_pool":
-        raise ConfigError(f"{src}: eager: the Eager Pool needs verify: shared_pool")
-    if mapping == "dynamic" and verify != "shared_pool":
-        raise ConfigError(f"{src}: mapping: dynamic needs the Manager (verify: shared_pool)")
-    rule: CapacityRule | None = None
-    slack: float | None = None
-    if verify == "shared_pool":
-        rule = _choice(data, "capacity_rule", CapacityRule, src)
-        if rule == "fc_slack":
-            slack = check_slack(get(data, "capacity_slack", float, source=src), f"{src}: capacity_slack")
-        elif "capacity_slack" in data:
-            raise ConfigError(f"{src}: capacity_slack: only capacity_rule fc_slack has a slack "
-                              f"(capacity_rule is {rule!r})")
-    else:
-        for key in ("capacity_rule", "capacity_slack"):
-            if key in data:
-                raise ConfigError(f"{src}: {key}: only systems with verify: shared_pool have a pass capacity")
-    issue_rule: IssueRule | None = None
-    if eager:
-        issue_rule = _choice(data, "issue_rule", IssueRule, src)
-    elif "issue_rule" in data:
-        raise ConfigError(f"{src}: issue_rule: only systems with an Eager Pool (eager: true) choose it; "
-                          "without one, drafting and verification alternate")
-    return SystemSpec(name=name, hardware=get(data, "hardware", str, source=src),
-                      decoding=decoding, stop=stop, verify=verify, eager=eager, mapping=mapping,
-                      static_mapping=dict(static) if static else None,
-                      manager_hardware=get(data, "manager_hardware", bool, source=src, default=False),
-                      capacity_rule=rule, capacity_slack=slack, issue_rule=issue_rule)
+    only("eager", pooled or not eager, "the Eager Pool needs verify: shared_pool")
+    only("mapping", pooled or mapping != "dynamic",
+         "dynamic needs the Manager (verify: shared_pool)")
+    for key, needed in (("capacity_rule", pooled), ("issue_rule", eager)):
+        if needed:
+            get(data, key, str, source=src)         # a missing key's error
+    spec = SystemSpec(
+        name=name, hardware=get(data, "hardware", str, source=src), decoding=decoding, stop=stop,
+        verify=verify, eager=eager, mapping=mapping,
+        static_mapping=dict(static) if static else None,
+        manager_hardware=get(data, "manager_hardware", bool, source=src, default=False))
+    # The choices a run may override, checked as a run's are (spec has none of its own yet).
+    rule, slack = check_capacity(spec, get(data, "capacity_rule", str, source=src, default=None),
+                                 get(data, "capacity_slack", float, source=src, default=None),
+                                 f"{src}: ")
+    issue_rule = check_issue_rule(get(data, "issue_rule", str, source=src, default=None), spec,
+                                  f"{src}: issue_rule")
+    return replace(spec, capacity_rule=rule, capacity_slack=slack, issue_rule=issue_rule)
 
 
-def check_slack(value: float, where: str) -> float:
-    if not 0 <= value <= 10:
-        raise ConfigError(f"{where}: expected a number in [0, 10], found {value!r}")
-    return value
+def check_capacity(spec: SystemSpec, rule: str | None, slack: float | None, where: str
+                   ) -> tuple[CapacityRule | None, float | None]:
+    """The pass-capacity rule and, for ``fc_slack``, its slack: the given ones, else the
+    system's. ``where`` is the prefix of the keys ``capacity_rule`` and ``capacity_slack``."""
+    if spec.verify != "shared_pool":
+        for name, value in (("capacity_rule", rule), ("capacity_slack", slack)):
+            if value is not None:
+                raise ConfigError(f"{where}{name}: only systems with verify: shared_pool have a "
+                                  f"pass capacity, not {spec.name}; leave it out")
+        return None, None
+    kind = spec.capacity_rule if rule is None else CapacityRule(
+        choice(rule, CAPACITY_RULES, where + "capacity_rule"))
+    if kind is not CapacityRule.FC_SLACK:
+        if slack is not None:
+            raise ConfigError(f"{where}capacity_slack: only capacity_rule fc_slack has a "
+                              f"slack ({spec.name}'s rule here is {kind!r})")
+        return kind, None
+    if slack is None:
+        slack = spec.capacity_slack
+        if slack is None:
+            raise ConfigError(f"{where.rstrip('. :')}: missing key 'capacity_slack': capacity_rule "
+                              f"fc_slack needs capacity_slack ({spec.name}'s config has none)")
+    if not 0 <= slack <= 10:
+        raise ConfigError(f"{where}capacity_slack: expected a number in [0, 10], found {slack!r}")
+    return kind, slack
 
 
+def check_issue_rule(rule: str | None, spec: SystemSpec, where: str) -> IssueRule | None:
+    """The run's issue rule: the given one (on a system with an Eager Pool), else the system's.
+    ``where`` names the key."""
+    if rule is None:
+        return spec.issue_rule
+    if not spec.eager:
+        raise ConfigError(f"{where}: system {spec.name} has no Eager Pool; drafting and "
+                          "verification alternate (leave issue_rule out)")
+    return IssueRule(choice(rule, ISSUE_RULES, where))

@@ -17,7 +17,8 @@ import common.config
 from sim.manager.transactions import DraftToken
 from sim.systems import catalog
 from sim.systems.registry import STOP_RULES
-from sim.systems.run import RunParams, load_tau, simulate
+from sim.systems.resolve import load_tau
+from sim.systems.run import RunParams, simulate
 
 ROOT = Path(__file__).resolve().parents[2]
 DOC = ROOT / "docs" / "extending.md"

@@ -17,8 +17,8 @@ def test_ready_rounds_are_the_requests_that_can_draft(system, tiny_trace, monkey
     original = pooled.PooledRun.mb_step
 
     def checked(self, mb):
-        want = {live.slot: live.round for live in self.by_mb[mb].values()
-                if not (live.round.stopped or live.round.blocked)}
+        want = {live.slot: live.round for live in self.live.values()
+                if live.mb == mb and not (live.round.stopped or live.round.blocked)}
         assert self.ready[mb] == want
         steps.append(len(want))
         return original(self, mb)

@@ -102,7 +102,7 @@ def test_throughput_window_ends_when_the_batch_can_no_longer_be_refilled(tmp_pat
 
 def test_pass_capacity_follows_the_systems_rule(tiny_trace):
     from sim.systems import offline
-    from sim.systems.run import adapter
+    from sim.systems.resolve import adapter
     costs = adapter("saddle", "opt-66b", "opt-1.3b")
     ridge = offline.verify_capacity(costs, 512, "ridge")
     # The ridge: every TLM FC GEMM memory-bound at N tokens, one compute-bound at N + 1.
