@@ -6,7 +6,7 @@ import ast
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-PACKAGES = ("common", "hw", "sim", "traces")
+PACKAGES = ("common", "hw", "report", "sim", "traces")
 
 
 def _modules() -> dict[str, Path]:

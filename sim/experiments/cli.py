@@ -126,7 +126,7 @@ def run_handler(args) -> int:
                      f"{p.pair}, batch {p.batch}"
                      + (f", d={p.draft_length}" if p.draft_length is not None else "")
                      + (f", L={p.sequence_length}" if p.sequence_length is not None else "") + ")")
-    from sim.experiments.plots import plot_all
+    from report.plots import plot_all
     plots = [] if args.no_plot else plot_all(out, experiment, records)
     if args.json:
         print(json.dumps({"experiment": experiment["name"], "runs": records}, sort_keys=True))
@@ -135,11 +135,11 @@ def run_handler(args) -> int:
     else:
         print(table(records))
         if "published" in experiment:
-            from sim.experiments import published
+            from report import published
             claims = experiment["published"]
             print("\n" + published.table(claims, published.compare(claims, records)))
         if "compare" in experiment:
-            from sim.experiments import compare
+            from report import compare
             spec = experiment["compare"]
             print("\n" + compare.text(spec, compare.rows(spec, records)))
         print(f"\nresults: {out}/results.json, results.csv, config.yaml"

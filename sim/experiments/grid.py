@@ -16,8 +16,8 @@ An experiment (``configs/experiments/NAME.yaml``)::
                                      # max_sequence_length (configs/models/pairs); null = natural
     overrides: {hardware.links.nvlink.step_latency_ns: 2000}
                                      # optional: config-file values for every run (sim/overrides.py)
-    published: {...}                 # optional: sim/experiments/published.py
-    compare: {reference: S, baseline: S}   # optional: sim/experiments/compare.py
+    published: {...}                 # optional: report/published.py
+    compare: {reference: S, baseline: S}   # optional: report/compare.py
     select: [{pair: P, batch: [1, 2]}]  # optional: keep only runs matching one rule
     plot: {x: batch, metric: tokens_per_s, normalize: gpu-ad}   # or a list of such, each with
                                      # optional name and where: {batch: 64}
@@ -43,8 +43,8 @@ from pathlib import Path
 
 from common.config import check_keys, config_path, get, load_yaml, suggest
 from common.errors import ConfigError
+from report.plots import PLOT_KEYS, check_spec
 from sim.config import BASE, Configs
-from sim.experiments.plots import PLOT_KEYS, check_spec
 from sim.manager.config import ManagerConfig
 from sim.model import load_pair
 from sim.overrides import blamed, normalize
@@ -400,10 +400,10 @@ def _check_extras(data: dict, src: str, plot, names: list[str]) -> None:
             raise ConfigError(f"{where}.where: expected a mapping of run field -> value, found {plot_where!r}")
         check_keys(plot_where, RUN_FIELDS, source=src, where=f"{at}.where")
     if "published" in data:
-        from sim.experiments.published import check
+        from report.published import check
         check(data["published"], src)
     if "compare" in data:
-        from sim.experiments import compare
+        from report import compare
         compare.check(data["compare"], names, src)
 
 

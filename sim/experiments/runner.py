@@ -259,12 +259,12 @@ def write_results(out: Path, experiment: dict, runs: list[RunParams], records: l
     out.mkdir(parents=True, exist_ok=True)
     summary = {"experiment": experiment["name"], "runs": records}
     if "published" in experiment:
-        from sim.experiments import published
+        from report import published
         rows = published.compare(experiment["published"], records)
         summary["published"] = {"source": experiment["published"]["source"], "claims": rows}
         published.write(out, rows)
     if "compare" in experiment:
-        from sim.experiments import compare
+        from report import compare
         rows = compare.rows(experiment["compare"], records)
         summary["compare"] = {"spec": experiment["compare"], "rows": rows,
                               "summary": compare.summary(experiment["compare"], rows)}

@@ -11,8 +11,8 @@ import time
 import pytest
 
 from common.errors import SaddleError
+from report.sweep_plots import best
 from sim.cli import main
-from sim.sweeps.plots import best
 from sim.sweeps.run import run_sweep, write_outputs
 from sim.sweeps.spec import load_sweep
 

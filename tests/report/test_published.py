@@ -1,10 +1,10 @@
-"""Published values beside ours (sim/experiments/published.py) and the grid's paper-workload keys."""
+"""Published values beside ours (report/published.py) and the grid's paper-workload keys."""
 import math
 
 import pytest
 
 from common.errors import ConfigError
-from sim.experiments import published
+from report import published
 from sim.experiments.grid import load_experiment, resolve_path
 
 

@@ -39,7 +39,7 @@ def plot_all(out: Path, experiment: dict, records: list[dict]) -> list[Path]:
         paths.append(plot(out / f"{experiment['name']}{suffix}.png", experiment, spec, rows,
                           references=records))
     if "published" in experiment:
-        from sim.experiments import published
+        from report import published
         path = _published(out, experiment["name"],
                           published.compare(experiment["published"], records))
         if path is not None:

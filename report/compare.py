@@ -17,7 +17,7 @@ import math
 
 from common.config import check_keys, get
 from common.errors import ConfigError
-from sim.experiments.published import POINT, _points
+from report.published import POINT, _points
 
 KEYS = ("reference", "baseline")
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from sim.experiments.plots import save, subplots
+from report.plots import save, subplots
 from sim.sweeps.spec import SYSTEM
 
 

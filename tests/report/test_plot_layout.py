@@ -7,7 +7,7 @@ import random
 
 import pytest
 
-from sim.experiments import plots
+from report import plots
 
 
 def _record(system, batch=64, value=1.0, pair="opt-66b+opt-1.3b", d=None, seq=1024):

@@ -2,7 +2,7 @@
 import pytest
 
 from common.errors import ConfigError
-from sim.experiments.plots import check_spec, plot
+from report.plots import check_spec, plot
 
 RECORDS = [
     {"system": s, "pair": "p", "batch": 64, "draft_length": None, "sequence_length": None,
