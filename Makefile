@@ -5,7 +5,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: run test bench venv clean
+.PHONY: run test bench venv clean browser
 
 venv: $(STAMP)
 
@@ -21,10 +21,18 @@ run: $(STAMP)
 	$(VENV)/bin/saddle run
 
 # Lint and type checks first (seconds), then the tests with their names as they run.
-test: $(STAMP)
+test: $(STAMP) browser
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/mypy
 	$(PY) -m pytest -v
+
+# The report's browser test (tests/report/test_page.py) renders the page in headless Chromium,
+# a Debian package: installed here when it is missing and this is root with apt-get (as in CI);
+# otherwise that one test is skipped.
+browser:
+	@command -v chromium >/dev/null || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null && \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; } || \
+	  echo "no chromium: the report's browser test will be skipped"
 
 # The quick benchmarks (a few minutes); `$(PY) benchmarks/bench_fig12.py` times the fig12 grid.
 BENCHES := bench_traces bench_cost bench_manager bench_pe bench_manager_rtl

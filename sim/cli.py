@@ -26,6 +26,7 @@ SUBCOMMAND_MODULES = [
     "sim.cost.cli",
     "sim.manager.cli",
     "hw.flow.cli",
+    "report.cli",
 ]
 
 

@@ -1,0 +1,57 @@
+"""``saddle report``: the paper's figures reproduced, as one page (``page.py``, ``render.py``)."""
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+
+def register(subparsers) -> None:
+    from report.page import FIGURES
+    p = subparsers.add_parser(
+        "report", help="run the paper's figures (reusing saved runs) and write them as one page: "
+                       "index.html (self-contained) and report.md")
+    p.add_argument("--out", metavar="DIR",
+                   help="the page's folder; each figure's runs, results and plots go to DIR/<figure>/ "
+                        "(default: results/report/, or $SADDLE_RESULTS/report/)")
+    p.add_argument("--figures", type=_figures, metavar="NAME,...", default=FIGURES,
+                   help=f"the experiments on the page, in order (default: {','.join(FIGURES)}); a "
+                        "name in configs/experiments/ or a file")
+    p.add_argument("--requests", type=_requests, metavar="N",
+                   help="replace each experiment's workload.requests (a quicker, reduced page)")
+    p.add_argument("--no-validation", action="store_true",
+                   help="leave out the cost model's validation against the reference tables")
+    p.add_argument("--jobs", "-j", type=_jobs, metavar="N",
+                   help="runs simulated at once (default: the CPUs, at most 8)")
+    p.set_defaults(func=report_handler)
+
+
+def _figures(text: str) -> tuple[str, ...]:
+    names = tuple(n.strip() for n in text.split(","))
+    if not all(names):
+        raise argparse.ArgumentTypeError(f"expected NAME[,NAME...], found {text!r}")
+    return names
+
+
+def _requests(text: str) -> int:
+    if text.isdigit() and int(text) > 0:
+        return int(text)
+    raise argparse.ArgumentTypeError(f"expected a positive integer, found {text!r}")
+
+
+_jobs = _requests
+
+
+def report_handler(args) -> int:
+    from common.paths import check_output, results_dir
+    from report import render
+    from report.page import build
+    from sim.experiments.runner import default_jobs
+
+    folder = Path(args.out) if args.out else results_dir() / "report"
+    check_output(folder, "--out" if args.out else "report folder", folder=True)
+    folder.mkdir(parents=True, exist_ok=True)
+    page = build(folder, args.figures, requests=args.requests, jobs=args.jobs or default_jobs(),
+                 validate=not args.no_validation)
+    md, html = render.write(page, folder)
+    print(f"report: {html} (self-contained), {md}")
+    return 0

@@ -1,0 +1,161 @@
+"""The reproduction as one page: what ``saddle report`` assembles before it is rendered
+(``render.py``).
+
+A ``Page`` is a title, a summary ``Table`` of every published claim (ours, the ratio and a
+verdict) and one ``Section`` per paper figure: its experiment's description and command, its
+plots (paths relative to the page's folder), its claims beside ours with the measured
+decomposition where ours differs, and its side-by-side comparison if it has one. A last section
+holds the cost model's validation against AttAcc's simulator and Ramulator2
+(``sim/cost/validation.py``). Every figure's runs are simulated by the experiment runner into
+``<page folder>/<experiment>/`` (a second ``saddle report`` reuses them, as ``saddle run`` does).
+"""
+from __future__ import annotations
+
+import math
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+# The paper's figures this project reproduces, in the paper's order (configs/experiments/).
+FIGURES = ("fig3", "fig12", "fig14", "fig15", "fig16", "fig17", "fig18", "fig19")
+
+
+@dataclass(frozen=True)
+class Table:
+    columns: tuple[str, ...]
+    rows: tuple[tuple[str, ...], ...]
+
+
+@dataclass
+class Section:
+    anchor: str                                   # the HTML id and the Markdown heading
+    title: str
+    paragraphs: list[str] = field(default_factory=list)
+    command: str | None = None                    # the command that reruns it
+    images: list[str] = field(default_factory=list)     # relative to the page's folder
+    tables: list[tuple[str, Table]] = field(default_factory=list)   # (caption, table)
+
+
+@dataclass
+class Page:
+    title: str
+    summary: Table
+    sections: list[Section]
+
+
+def _number(value) -> str:
+    if isinstance(value, bool) or value is None:
+        return "-" if value is None else ("yes" if value else "no")
+    if isinstance(value, float):
+        return f"{value:.3g}" if math.isfinite(value) else str(value)
+    return str(value)
+
+
+def verdict(row: dict) -> str:
+    """A claim row of ``report.published.compare``: reproduced, or how it differs, with the
+    measured factors of a ratio that differs (their product is ours over the baseline's)."""
+    if row.get("agrees"):
+        return "reproduced"
+    factors = row.get("factors")
+    if factors:
+        return "differs; factors " + ", ".join(f"{k} {v:.2f}" for k, v in factors.items())
+    return "differs" + (f" ({row['detail']})" if row.get("detail") else "")
+
+
+def figure_section(name: str, experiment: dict, records: list[dict], images: list[str],
+                   claims: list[dict]) -> Section:
+    """One figure: its description, command, plots, claims and comparison."""
+    from report import compare
+    from report.published import FACTORS, ROW
+    section = Section(anchor=name, title=f"{name}: {experiment.get('description', name)}",
+                      command=f"saddle run {name}", images=images)
+    section.paragraphs.append(f"{len(records)} runs; the experiment file is "
+                              f"configs/experiments/{name}.yaml.")
+    if "published" in experiment:
+        section.paragraphs.append(f"Published values: {experiment['published']['source']}.")
+        section.tables.append(("Published claims beside ours", Table(
+            ROW, tuple(tuple(_number(row.get(k)) for k in ROW) for row in claims))))
+        factored = [row for row in claims if "factors" in row]
+        if factored:
+            section.tables.append((
+                "Why ours differs: the factors of each ratio (geometric means over its points; "
+                "their product is ours; > 1 favours the numerator)",
+                Table(("claim",) + FACTORS, tuple((row["claim"],) + tuple(
+                    f"{row['factors'][f]:.3f}" for f in FACTORS) for row in factored))))
+    if "compare" in experiment:
+        spec = experiment["compare"]
+        rows = compare.summary(spec, compare.rows(spec, records))
+        if rows:
+            columns = tuple(rows[0])
+            section.tables.append((f"Each system against {spec['reference']}", Table(
+                columns, tuple(tuple(_number(r[c]) for c in columns) for r in rows))))
+    return section
+
+
+def summary(claims: dict[str, list[dict]]) -> Table:
+    """Every published claim of every figure: the figure, the claim, published, ours, ours over
+    published (ratios only) and the verdict."""
+    rows = []
+    for name, rows_of in claims.items():
+        for row in rows_of:
+            published, ours = row.get("published"), row.get("ours")
+            ratio = (ours / published if isinstance(ours, (int, float)) and
+                     isinstance(published, (int, float)) and not isinstance(published, bool)
+                     and published else None)
+            rows.append((name, str(row["claim"]), _number(published), _number(ours),
+                         "-" if ratio is None else f"{ratio:.2f}", verdict(row)))
+    return Table(("figure", "claim", "published", "ours", "ours / published", "verdict"),
+                 tuple(rows))
+
+
+def validation_section() -> Section:
+    """The cost model against the reference tables, held to the project's bounds
+    (``saddle validate``, calibration ``attacc``)."""
+    from sim.cost import validation as v
+    rows = v.summarize(v.compare("attacc"), v.known_deviations())
+    table = Table(("component", "points", "mean |error|", "worst error", "bound (worst)",
+                   "within", "where the worst is"),
+                  tuple((r["component"], str(r["points"]), f"{r['mean_abs_error']:.2%}",
+                         f"{r['worst_error']:+.2%}", f"{r['bound_worst']:.0%}",
+                         "yes" if r["within"] else "no", r["worst_at"]) for r in rows))
+    sources = v.load_table("decode_steps")["sources"]
+    return Section(
+        anchor="validation", title="Cost model against AttAcc's simulator and Ramulator2",
+        command="saddle validate",
+        paragraphs=["Step times and dynamic energy per decoding step against AttAcc's simulator, "
+                    "PIM attention cycles against Ramulator2 with AttAcc's PIM patches "
+                    "(validation/tables/, regenerated by validation/regenerate.py). Sources: "
+                    + "; ".join(f"{n} {s.get('repository', '')} at {s['commit'][:12]}"
+                                for n, s in sources.items()) + "."],
+        tables=[("Error per component (calibration attacc)", table)])
+
+
+def build(folder: Path, names: tuple[str, ...] = FIGURES, *, requests: int | str | None = None,
+          jobs: int = 1, validate: bool = True) -> Page:
+    """Simulate what is missing of each experiment in ``names`` (into ``folder/<name>/``), plot
+    it and assemble the page. ``requests`` replaces each experiment's workload.requests (a
+    smaller, faster page; the page says so)."""
+    from report import published
+    from report.plots import plot_all
+    from sim.experiments.grid import load_experiment, resolve_path
+    from sim.experiments.runner import execute, write_results
+
+    sections, claims = [], {}
+    for name in names:
+        experiment, runs = load_experiment(resolve_path(name), requests=requests)
+        out = folder / experiment["name"]
+        records = execute(experiment["name"], runs, out, progress=sys.stderr.isatty(), jobs=jobs)
+        write_results(out, experiment, runs, records)
+        images = [p.relative_to(folder).as_posix() for p in plot_all(out, experiment, records)]
+        rows = (published.compare(experiment["published"], records)
+                if "published" in experiment else [])
+        claims[experiment["name"]] = rows
+        section = figure_section(experiment["name"], experiment, records, images, rows)
+        if requests is not None:
+            section.paragraphs.append(f"Reduced workload: {requests} requests per run "
+                                      "(--requests), not the experiment's own.")
+        sections.append(section)
+    if validate:
+        sections.append(validation_section())
+    return Page(title="SADDLE: the paper's figures reproduced", summary=summary(claims),
+                sections=sections)
