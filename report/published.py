@@ -4,7 +4,8 @@
 
     published:
       source: "where the numbers come from"
-      metric: tokens_per_s            # the record field compared (default tokens_per_s)
+      metric: tokens_per_s            # the record field compared (default tokens_per_s); a
+                                      # claim's own ``metric`` replaces it for that claim
       claims:
         - {kind: mean_ratio, label: "SADDLE / PIM-SD", num: saddle, den: pim-sd, value: 1.71}
         - {kind: best_count, systems: [gpu-ad, gpu-sd, pim-ad, pim-sd, saddle], best: saddle,
@@ -57,7 +58,7 @@ def check(published: dict, src: str) -> None:
         missing = [k for k in NEEDS[claim["kind"]] if k not in claim]
         if missing:
             raise ConfigError(f"{where}: kind {claim['kind']} needs {missing}")
-        check_keys(claim, NEEDS[claim["kind"]] + ("kind", "label", "where", "tolerance"),
+        check_keys(claim, NEEDS[claim["kind"]] + ("kind", "label", "where", "tolerance", "metric"),
                    source=src, where=f"published.claims[{i}]")
 
 
@@ -116,10 +117,10 @@ def decompose(records: list[dict], claim: dict) -> dict[str, float] | None:
 
 def compare(published: dict, records: list[dict]) -> list[dict]:
     """One row per claim: claim, published, ours, agrees (see module doc)."""
-    metric = published.get("metric", "tokens_per_s")
     rows = []
     for claim in published["claims"]:
         kind, where = claim["kind"], claim.get("where", {})
+        metric = claim.get("metric", published.get("metric", "tokens_per_s"))
         scope = "".join(f", {k} {v}" for k, v in where.items())
         if kind in ("mean_ratio", "ratio"):
             num, den, keys = _paired(records, claim["num"], claim["den"], where, metric)

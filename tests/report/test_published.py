@@ -128,3 +128,16 @@ class _Metrics:
 
     def to_dict(self):
         return {"tokens_per_s": self.tps}
+
+
+def test_a_claim_may_compare_its_own_metric():
+    """fig13's energy claims sit in fig12's file: a claim's ``metric`` replaces the file's."""
+    records = [{"system": s, "pair": "p", "batch": 8, "sequence_length": None,
+                "tokens_per_s": tps, "tokens_per_joule": tpj}
+               for s, tps, tpj in (("new", 300.0, 40.0), ("old", 100.0, 10.0))]
+    pub = {"source": "s", "metric": "tokens_per_s",
+           "claims": [{"kind": "ratio", "num": "new", "den": "old", "value": 3.0},
+                      {"kind": "ratio", "num": "new", "den": "old", "value": 4.0,
+                       "metric": "tokens_per_joule"}]}
+    published.check(pub, "x.yaml")
+    assert [r["ours"] for r in published.compare(pub, records)] == [3.0, 4.0]
