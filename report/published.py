@@ -14,6 +14,12 @@
         - {kind: ratio, num: {system: specpim-sd, draft_length: 4}, den: specpim-ad,
            where: {batch: 64}, value: 1.41}
         - {kind: argmax, system: specpim-sd, over: draft_length, where: {batch: 64}, value: 4}
+        - {kind: share, system: saddle, parts: [latency_breakdown.monitoring,
+           latency_breakdown.decision_making], of: time_s, value: 0.0083}
+
+A metric is a record field, or a nested one as ``field.key``. A share is the sum of ``parts``
+over ``of`` at the one point the system has (within ``tolerance`` of the published share, or
+0.005 of the whole, whichever is larger).
 
 A system reference is a name (a record's ``system``: the entry's label if it has one) or a
 mapping of record fields. Records are matched into points by (pair, batch, sequence_length),
@@ -37,7 +43,7 @@ from common.errors import ConfigError
 # Each kind of claim and the keys it needs.
 NEEDS = {"mean_ratio": ("num", "den", "value"), "ratio": ("num", "den", "value"),
          "best_count": ("systems", "best", "value"), "below": ("lower", "higher", "value"),
-         "argmax": ("system", "over", "value")}
+         "argmax": ("system", "over", "value"), "share": ("system", "parts", "of", "value")}
 KINDS = tuple(NEEDS)
 FACTORS = ("tokens per pass", "pass time", "verifying share", "window")
 POINT = ("pair", "batch", "sequence_length")
@@ -75,8 +81,17 @@ def _points(records: list[dict], ref, where: dict, metric: str | None) -> dict[t
             key = tuple(r.get(k) for k in POINT)
             if key in out:
                 raise ConfigError(f"published: {ref!r} matches more than one run at {dict(zip(POINT, key))}")
-            out[key] = r if metric is None else r[metric]
+            out[key] = r if metric is None else value(r, metric)
     return out
+
+
+def value(record: dict, metric: str):
+    """``record``'s ``metric``: a field, or ``field.key`` of a nested one."""
+    head, _, key = metric.partition(".")
+    try:
+        return record[head][key] if key else record[head]
+    except (KeyError, TypeError):
+        raise ConfigError(f"published: records have no metric {metric!r}") from None
 
 
 def _name(ref) -> str:
@@ -156,9 +171,20 @@ def compare(published: dict, records: list[dict]) -> list[dict]:
             row = (f"{_name(claim['lower'])} < {_name(claim['higher'])}{scope}",
                    f"{want} of {len(keys)}", f"{len(held)} of {len(keys)}", len(held) == want,
                    f"ratio {detail}")
+        elif kind == "share":
+            points = _points(records, claim["system"], where, None)
+            if len(points) != 1:
+                raise ConfigError(f"published: share of {_name(claim['system'])}{scope}: expected "
+                                  f"one point, found {len(points)}")
+            r, = points.values()
+            ours = sum(value(r, m) for m in claim["parts"]) / value(r, claim["of"])
+            row = (claim.get("label") or f"{' + '.join(claim['parts'])} of {claim['of']}, "
+                   f"{_name(claim['system'])}{scope}", claim["value"], round(ours, 4),
+                   abs(ours - claim["value"]) <= max(claim.get("tolerance", 0.10) * claim["value"], 0.005),
+                   "")
         else:   # argmax
             over = claim["over"]
-            vals = {r[over]: r[metric] for r in records if _matches(r, claim["system"], where)}
+            vals = {r[over]: value(r, metric) for r in records if _matches(r, claim["system"], where)}
             if not vals:
                 raise ConfigError(f"published: argmax: no run of {_name(claim['system'])}{scope}")
             best = max(vals, key=vals.get)

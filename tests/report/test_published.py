@@ -141,3 +141,18 @@ def test_a_claim_may_compare_its_own_metric():
                        "metric": "tokens_per_joule"}]}
     published.check(pub, "x.yaml")
     assert [r["ours"] for r in published.compare(pub, records)] == [3.0, 4.0]
+
+
+def test_a_share_claim_sums_nested_parts_over_the_whole():
+    record = {"system": "saddle", "pair": "p", "batch": 64, "sequence_length": None, "time_s": 2.0,
+              "latency_breakdown": {"monitoring": 0.005, "decision_making": 0.007, "idle": 0.5}}
+    claim = {"kind": "share", "system": "saddle", "value": 0.0083, "of": "time_s",
+             "parts": ["latency_breakdown.monitoring", "latency_breakdown.decision_making"]}
+    published.check({"source": "s", "claims": [claim]}, "x.yaml")
+    row, = published.compare({"source": "s", "claims": [claim]}, [record])
+    assert row["ours"] == 0.006 and row["agrees"]         # within 0.005 of the whole
+    far = dict(claim, value=0.2)
+    assert not published.compare({"source": "s", "claims": [far]}, [record])[0]["agrees"]
+    with pytest.raises(ConfigError, match="no metric 'latency_breakdown.nothing'"):
+        published.compare({"source": "s", "claims": [dict(claim, of="latency_breakdown.nothing")]},
+                          [record])
