@@ -11,6 +11,8 @@ holds the cost model's validation against AttAcc's simulator and Ramulator2
 """
 from __future__ import annotations
 
+import hashlib
+import json
 import math
 import sys
 from dataclasses import dataclass, field
@@ -34,6 +36,7 @@ class Section:
     command: str | None = None                    # the command that reruns it
     images: list[str] = field(default_factory=list)     # relative to the page's folder
     tables: list[tuple[str, Table]] = field(default_factory=list)   # (caption, table)
+    links: list[str] = field(default_factory=list)      # files beside the page
 
 
 @dataclass
@@ -130,6 +133,31 @@ def validation_section() -> Section:
         tables=[("Error per component (calibration attacc)", table)])
 
 
+def timeline_section(folder: Path, name: str, runs: list, records: list[dict]) -> Section | None:
+    """A Perfetto timeline of the SADDLE run of ``name`` at the largest batch up to 64 (its
+    passes, draft steps per micro-batch and Manager work), simulated again to record it unless
+    the page's folder has it for these exact parameters, trace and configs (its name holds
+    their digest)."""
+    from sim.experiments.runner import execute, resolved, run_file
+    chosen = [i for i, r in enumerate(records) if r["system"] == "saddle" and r["batch"] <= 64]
+    if not chosen:
+        return None
+    i = max(chosen, key=lambda j: records[j]["batch"])
+    params, _ = run_file(resolved(runs[i]))
+    digest = hashlib.sha256(json.dumps(params, sort_keys=True).encode()).hexdigest()[:12]
+    path = folder / f"timeline-saddle-{digest}.json"
+    if not path.is_file():
+        for old in folder.glob("timeline-saddle-*.json"):
+            old.unlink()
+        execute(name, [runs[i]], folder / name, progress=False, timeline=path, timeline_run=0)
+    r = records[i]
+    return Section(anchor="timeline", title="The pipeline of one SADDLE run",
+                   paragraphs=[f"{path.name}: {name}'s SADDLE run, {r['pair']}, batch "
+                               f"{r['batch']}: every TLM pass, DLM step and Manager interval on "
+                               "its lane. Open it in ui.perfetto.dev or chrome://tracing."],
+                   links=[path.name])
+
+
 def build(folder: Path, names: tuple[str, ...] = FIGURES, *, requests: int | str | None = None,
           jobs: int = 1, validate: bool = True) -> Page:
     """Simulate what is missing of each experiment in ``names`` (into ``folder/<name>/``), plot
@@ -140,7 +168,7 @@ def build(folder: Path, names: tuple[str, ...] = FIGURES, *, requests: int | str
     from sim.experiments.grid import load_experiment, resolve_path
     from sim.experiments.runner import execute, write_results
 
-    sections, claims = [], {}
+    sections, claims, timeline = [], {}, None
     for name in names:
         experiment, runs = load_experiment(resolve_path(name), requests=requests)
         out = folder / experiment["name"]
@@ -155,6 +183,10 @@ def build(folder: Path, names: tuple[str, ...] = FIGURES, *, requests: int | str
             section.paragraphs.append(f"Reduced workload: {requests} requests per run "
                                       "(--requests), not the experiment's own.")
         sections.append(section)
+        if timeline is None:
+            timeline = timeline_section(folder, experiment["name"], runs, records)
+    if timeline is not None:
+        sections.append(timeline)
     if validate:
         sections.append(validation_section())
     return Page(title="SADDLE: the paper's figures reproduced", summary=summary(claims),

@@ -51,6 +51,7 @@ def markdown(page: Page) -> str:
         if s.command:
             lines += [f"Command: `{s.command}`", ""]
         lines += [f"![{s.anchor}]({image})" for image in s.images] + ([""] if s.images else [])
+        lines += [f"- [{link}]({link})" for link in s.links] + ([""] if s.links else [])
         for caption, table in s.tables:
             lines += [f"**{caption}**", ""] + _md_table(table)
     return "\n".join(lines).rstrip() + "\n"
@@ -78,6 +79,9 @@ def _html_section(s: Section, folder: Path) -> str:
         parts.append(f"<p>Command: <code>{escape(s.command)}</code></p>")
     parts += [f'<img alt="{escape(image)}" src="{_data_uri(folder / image)}">' for image in s.images]
     parts += [_html_table(table, caption) for caption, table in s.tables]
+    if s.links:
+        parts.append("<ul>" + "".join(f'<li><a href="{escape(link)}">{escape(link)}</a></li>'
+                                      for link in s.links) + "</ul>")
     return "\n".join(parts) + "</section>"
 
 

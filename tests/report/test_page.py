@@ -124,3 +124,14 @@ def test_the_page_renders_in_a_headless_browser(page, tmp_path):
     subprocess.run(flags + ["--window-size=1280,2000", f"--screenshot={shot}", url],
                    capture_output=True, timeout=120, check=True)
     assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and shot.stat().st_size > 10_000
+
+
+def test_the_page_links_a_timeline_of_the_saddle_run(page):
+    import json
+    folder, p, md, html = page
+    section, = [s for s in p.sections if s.anchor == "timeline"]
+    link, = section.links
+    assert link.startswith("timeline-saddle-") and f"]({link})" in md and f'href="{link}"' in html
+    events = json.loads((folder / link).read_text())["traceEvents"]
+    lanes = {e["args"]["name"] for e in events if e.get("ph") == "M" and e.get("name") == "thread_name"}
+    assert any(lane.startswith("TLM") for lane in lanes) and len(events) > 100
