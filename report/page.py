@@ -158,6 +158,34 @@ def timeline_section(folder: Path, name: str, runs: list, records: list[dict]) -
                    links=[path.name])
 
 
+ASSUMPTIONS = Path(__file__).with_name("assumptions.yaml")
+
+
+def assumptions_section(path: Path = ASSUMPTIONS) -> Section:
+    """``assumptions.yaml``: each assumption with the value its file sets now."""
+    from common.config import get, load_yaml
+    from common.errors import ConfigError
+    from common.paths import ROOT
+    entries = get(load_yaml(path), "assumptions", list, source=path)
+    rows = []
+    for i, entry in enumerate(entries):
+        if not isinstance(entry, dict):
+            raise ConfigError(f"{path}: assumptions[{i}]: expected a mapping with what, file, key, doc")
+        what, file, key, doc = (get(entry, k, str, source=path, prefix=f"assumptions[{i}]")
+                                for k in ("what", "file", "key", "doc"))
+        value = load_yaml(ROOT / file)
+        for part in key.split("."):
+            if not isinstance(value, dict) or part not in value:
+                raise ConfigError(f"{path}: assumptions[{i}]: {file} has no key {key!r}")
+            value = value[part]
+        rows.append((what, f"{file}: {key}", _number(value), doc))
+    return Section(anchor="assumptions", title="Assumptions and approximations",
+                   paragraphs=["What the runs above assume where the paper is silent or where "
+                               "we approximate, with the file and key that set it and its value."],
+                   tables=[("", Table(("assumption", "set in", "value", "explained in"),
+                                      tuple(rows)))])
+
+
 def build(folder: Path, names: tuple[str, ...] = FIGURES, *, requests: int | str | None = None,
           jobs: int = 1, validate: bool = True) -> Page:
     """Simulate what is missing of each experiment in ``names`` (into ``folder/<name>/``), plot
@@ -189,5 +217,6 @@ def build(folder: Path, names: tuple[str, ...] = FIGURES, *, requests: int | str
         sections.append(timeline)
     if validate:
         sections.append(validation_section())
+    sections.append(assumptions_section())
     return Page(title="SADDLE: the paper's figures reproduced", summary=summary(claims),
                 sections=sections)

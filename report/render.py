@@ -53,7 +53,7 @@ def markdown(page: Page) -> str:
         lines += [f"![{s.anchor}]({image})" for image in s.images] + ([""] if s.images else [])
         lines += [f"- [{link}]({link})" for link in s.links] + ([""] if s.links else [])
         for caption, table in s.tables:
-            lines += [f"**{caption}**", ""] + _md_table(table)
+            lines += ([f"**{caption}**", ""] if caption else []) + _md_table(table)
     return "\n".join(lines).rstrip() + "\n"
 
 

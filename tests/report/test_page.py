@@ -135,3 +135,17 @@ def test_the_page_links_a_timeline_of_the_saddle_run(page):
     events = json.loads((folder / link).read_text())["traceEvents"]
     lanes = {e["args"]["name"] for e in events if e.get("ph") == "M" and e.get("name") == "thread_name"}
     assert any(lane.startswith("TLM") for lane in lanes) and len(events) > 100
+
+
+def test_every_assumption_names_a_key_that_exists_and_shows_its_value(page, tmp_path):
+    from report.page import assumptions_section
+    section = assumptions_section()
+    (_, table), = section.tables
+    assert len(table.rows) >= 10
+    capacity, = [r for r in table.rows if r[1] == "configs/systems/saddle.yaml: capacity_rule"]
+    assert capacity[2] == "ridge"
+    assert any(s.anchor == "assumptions" for s in page[1].sections)
+    bad = tmp_path / "a.yaml"
+    bad.write_text("assumptions:\n- {what: x, file: configs/manager.yaml, key: pools.nothing, doc: README.md}\n")
+    with pytest.raises(Exception, match=r"a.yaml: assumptions\[0\]: configs/manager.yaml has no key 'pools.nothing'"):
+        assumptions_section(bad)
