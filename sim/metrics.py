@@ -89,7 +89,8 @@ def latency_breakdown(log: IntervalLog, total_ps: int) -> dict[str, int]:
 SPREAD = ("p50", "p99", "max")
 # The CSV columns of a record (results.csv): a nested field's as ``field.key``.
 CSV_FIELDS = ("system", "pair", "batch", "draft_length", "sequence_length", "tokens_per_s",
-              "tokens_per_joule", "time_s", "energy_j", "acceptance_rate", "pim_op_fraction",
+              "tokens_per_joule", "tokens_per_joule_dynamic", "time_s", "energy_j",
+              "energy_static_j", "acceptance_rate", "pim_op_fraction",
               "utilization.gpu", "utilization.pim", "verification_comm_share",
               *(f"tokens.{k}" for k in ("generated", "drafted", "accepted", "rejected", "discarded")),
               *(f"request_latency_s.{k}" for k in SPREAD),
@@ -107,9 +108,11 @@ class RunRecord:
     draft_length: int | None
     sequence_length: int | None
     tokens_per_s: float
-    tokens_per_joule: float
+    tokens_per_joule: float            # dynamic + static energy
+    tokens_per_joule_dynamic: float    # dynamic energy only (AttAcc's accounting)
     time_s: float
-    energy_j: float
+    energy_j: float                    # dynamic + static
+    energy_static_j: float             # of energy_j: every GPU's and stack's static power x time
     acceptance_rate: float
     pim_op_fraction: float
     utilization: dict[str, float]
@@ -150,6 +153,7 @@ class Measured:
     """What a run measured, in integer units, for ``run_record``."""
     time_ps: int
     energy_fj: int                     # dynamic + static
+    static_fj: int                     # of energy_fj
     tokens: TokenCounts
     breakdown_ps: dict[str, int]
     gpu_busy_ps: int
@@ -161,7 +165,8 @@ class Measured:
     request_tokens: list[int]          # output tokens of each request, as request_latency_ps
     window_ps: int
     window_tokens: int
-    window_energy_fj: int
+    window_energy_fj: int              # dynamic + static, over the window
+    window_static_fj: int
     verify_ps: int = 0
     verify_comm_ps: int = 0
     passes: int = 0
@@ -173,13 +178,15 @@ def run_record(system: str, pair: str, batch: int, draft_length: int | None,
     lat = np.asarray(m.request_latency_ps, dtype=np.float64) / PS_PER_S
     per_token = lat / np.asarray(m.request_tokens, dtype=np.float64)
     tokens, busy = m.tokens, m.time_ps * m.n_devices
+    dynamic = m.window_energy_fj - m.window_static_fj
     verified = tokens.accepted + tokens.rejected
     return RunRecord(
         system=system, pair=pair, batch=batch, draft_length=draft_length, sequence_length=None,
         tokens_per_s=m.window_tokens / (m.window_ps / PS_PER_S) if m.window_ps else 0.0,
         tokens_per_joule=m.window_tokens / (m.window_energy_fj * 1e-15)
         if m.window_energy_fj else 0.0,
-        time_s=seconds, energy_j=m.energy_fj * 1e-15,
+        tokens_per_joule_dynamic=m.window_tokens / (dynamic * 1e-15) if dynamic else 0.0,
+        time_s=seconds, energy_j=m.energy_fj * 1e-15, energy_static_j=m.static_fj * 1e-15,
         acceptance_rate=tokens.accepted / verified if verified else 0.0,
         pim_op_fraction=m.pim_ops / m.total_ops if m.total_ops else 0.0,
         utilization={"gpu": m.gpu_busy_ps / busy if busy else 0.0,

@@ -191,14 +191,15 @@ class BaseRun:
         self.finish_checks()
         self.tokens.check(self.setup.workload.total_output)
         window = self.window or (end, self.tokens.generated, self.energy_fj)
-        static = self.costs.static_energy_fj
+        static, window_static = (self.costs.static_energy_fj(t) for t in (end, window[0]))
         measured = self.measured = Measured(
-            time_ps=end, energy_fj=self.energy_fj + static(end), tokens=self.tokens,
+            time_ps=end, energy_fj=self.energy_fj + static, static_fj=static, tokens=self.tokens,
             breakdown_ps=latency_breakdown(self.log, end), gpu_busy_ps=self.devices.gpu_busy_ps,
             pim_busy_ps=self.devices.pim_busy_ps, n_devices=self.n_devices,
             pim_ops=self.pim_flops, total_ops=self.flops, request_latency_ps=self.latencies,
             request_tokens=self.request_tokens, window_ps=window[0], window_tokens=window[1],
-            window_energy_fj=window[2] + static(window[0]), verify_ps=self.verify_ps,
+            window_energy_fj=window[2] + window_static, window_static_fj=window_static,
+            verify_ps=self.verify_ps,
             verify_comm_ps=self.verify_comm_ps, passes=self.passes)
         return run_record(self.spec.name, self.setup.params.pair, self.setup.params.batch,
                           self.setup.draft_length, self.setup.mapping, measured)

@@ -7,10 +7,11 @@ from sim.metrics import PS_PER_S, Measured, TokenCounts, jain_index, run_record
 
 def _metrics(latency_s: list[float], tokens: list[int]) -> dict:
     return run_record("x", "p", 2, None, {}, Measured(
-        time_ps=10 * PS_PER_S, energy_fj=1000, tokens=TokenCounts(), breakdown_ps={}, gpu_busy_ps=0,
+        time_ps=10 * PS_PER_S, energy_fj=1000, static_fj=400, tokens=TokenCounts(), breakdown_ps={}, gpu_busy_ps=0,
         pim_busy_ps=0, n_devices=1, pim_ops=0, total_ops=0,
         request_latency_ps=[int(s * PS_PER_S) for s in latency_s], request_tokens=tokens,
-        window_ps=PS_PER_S, window_tokens=1, window_energy_fj=1000)).to_dict()
+        window_ps=PS_PER_S, window_tokens=1, window_energy_fj=1000,
+        window_static_fj=250)).to_dict()
 
 
 def test_jain_index_by_hand():
@@ -35,3 +36,10 @@ def test_run_without_requests():
     r = _metrics([], [])
     assert r["request_latency_s"] == {"p50": 0.0, "p99": 0.0, "max": 0.0}
     assert r["request_rate_jain"] == 1.0
+
+
+def test_energy_in_both_accountings_by_hand():
+    r = _metrics([2.0], [10])
+    assert r["energy_j"] == 1000e-15 and r["energy_static_j"] == 400e-15
+    assert r["tokens_per_joule"] == pytest.approx(1 / 1000e-15)           # window: 1 token, 1000 fJ
+    assert r["tokens_per_joule_dynamic"] == pytest.approx(1 / 750e-15)   # less its 250 fJ static

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import math
 
-ENERGY_FIELDS = frozenset({"energy_j", "tokens_per_joule", "run_tokens_per_joule"})
+ENERGY_FIELDS = frozenset({"energy_j", "tokens_per_joule", "run_tokens_per_joule",
+                           "energy_static_j", "tokens_per_joule_dynamic"})
 ENERGY_REL = 1e-9
 
 

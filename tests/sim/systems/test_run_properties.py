@@ -44,6 +44,11 @@ def test_static_energy_is_every_devices_static_power_times_the_runs_time(trace_p
     watts = gpus * EXTRA_GPU_W + stacks * EXTRA_STACK_W
     assert b.energy_j - a.energy_j == pytest.approx(watts * a.time_s, rel=1e-9)
     assert b.run_tokens_per_joule * b.energy_j == pytest.approx(b.tokens.generated)
+    # the two accountings: static energy is all static power x time; dynamic alone does not move
+    assert b.energy_static_j == pytest.approx((gpus * (60 + EXTRA_GPU_W)
+                                               + stacks * (3 + EXTRA_STACK_W)) * b.time_s, rel=1e-9)
+    assert b.tokens_per_joule_dynamic == pytest.approx(a.tokens_per_joule_dynamic, rel=1e-12)
+    assert b.tokens_per_joule < a.tokens_per_joule < a.tokens_per_joule_dynamic
 
 
 @pytest.mark.parametrize("max_seq_len", [40, 64, 100, 1024])
