@@ -78,6 +78,8 @@ def test_fig12_and_fig3_use_the_papers_workload():
     assert sd == {("gpu-sd", 8), ("pim-sd", 8), ("gpu-sd-best", "search"), ("pim-sd-best", "search")}
     values = {c.get("label"): c["value"] for c in data["published"]["claims"] if "label" in c}
     assert values["SADDLE / PIM-SD"] == 1.71 and values["SADDLE / GPU-AD"] == 3.36
+    energy = {c["label"]: c["metric"] for c in data["published"]["claims"] if "fig13" in c.get("label", "")}
+    assert sorted(energy.values()) == ["tokens_per_joule"] * 4 + ["tokens_per_joule_dynamic"] * 4
     fig3, runs3 = load_experiment(resolve_path("fig3"))
     assert {r.sequence_length for r in runs3} == {1024}
     assert fig3["published"]["claims"][1]["value"] == 1.41
