@@ -21,13 +21,16 @@ from common.errors import SaddleError
 from common.paths import CONFIGS, ROOT
 from sim.experiments.backends import Backend, make
 from sim.experiments.grid import params_dict, run_key
-from sim.metrics import CSV_FIELDS
+from sim.metrics import CSV_FIELDS, RunRecord
 from sim.systems.registry import STOP_RULES, reads_tau
 from sim.systems.resolve import load_stop_param, load_tau
 from sim.systems.run import RunParams, simulate
 from sim.systems.spec import load_system
 
 MAX_DEFAULT_JOBS = 8
+# The fields every record has (those without a default): a saved run lacking one is stale.
+RECORD_FIELDS = frozenset(f.name for f in dataclasses.fields(RunRecord)
+                          if f.default is dataclasses.MISSING)
 MAX_FAILURES_SHOWN = 5
 
 
@@ -144,7 +147,8 @@ def plan(runs: list[RunParams], out: Path, timeline: Path | None = None,
             # The same parameters and trace content, wherever the trace is.
             same = isinstance(saved, dict) and isinstance(saved.get("params"), dict) \
                 and saved["params"] | {"trace": None} == params | {"trace": None}
-            if same and isinstance(saved.get("result"), dict):
+            # A record written before a field was added to RunRecord is simulated again.
+            if same and isinstance(saved.get("result"), dict) and RECORD_FIELDS <= saved["result"].keys():
                 records[i] = saved["result"]
                 continue
         pending.append(_Task(i, p, params, str(path), str(timeline) if recorded else None))

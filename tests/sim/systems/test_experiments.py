@@ -62,6 +62,13 @@ def test_json_fields_resume_and_timeline(experiment, tiny_trace, tmp_path, capsy
     again = _run(capsys, experiment, "--trace", tiny_trace, "--out", out)
     assert again == first
     assert {p: p.stat().st_mtime_ns for p in (out / "runs").glob("*.json")} == stamps
+    # a run saved before a record field existed is simulated again, to the same record
+    old = sorted(stamps)[0]
+    saved = json.loads(old.read_text())
+    del saved["result"]["request_rate_jain"]
+    old.write_text(json.dumps(saved))
+    assert _run(capsys, experiment, "--trace", tiny_trace, "--out", out) == first
+    assert "request_rate_jain" in json.loads(old.read_text())["result"]
 
 
 def test_golden_small_experiment(experiment, tiny_trace, tmp_path, capsys):
