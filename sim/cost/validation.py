@@ -25,7 +25,7 @@ TABLE_FILES = {"pim_attention": "ramulator_pim_attention.json", "decode_steps": 
 STEP_COMPONENTS = ("attention", "fc", "comm", "other", "total")
 # (mean |error| bound, worst |error| bound) per component; None: no bound on the mean.
 BOUNDS = {"pim_cycles": (0.03, 0.10), **{c: (None, 0.10) for c in STEP_COMPONENTS},
-          "energy": (None, 0.15)}
+          "energy": (None, 0.05)}
 SYSTEMS = {"dgx": "dgx-a100", "attacc": "attacc"}
 
 
