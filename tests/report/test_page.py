@@ -149,3 +149,16 @@ def test_every_assumption_names_a_key_that_exists_and_shows_its_value(page, tmp_
     bad.write_text("assumptions:\n- {what: x, file: configs/manager.yaml, key: pools.nothing, doc: README.md}\n")
     with pytest.raises(Exception, match=r"a.yaml: assumptions\[0\]: configs/manager.yaml has no key 'pools.nothing'"):
         assumptions_section(bad)
+
+
+def test_attaccs_own_speedups_are_read_from_the_reference_table():
+    import json
+
+    from common.paths import ROOT
+    from report.page import reference_speedups
+    table = reference_speedups(batches=(64,), contexts=(1024,))
+    doc = json.loads((ROOT / "validation/tables/attacc_steps.json").read_text())
+    rows = [dict(zip(doc["columns"], r)) for r in doc["rows"]]
+    pick = {r["system"]: r["total_ns"] for r in rows if r["model"] == "opt-66b" and r["batch"] == 64
+            and r["context"] == 1024 and not r["power_constraint"]}
+    assert table.rows[0] == ("opt-66b", "64", f"{pick['dgx'] / pick['attacc']:.2f}")
