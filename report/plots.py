@@ -178,12 +178,22 @@ def _panel(ax, rows: list[dict], spec: dict, x_key: str, value) -> tuple[str, st
     if x_key in ("draft_length", "aging_passes"):
         _lines_per_system(ax, rows, x_key, value)
     else:
+        drawn: dict[tuple, str] = {}
         for name in series:
             pts = sorted((r[x_key], value(r)) for r in rows if names[id(r)] == name
                          and r.get(x_key) is not None)
             if pts:
-                ax.plot([str(p[0]) for p in pts], [p[1] for p in pts], marker="o", label=name)
+                _line(ax, drawn, name, [(str(x), y) for x, y in pts])
     return "", X_TITLES.get(x_key, x_key)
+
+
+def _line(ax, drawn: dict[tuple, str], name: str, pts: list[tuple]) -> None:
+    """A line through ``pts``; one that coincides with a line of ``drawn`` (the same points) is
+    dashed over it and named as equal to it, so that neither hides the other."""
+    same = drawn.setdefault(tuple((x, round(y, 9)) for x, y in pts), name)
+    style = {"label": name} if same == name else {"label": f"{name} (= {same})",
+                                                  "linestyle": "--", "marker": "x"}
+    ax.plot([p[0] for p in pts], [p[1] for p in pts], **({"marker": "o"} | style))
 
 
 def _groups(rows: list[dict]) -> list[tuple]:
@@ -223,16 +233,18 @@ def _system_bars(ax, rows: list[dict], names: dict[int, str], series: list[str],
 
 def _lines_per_system(ax, rows: list[dict], x_key: str, value) -> None:
     """A line per system (and batch) against ``x_key``; with one batch, a system without that
-    setting is a horizontal line."""
+    setting is a horizontal line. A line that coincides with one drawn before (the same points)
+    is named as equal to it (``_line``)."""
     systems = list(dict.fromkeys(r["system"] for r in rows))
     batches = list(dict.fromkeys(r["batch"] for r in rows))
+    drawn: dict[tuple, str] = {}
     for k, system in enumerate(systems):
         for batch in batches:
             name = system if len(batches) == 1 else f"{system} b{batch}"
             pts = sorted((r[x_key], value(r)) for r in rows if r["system"] == system
                          and r["batch"] == batch and r.get(x_key) is not None)
             if pts:
-                ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=name)
+                _line(ax, drawn, name, pts)
             elif len(batches) == 1:
                 for r in rows:
                     if r["system"] == system:
@@ -259,6 +271,8 @@ METRIC_TITLES = {
     "tokens_per_s": "throughput (tokens/s)", "tokens_per_joule": "energy efficiency (tokens/J)",
     "run_tokens_per_s": "throughput over the whole run (tokens/s)", "time_s": "run time (s)",
     "energy_j": "energy (J)", "acceptance_rate": "acceptance rate",
+    "tokens_per_joule_dynamic": "energy efficiency, dynamic energy only (tokens/J)",
+    "energy_static_j": "static energy (J)", "verification_s": "verification time (s)",
     "pim_op_fraction": "share of operations on PIM", "utilization": "utilization",
     "utilization.gpu": "GPU utilization", "utilization.pim": "PIM utilization",
     "verification_comm_share": "communication share of verification",

@@ -100,3 +100,11 @@ def test_every_shipped_plot_draws(name, tmp_path, monkeypatch, figures):
             assert ax.get_xlabel() or not ax.get_xticklabels()
             finite = [y for line in ax.get_lines() for y in line.get_ydata() if y == y]
             assert ax.patches or finite, f"{name}: an empty panel {ax.get_title()!r}"
+
+
+def test_coinciding_lines_are_named_as_equal(tmp_path, figures):
+    records = [_record(s, batch=b, value=v) for b in (16, 64)
+               for s, v in (("gpu-ad", 1.0), ("pim-ad", 2.0 * b), ("pim-ad-copy", 2.0 * b))]
+    plots.plot(tmp_path / "c.png", {"name": "c"}, {"x": "batch", "metric": "tokens_per_s"}, records)
+    labels = [line.get_label() for line in figures[0].axes[0].get_lines() if line.get_marker() != ""]
+    assert labels == ["gpu-ad", "pim-ad", "pim-ad-copy (= pim-ad)"]
