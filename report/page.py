@@ -95,16 +95,17 @@ def figure_section(name: str, experiment: dict, records: list[dict], images: lis
     return section
 
 
+RATIO_KINDS = ("mean_ratio", "ratio", "share")     # claims whose values divide
+
+
 def summary(claims: dict[str, list[dict]]) -> Table:
     """Every published claim of every figure: the figure, the claim, published, ours, ours over
-    published (ratios only) and the verdict."""
+    published (quantities only, not counts or choices) and the verdict."""
     rows = []
     for name, rows_of in claims.items():
         for row in rows_of:
             published, ours = row.get("published"), row.get("ours")
-            ratio = (ours / published if isinstance(ours, (int, float)) and
-                     isinstance(published, (int, float)) and not isinstance(published, bool)
-                     and published else None)
+            ratio = (ours / published if row.get("kind") in RATIO_KINDS and published else None)
             rows.append((name, str(row["claim"]), _number(published), _number(ours),
                          "-" if ratio is None else f"{ratio:.2f}", verdict(row)))
     return Table(("figure", "claim", "published", "ours", "ours / published", "verdict"),

@@ -160,7 +160,7 @@ def compare(published: dict, records: list[dict]) -> list[dict]:
                     per.setdefault(key, {})[_name(s)] = v
             full = [p for p in per.values() if len(p) == len(claim["systems"])]
             wins = sum(max(p, key=p.get) == _name(claim["best"]) for p in full)
-            row = (f"{_name(claim['best'])} best of {len(claim['systems'])} systems{scope}",
+            row = ((claim.get("label") or f"{_name(claim['best'])} best of {len(claim['systems'])} systems") + scope,
                    f"{claim['value']} of {len(full)}", f"{wins} of {len(full)}",
                    wins == claim["value"], "")
         elif kind == "below":
@@ -190,7 +190,7 @@ def compare(published: dict, records: list[dict]) -> list[dict]:
             best = max(vals, key=vals.get)
             row = (f"best {over} of {_name(claim['system'])}{scope}", claim["value"], best,
                    best == claim["value"], "")
-        rows.append(dict(zip(ROW, row)))
+        rows.append(dict(zip(ROW, row), kind=kind))
         if kind == "mean_ratio" and not rows[-1]["agrees"] and metric == "tokens_per_s":
             factors = decompose(records, claim)
             if factors:

@@ -60,6 +60,7 @@ def test_the_summary_is_the_claims_comparison_with_verdicts(page):
     assert ratio[2] == "100" and ratio[3] == f"{claims[0]['ours']:.3g}"
     assert ratio[4] == f"{claims[0]['ours'] / 100.0:.2f}"
     assert ratio[5].startswith("differs; factors tokens per pass ")
+    assert best[4] == "-"      # a count has no ratio to the published one
     assert best[5] == ("reproduced" if claims[1]["agrees"] else "differs")
     assert "| tiny | SADDLE / PIM-AD | 100 |" in md
 
@@ -162,3 +163,16 @@ def test_attaccs_own_speedups_are_read_from_the_reference_table():
     pick = {r["system"]: r["total_ns"] for r in rows if r["model"] == "opt-66b" and r["batch"] == 64
             and r["context"] == 1024 and not r["power_constraint"]}
     assert table.rows[0] == ("opt-66b", "64", f"{pick['dgx'] / pick['attacc']:.2f}")
+
+
+def test_the_shipped_report_is_a_generated_page_of_every_figure():
+    """docs/report/report.md is `saddle report --out docs/report`'s output: every figure's
+    section, the claims table, and every image it links present beside it."""
+    from common.paths import ROOT
+    from report.page import FIGURES
+    shipped = ROOT / "docs" / "report" / "report.md"
+    text = shipped.read_text()
+    assert text.startswith("# SADDLE: the paper's figures reproduced\n\n## Published claims\n")
+    assert [h.split(":")[0] for h in re.findall(r"^## (fig\d+:.*)$", text, re.M)] == list(FIGURES)
+    images = re.findall(r"!\[[^]]*\]\(([^)]+)\)", text)
+    assert images and all((shipped.parent / i).is_file() for i in images)
