@@ -11,6 +11,7 @@ holds the cost model's validation against AttAcc's simulator and Ramulator2
 """
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import math
@@ -154,28 +155,29 @@ def validation_section() -> Section:
                  "at the pairs' maximum contexts", reference_speedups())])
 
 
-def timeline_section(folder: Path, name: str, runs: list, records: list[dict]) -> Section | None:
-    """A Perfetto timeline of the SADDLE run of ``name`` at the largest batch up to 64 (its
-    passes, draft steps per micro-batch and Manager work), simulated again to record it unless
-    the page's folder has it for these exact parameters, trace and configs (its name holds
-    their digest)."""
+def timeline_section(folder: Path, name: str, runs: list) -> Section | None:
+    """A Perfetto timeline of ``name``'s SADDLE run at its smallest batch, with one batch of
+    requests (a file of a few MB; the whole run's is hundreds): every TLM pass, DLM step per
+    micro-batch and Manager interval. Simulated into ``folder/timeline/`` unless the folder has
+    it for these exact parameters, trace and configs (the file's name holds their digest)."""
     from sim.experiments.runner import execute, resolved, run_file
-    chosen = [i for i, r in enumerate(records) if r["system"] == "saddle" and r["batch"] <= 64]
+    chosen = [p for p in runs if p.system == "saddle" and p.label in (None, "saddle")]
     if not chosen:
         return None
-    i = max(chosen, key=lambda j: records[j]["batch"])
-    params, _ = run_file(resolved(runs[i]))
+    first = min(chosen, key=lambda p: p.batch)
+    run = dataclasses.replace(first, requests=first.batch)
+    params, _ = run_file(resolved(run))
     digest = hashlib.sha256(json.dumps(params, sort_keys=True).encode()).hexdigest()[:12]
     path = folder / f"timeline-saddle-{digest}.json"
     if not path.is_file():
         for old in folder.glob("timeline-saddle-*.json"):
             old.unlink()
-        execute(name, [runs[i]], folder / name, progress=False, timeline=path, timeline_run=0)
-    r = records[i]
+        execute(name, [run], folder / "timeline", progress=False, timeline=path, timeline_run=0)
     return Section(anchor="timeline", title="The pipeline of one SADDLE run",
-                   paragraphs=[f"{path.name}: {name}'s SADDLE run, {r['pair']}, batch "
-                               f"{r['batch']}: every TLM pass, DLM step and Manager interval on "
-                               "its lane. Open it in ui.perfetto.dev or chrome://tracing."],
+                   paragraphs=[f"{path.name}: {name}'s SADDLE run on {run.pair} at batch "
+                               f"{run.batch}, with one batch of requests ({run.batch}): every "
+                               "TLM pass, DLM step per micro-batch and Manager interval on its "
+                               "lane. Open it in ui.perfetto.dev or chrome://tracing."],
                    links=[path.name])
 
 
@@ -233,7 +235,7 @@ def build(folder: Path, names: tuple[str, ...] = FIGURES, *, requests: int | str
                                       "(--requests), not the experiment's own.")
         sections.append(section)
         if timeline is None:
-            timeline = timeline_section(folder, experiment["name"], runs, records)
+            timeline = timeline_section(folder, experiment["name"], runs)
     if timeline is not None:
         sections.append(timeline)
     if validate:
