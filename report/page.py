@@ -12,6 +12,7 @@ holds the cost model's validation against AttAcc's simulator and Ramulator2
 from __future__ import annotations
 
 import dataclasses
+import gzip
 import hashlib
 import json
 import math
@@ -157,7 +158,7 @@ def validation_section() -> Section:
 
 def timeline_section(folder: Path, name: str, runs: list) -> Section | None:
     """A Perfetto timeline of ``name``'s SADDLE run at its smallest batch, with one batch of
-    requests (a file of a few MB; the whole run's is hundreds): every TLM pass, DLM step per
+    requests (a few MB, gzipped; the whole run's is hundreds): every TLM pass, DLM step per
     micro-batch and Manager interval. Simulated into ``folder/timeline/`` unless the folder has
     it for these exact parameters, trace and configs (the file's name holds their digest)."""
     from sim.experiments.runner import execute, resolved, run_file
@@ -168,16 +169,20 @@ def timeline_section(folder: Path, name: str, runs: list) -> Section | None:
     run = dataclasses.replace(first, requests=first.batch)
     params, _ = run_file(resolved(run))
     digest = hashlib.sha256(json.dumps(params, sort_keys=True).encode()).hexdigest()[:12]
-    path = folder / f"timeline-saddle-{digest}.json"
+    path = folder / f"timeline-saddle-{digest}.json.gz"
     if not path.is_file():
-        for old in folder.glob("timeline-saddle-*.json"):
+        for old in folder.glob("timeline-saddle-*"):
             old.unlink()
-        execute(name, [run], folder / "timeline", progress=False, timeline=path, timeline_run=0)
+        plain = path.with_suffix("")
+        execute(name, [run], folder / "timeline", progress=False, timeline=plain, timeline_run=0)
+        path.write_bytes(gzip.compress(plain.read_bytes(), mtime=0))
+        plain.unlink()
     return Section(anchor="timeline", title="The pipeline of one SADDLE run",
                    paragraphs=[f"{path.name}: {name}'s SADDLE run on {run.pair} at batch "
                                f"{run.batch}, with one batch of requests ({run.batch}): every "
                                "TLM pass, DLM step per micro-batch and Manager interval on its "
-                               "lane. Open it in ui.perfetto.dev or chrome://tracing."],
+                               "lane. Unzip it (gunzip) and open it in ui.perfetto.dev or "
+                               "chrome://tracing."],
                    links=[path.name])
 
 

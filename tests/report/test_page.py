@@ -133,7 +133,8 @@ def test_the_page_links_a_timeline_of_the_saddle_run(page):
     section, = [s for s in p.sections if s.anchor == "timeline"]
     link, = section.links
     assert link.startswith("timeline-saddle-") and f"]({link})" in md and f'href="{link}"' in html
-    events = json.loads((folder / link).read_text())["traceEvents"]
+    import gzip
+    events = json.loads(gzip.decompress((folder / link).read_bytes()))["traceEvents"]
     lanes = {e["args"]["name"] for e in events if e.get("ph") == "M" and e.get("name") == "thread_name"}
     assert any(lane.startswith("TLM") for lane in lanes) and len(events) > 100
 
