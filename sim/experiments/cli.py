@@ -109,6 +109,8 @@ def run_handler(args) -> int:
     if args.timeline_run and not args.timeline:
         raise SaddleError("--timeline-run chooses the run of --timeline FILE.json; give --timeline too")
     experiment, runs = load_experiment(path, trace=args.trace, requests=args.requests)
+    for warning in experiment.get("warnings", []):
+        print(f"saddle: warning: {warning}", file=sys.stderr)
     out = Path(args.out) if args.out else results_dir() / experiment["name"]
     check_output(out, "--out" if args.out else "results folder", folder=True)
     timeline = Path(args.timeline) if args.timeline else None

@@ -258,6 +258,8 @@ def flat(record: dict, prefix: str = "") -> dict:
 def write_results(out: Path, experiment: dict, runs: list[RunParams], records: list[dict]) -> None:
     out.mkdir(parents=True, exist_ok=True)
     summary = {"experiment": experiment["name"], "runs": records}
+    if experiment.get("warnings"):      # memory_check: warn (sim/systems/memory.py)
+        summary["warnings"] = experiment["warnings"]
     if "published" in experiment:
         from sim.experiments import published
         rows = published.compare(experiment["published"], records)

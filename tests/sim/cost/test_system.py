@@ -21,8 +21,11 @@ def test_systems_of_design():
     assert (SADDLE.devices, SADDLE.stacks_per_device) == (8, 5)
     assert SADDLE.gpu_pim_link.bandwidth == 2000e9 and SADDLE.device_link.bandwidth == 300e9
     assert load_hardware("specpim-4gpu").devices == 4
-    for s in (DGX, ATTACC, SADDLE):
-        assert s.memory_bytes == 640 * 2**30
+    # Every A100's 80 GiB (a100.yaml memory_gb) and every stack's 16 GiB (capacity_gb)
+    assert DGX.memory_bytes == 8 * 80 * 2**30
+    for s in (ATTACC, SADDLE):
+        assert s.memory_bytes == 8 * (80 + 5 * 16) * 2**30
+    assert load_hardware("specpim-4gpu").memory_bytes == 4 * (80 + 5 * 16) * 2**30
 
 
 def test_components_are_not_systems():
