@@ -16,6 +16,8 @@ An experiment (``configs/experiments/NAME.yaml``)::
                                      # max_sequence_length (configs/models/pairs); null = natural
     overrides: {hardware.links.nvlink.step_latency_ns: 2000}
                                      # optional: config-file values for every run (sim/overrides.py)
+    memory_check: warn               # optional: simulate runs that do not fit in memory, with a
+                                     # warning (default error; sim/systems/memory.py)
     published: {...}                 # optional: sim/experiments/published.py
     compare: {reference: S, baseline: S}   # optional: sim/experiments/compare.py
     select: [{pair: P, batch: [1, 2]}]  # optional: keep only runs matching one rule

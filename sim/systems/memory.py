@@ -2,7 +2,7 @@
 places the models, at the batch's maximum context, against ``memory_gb`` (the GPU's file) and
 ``capacity_gb`` (the stack's file).
 
-Placement (sim/README.md, "Memory capacity"):
+Placement (sim/cost/README.md, "Memory capacity"):
 
 - TLM weights: tensor-parallel over the devices, on the GPUs (TLM FC runs there on every system).
 - TLM KV cache: every live request at the maximum sequence length, split by KV heads over the
