@@ -148,6 +148,9 @@ def get(data: dict, key: str, kind: type | tuple[type, ...], *, source: str | Pa
     ``positive`` the number must be finite and > 0.
     """
     where = f"{prefix}.{key}" if prefix else key
+    if not isinstance(data, dict):          # the value holding the key is not a mapping
+        raise ConfigError(f"{source}: {prefix or '(top level)'}: expected a mapping with "
+                          f"{key!r}, found {data!r}")
     if key not in data:
         if default is not ...:
             return default

@@ -139,13 +139,19 @@ def load_hardware(name: str, calibration: str | None = None, *, configs: Configs
         raise ConfigError(f"{path}: gpu_pim_link must be set exactly when pim is set")
     dm = g("default_mapping", dict)
     mapping = {k: get(dm, k, str, source=path, prefix="default_mapping") for k in ("fc", "attention")}
-    link = lambda name: load_link(name, g("links"), calibration, configs=configs)
+
+    def link(key: str, name: str) -> Link:
+        links = config_path("hardware", g("links"), source=path, where="links")
+        if name not in configs.yaml(links) or name == "calibrations":
+            raise ConfigError(f"{path}: {key}: {name!r} is not a link of {links}")
+        return load_link(name, g("links"), calibration, configs=configs)
     system = System(
         name=name, devices=g("devices", int, positive=True),
         gpu=load_gpu(g("gpu"), calibration, configs=configs),
         pim=load_pim(pim_name, calibration, configs=configs) if pim_name else None,
         stacks_per_device=stacks,
-        device_link=link(g("device_link")), gpu_pim_link=link(gpu_pim_name) if gpu_pim_name else None,
+        device_link=link("device_link", g("device_link")),
+        gpu_pim_link=link("gpu_pim_link", gpu_pim_name) if gpu_pim_name else None,
         energy=load_energy("energy", calibration, configs=configs), default_mapping=(),
         calibration=calibration)
     try:

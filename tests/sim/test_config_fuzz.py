@@ -88,7 +88,9 @@ def _mutated(draw, bases: dict | None = None) -> tuple[str, str]:
         paths = [p for p, _ in _paths(doc) if p]
         op = draw(st.sampled_from(ops))
         if (op == "override" or not paths) and bases is BASES:
-            doc.setdefault("overrides", {})[draw(st.sampled_from(OVERRIDE_KEYS))] = draw(ODD)
+            if not isinstance(doc.get("overrides"), dict):     # a corruption may have set it
+                doc["overrides"] = {}
+            doc["overrides"][draw(st.sampled_from(OVERRIDE_KEYS))] = draw(ODD)
             continue
         if op == "duplicate" or not paths:
             break       # textual, below

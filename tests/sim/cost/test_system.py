@@ -299,3 +299,13 @@ def test_step_model_equals_price_step_through_its_memos(calibration):
             got = StepCost.of(step.price(*zip(*reqs))[0])
             ref = system.price_step(model, reqs, mapping=mapping, devices=devices)
             assert got == ref, (system.name, mapping, reqs)
+
+
+def test_a_link_the_links_file_lacks_is_blamed_on_the_platform(monkeypatch):
+    # found by the config fuzzer: attacc.yaml's device_link: '' was reported as links.yaml's
+    from sim.config import Configs
+    for bad in ("", "calibrations", "nvlinkk"):
+        configs = Configs((("hardware.attacc.device_link", bad),))
+        with pytest.raises(ConfigError, match=rf"attacc.yaml: device_link: '{bad}' is not a link "
+                                              r"of .*links.yaml$"):
+            load_hardware("attacc", configs=configs)
