@@ -37,6 +37,8 @@ def sweep_handler(args) -> int:
     path = resolve_sweep(args.file)
     with announce(f"checking {path}: every point as an experiment is checked"):
         sweep = load_sweep(path)
+    for warning in sweep.warnings:
+        print(f"saddle: warning: {warning}", file=sys.stderr)
     out = Path(args.out) if args.out else results_dir() / "sweeps" / sweep.name
     check_output(out, "--out" if args.out else "results folder", folder=True)
     claim_folder(out, "sweep", sweep.name, str(sweep.source))

@@ -109,3 +109,39 @@ def test_batch_larger_than_the_requests_is_an_error():
     with pytest.raises(ConfigError, match="exp.yaml: batch 100000 exceeds the 8 requests the run "
                                           "replays"):
         resolve(p)
+
+
+EXPERIMENT = """name: mem
+pairs: [opt-175b+opt-6.7b]
+batches: [64, 128]
+sequence_length: max
+systems: [{system: gpu-sd, draft_length: 8}, {system: gpu-ad}]
+workload: {split: test, requests: 128}
+"""
+
+
+def test_an_experiment_checks_memory_before_its_first_run(tmp_path, capsys):
+    from sim.cli import main
+    from sim.experiments.grid import load_experiment
+    from sim.experiments.runner import write_results
+    path = tmp_path / "mem.yaml"
+    path.write_text(EXPERIMENT)
+    with pytest.raises(ConfigError, match=rf"^{path}: gpu-sd \(d 8\) on opt-175b\+opt-6.7b at batch "
+                                          r"128 and sequence length 512 does not fit in memory"):
+        load_experiment(path)
+    assert main(["run", str(path), "--out", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "needs 93.11 GiB, has 80.00 GiB" in err[0]
+    assert not (tmp_path / "out" / "runs").exists()
+    path.write_text(EXPERIMENT + "memory_check: warn\n")
+    experiment, runs = load_experiment(path)
+    (warning,) = experiment["warnings"]          # batch 64 and gpu-ad fit
+    assert warning.startswith(f"{path}: gpu-sd (d 8) on opt-175b+opt-6.7b at batch 128")
+    assert {p.memory_check for p in runs} == {"warn"}
+    write_results(tmp_path / "w", experiment, [], [])
+    import json
+    assert json.loads((tmp_path / "w" / "results.json").read_text())["warnings"] == [warning]
+    path.write_text(EXPERIMENT + "memory_check: never\n")
+    with pytest.raises(ConfigError, match=r"memory_check: expected one of \['error', 'warn'\], "
+                                          "found 'never'"):
+        load_experiment(path)
