@@ -119,6 +119,7 @@ def _worker_init() -> None:
 
 class RayBackend(Backend):
     def map(self, fn, tasks):
+        tasks = list(tasks)         # every task at once: Ray queues them on the cluster
         if not tasks:
             return
         try:
