@@ -31,8 +31,8 @@ def interval() -> float:
 def _say(line: str) -> None:
     try:
         print(f"saddle: {line}", file=sys.stderr, flush=True)
-    except (OSError, ValueError):       # stderr closed: progress is not worth an error
-        pass
+    except (OSError, ValueError, RuntimeError):
+        pass    # stderr closed, or in the middle of a write (reentrant): not worth an error
 
 
 @contextmanager
