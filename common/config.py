@@ -21,6 +21,25 @@ from common.paths import CONFIGS
 def load_yaml(path: str | Path) -> dict:
     """A YAML mapping, the caller's own copy; a missing file, a syntax error or a non-mapping
     is a ConfigError."""
+    data = load_yaml_document(path)
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: expected a mapping at the top level, found {type(data).__name__}")
+    return data
+
+
+def load_yaml_list(path: str | Path) -> list:
+    """A YAML list (an empty file: an empty list), checked as ``load_yaml`` checks a mapping."""
+    data = load_yaml_document(path)
+    if data is None:
+        return []
+    if not isinstance(data, list):
+        raise ConfigError(f"{path}: expected a list at the top level, found {type(data).__name__}")
+    return data
+
+
+def load_yaml_document(path: str | Path) -> Any:
+    """Any YAML document, the caller's own copy; a missing file, a syntax error or a key given
+    twice is a ConfigError."""
     path = Path(path)
     try:
         text = path.read_bytes()
@@ -37,8 +56,6 @@ def load_yaml(path: str | Path) -> dict:
         mark = getattr(exc, "problem_mark", None)
         where = f" line {mark.line + 1}" if mark is not None else ""
         raise ConfigError(f"{path}:{where} invalid YAML: {getattr(exc, 'problem', exc)}") from None
-    if not isinstance(data, dict):
-        raise ConfigError(f"{path}: expected a mapping at the top level, found {type(data).__name__}")
     return data
 
 
@@ -131,6 +148,9 @@ def get(data: dict, key: str, kind: type | tuple[type, ...], *, source: str | Pa
     ``positive`` the number must be finite and > 0.
     """
     where = f"{prefix}.{key}" if prefix else key
+    if not isinstance(data, dict):          # the value holding the key is not a mapping
+        raise ConfigError(f"{source}: {prefix or '(top level)'}: expected a mapping with "
+                          f"{key!r}, found {data!r}")
     if key not in data:
         if default is not ...:
             return default

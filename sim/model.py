@@ -207,6 +207,7 @@ class ModelSpec:
     bpe: int
     flops_per_element: tuple[tuple[str, int], ...]
     shards: int = 1
+    tied_embeddings: bool = True      # the token embedding is the LM head's weight
 
     def __hash__(self) -> int:
         # Cost caches key on specs: name and share count tell them apart, cheaper than every field.
@@ -227,6 +228,12 @@ class ModelSpec:
     @property
     def weight_bytes(self) -> int:
         return sum(k * n * r for _, k, n, r in self.fc_shapes()) * self.bpe
+
+    @property
+    def stored_bytes(self) -> int:
+        """The weights a device stores: every FC weight, and the token embedding when it is
+        not the LM head's (biases, norms and learned positions, under 0.1 %, left out)."""
+        return self.weight_bytes + (0 if self.tied_embeddings else self.vocab * self.hidden * self.bpe)
 
     @property
     def kv_bytes_per_token(self) -> int:
@@ -339,7 +346,9 @@ def load_model(name: str, *, configs: Configs = BASE) -> ModelSpec:
     return ModelSpec(name=name, activation=choice(data, "activation", tuple(ACTIVATIONS), path),
                      norm=choice(data, "norm", NORMS, path),
                      positional=choice(data, "positional", POSITIONAL, path),
-                     bpe=bpe, flops_per_element=counts, **ints)
+                     bpe=bpe, flops_per_element=counts,
+                     tied_embeddings=get(data, "tied_embeddings", bool, source=path, default=True),
+                     **ints)
 
 
 @dataclass(frozen=True)

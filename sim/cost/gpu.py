@@ -36,6 +36,7 @@ class GPU:
     tile_k: int
     max_split_k: int
     launch_ps: int
+    memory_bytes: int = 80 * 2**30       # HBM capacity (memory_gb)
     memory_wave: bool = False            # SM utilisation also limits achieved bandwidth
     tile_candidates: tuple[int, ...] = ()    # non-empty: GEMM tiles searched per shape
     l1_bytes: int = 0                    # per SM, bounds a searched tile
@@ -227,6 +228,7 @@ def load_gpu(name: str = "a100", calibration: str = "physical", *,
     return GPU(name=name, peak_flops=g("peak_flops_tflops") * 1e12, bandwidth=bandwidth,
                compute_efficiency=g("compute_efficiency"), memory_efficiency=g("memory_efficiency"),
                launch_ps=round(get(data, "kernel_launch_ns", float, source=path) * 1000),
+               memory_bytes=int(g("memory_gb") * 2**30),
                memory_wave=get(data, "memory_wave_quantization", bool, source=path, default=False),
                tile_candidates=candidates, l1_bytes=round(size("l1_kb_per_sm") * 1024),
                l2_bytes=round(size("l2_mb") * 2**20), unfused_attention=attention == "unfused",

@@ -451,7 +451,7 @@ def load_pim(name: str = "hbm3_pim", calibration: str = "physical", *,
         row_bytes=row_bytes, column_bytes=column_bytes, lanes=pe_get("lanes"),
         # last MAC -> accumulator; the DRAIN command overlaps the pipeline (bank_pe.yaml)
         pe_latency=pe_get("pipeline_latency_cycles"),
-        capacity_bytes=int(g(data, "capacity_gb", float) * 2**30),
+        capacity_bytes=int(get(data, "capacity_gb", float, source=path, positive=True) * 2**30),
         t=Timing(**{k: tv[k] for k in Timing.__dataclass_fields__}),
         mac_spacing=p("mac_spacing"), mac_spacing_power=p("mac_spacing_power_constrained"),
         softmax_elements_per_cycle=p("softmax_elements_per_cycle"),

@@ -27,12 +27,17 @@ class System:
     gpu: GPU
     pim: PimStack | None
     stacks_per_device: int
-    memory_bytes: int
     device_link: Link | None
     gpu_pim_link: Link | None
     energy: EnergyModel
     default_mapping: tuple[tuple[str, str], ...]
     calibration: str = "physical"
+
+    @property
+    def memory_bytes(self) -> int:
+        """Every GPU's memory and every PIM stack's capacity, all devices."""
+        stack = self.pim.capacity_bytes if self.pim else 0
+        return self.devices * (self.gpu.memory_bytes + self.stacks_per_device * stack)
 
     def __hash__(self) -> int:
         # Price caches are keyed by the system: hash its name, not every parameter.
@@ -134,13 +139,19 @@ def load_hardware(name: str, calibration: str | None = None, *, configs: Configs
         raise ConfigError(f"{path}: gpu_pim_link must be set exactly when pim is set")
     dm = g("default_mapping", dict)
     mapping = {k: get(dm, k, str, source=path, prefix="default_mapping") for k in ("fc", "attention")}
-    link = lambda name: load_link(name, g("links"), calibration, configs=configs)
+
+    def link(key: str, name: str) -> Link:
+        links = config_path("hardware", g("links"), source=path, where="links")
+        if name not in configs.yaml(links) or name == "calibrations":
+            raise ConfigError(f"{path}: {key}: {name!r} is not a link of {links}")
+        return load_link(name, g("links"), calibration, configs=configs)
     system = System(
         name=name, devices=g("devices", int, positive=True),
         gpu=load_gpu(g("gpu"), calibration, configs=configs),
         pim=load_pim(pim_name, calibration, configs=configs) if pim_name else None,
-        stacks_per_device=stacks, memory_bytes=int(g("memory_gb", float, positive=True) * 2**30),
-        device_link=link(g("device_link")), gpu_pim_link=link(gpu_pim_name) if gpu_pim_name else None,
+        stacks_per_device=stacks,
+        device_link=link("device_link", g("device_link")),
+        gpu_pim_link=link("gpu_pim_link", gpu_pim_name) if gpu_pim_name else None,
         energy=load_energy("energy", calibration, configs=configs), default_mapping=(),
         calibration=calibration)
     try:

@@ -9,9 +9,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
-import yaml
 
-from common.config import get
+from common.config import get, load_yaml_list
 from common.errors import ConfigError
 from common.paths import ROOT
 from sim.config import CALIBRATIONS
@@ -135,9 +134,7 @@ def known_deviations(folder: Path = TABLES) -> dict[tuple[str, str], str]:
     path = folder.parent / "known_deviations.yaml"
     if not path.is_file():
         return {}
-    entries = yaml.safe_load(path.read_text()) or []
-    if not isinstance(entries, list):
-        raise ConfigError(f"{path}: expected a list of entries")
+    entries = load_yaml_list(path)
     out = {}
     for i, e in enumerate(entries):
         if not isinstance(e, dict):

@@ -15,11 +15,12 @@ whose worker died more often than it is retried); ``fn`` reports its own errors 
 """
 from __future__ import annotations
 
+import itertools
 import os
+import queue
 import signal
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from functools import partial
 
 from common.errors import SaddleError
 
@@ -48,31 +49,52 @@ class Backend:
 
 class LocalBackend(Backend):
     def map(self, fn, tasks):
-        if self.jobs == 1 or len(tasks) < 2:        # no pool for one worker's worth of work
-            for task in tasks:
+        """``tasks`` may be an iterator: a task is taken from it only when a worker is free
+        (the runner claims a run as late as that)."""
+        it = iter(tasks)
+        first = list(itertools.islice(it, self.jobs))
+        if self.jobs == 1 or len(first) < 2:        # no pool for one worker's worth of work
+            for task in itertools.chain(first, it):
                 yield task, fn(task), None
             return
         import multiprocessing
         import threading
         ctx = multiprocessing.get_context(start_method())
-        # Workers start with Ctrl-C ignored (inherited through fork or exec), so one that is
-        # still starting cannot print a KeyboardInterrupt of its own; the parent alone reports it.
         main_thread = threading.current_thread() is threading.main_thread()
         previous = signal.signal(signal.SIGINT, signal.SIG_IGN) if main_thread else None
         try:
-            pool = ctx.Pool(min(self.jobs, len(tasks)), initializer=_worker_init)
+            pool = ctx.Pool(len(first), initializer=_worker_init)
         finally:
             if main_thread:
                 signal.signal(signal.SIGINT, previous)
         with pool:
-            # imap_unordered keeps the task order: pair each value with its task by position.
-            for i, value in pool.imap_unordered(partial(_indexed, fn), enumerate(tasks)):
-                yield tasks[i], value, None
+            yield from _in_flight(pool, fn, first, it)
 
 
-def _indexed(fn: Callable, item: tuple) -> tuple:
-    """``(i, fn(task))`` of ``item = (i, task)`` (picklable, unlike a closure)."""
-    return item[0], fn(item[1])
+def _in_flight(pool, fn: Callable, first: list, rest: Iterator) -> Iterator[tuple]:
+    """Results of ``fn`` over ``first`` then ``rest`` on ``pool``, as many in flight as
+    ``first`` has tasks, the next taken from ``rest`` as one ends."""
+    results: queue.SimpleQueue = queue.SimpleQueue()
+
+    def submit(task) -> None:
+        pool.apply_async(fn, (task,), callback=lambda value: results.put((task, value, None)),
+                         error_callback=lambda exc: results.put((task, None, f"lost: {exc!r}")))
+    for task in first:
+        submit(task)
+    running = len(first)
+    while running:
+        while True:
+            try:        # a timeout keeps the main thread responsive to signals
+                task, value, error = results.get(timeout=0.5)
+                break
+            except queue.Empty:
+                continue
+        running -= 1
+        following = next(rest, None)
+        if following is not None:
+            submit(following)
+            running += 1
+        yield task, value, error
 
 
 def start_method() -> str:
@@ -97,6 +119,7 @@ def _worker_init() -> None:
 
 class RayBackend(Backend):
     def map(self, fn, tasks):
+        tasks = list(tasks)         # every task at once: Ray queues them on the cluster
         if not tasks:
             return
         try:

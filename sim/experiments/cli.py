@@ -103,19 +103,24 @@ def _jobs(text: str) -> int:
 def run_handler(args) -> int:
     from common.paths import check_output, results_dir
     from sim.experiments.grid import load_experiment, resolve_path
-    from sim.experiments.runner import default_jobs, execute, table, write_results
+    from sim.experiments.progress import announce
+    from sim.experiments.runner import claim_folder, default_jobs, execute, table, write_results
 
     path = resolve_path(args.file)
     if args.timeline_run and not args.timeline:
         raise SaddleError("--timeline-run chooses the run of --timeline FILE.json; give --timeline too")
-    experiment, runs = load_experiment(path, trace=args.trace, requests=args.requests)
+    with announce(f"checking {path}: keys, names, values, every trace a run reads, memory"):
+        experiment, runs = load_experiment(path, trace=args.trace, requests=args.requests)
+    for warning in experiment.get("warnings", []):
+        print(f"saddle: warning: {warning}", file=sys.stderr)
     out = Path(args.out) if args.out else results_dir() / experiment["name"]
     check_output(out, "--out" if args.out else "results folder", folder=True)
+    claim_folder(out, "experiment", experiment["name"], str(path))
     timeline = Path(args.timeline) if args.timeline else None
     chosen = timeline_run(runs, args.timeline_run, str(path)) if timeline else 0
     if timeline is not None:
         check_output(timeline, "--timeline", folder=False)
-    records = execute(experiment["name"], runs, out, progress=not args.json and sys.stderr.isatty(),
+    records = execute(experiment["name"], runs, out, progress=not args.json,
                       timeline=timeline, timeline_run=chosen, jobs=args.jobs or default_jobs(),
                       backend=args.backend, address=args.address)
     write_results(out, experiment, runs, records)

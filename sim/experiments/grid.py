@@ -16,6 +16,8 @@ An experiment (``configs/experiments/NAME.yaml``)::
                                      # max_sequence_length (configs/models/pairs); null = natural
     overrides: {hardware.links.nvlink.step_latency_ns: 2000}
                                      # optional: config-file values for every run (sim/overrides.py)
+    memory_check: warn               # optional: simulate runs that do not fit in memory, with a
+                                     # warning (default error; sim/systems/memory.py)
     published: {...}                 # optional: report/published.py
     compare: {reference: S, baseline: S}   # optional: report/compare.py
     select: [{pair: P, batch: [1, 2]}]  # optional: keep only runs matching one rule
@@ -57,14 +59,16 @@ from sim.workload import BATCHING, SPLITS
 PLOT_X = ("batch", "draft_length", "sequence_length", "system", "aging_passes")
 # Every key an experiment file may have; anything else is refused with the closest suggested.
 EXPERIMENT_KEYS = ("name", "description", "pairs", "batches", "systems", "workload",
-                   "sequence_length", "tau", "select", "plot", "published", "overrides", "compare")
+                   "sequence_length", "tau", "select", "plot", "published", "overrides", "compare",
+                   "memory_check")
 ENTRY_KEYS = ("system", "draft_length", "batches", "tau", "max_draft_len", "capacity_rule",
               "capacity_slack", "issue_rule", "label", "dlm_fc_threshold", "tlm_attention_threshold",
               "aging_passes", "stop", "stop_param")
 # RunParams fields added after run files existed: left out of a run's key and saved parameters
 # at their default, so runs saved before keep their keys.
 LATER_FIELDS = {"overrides": (), "dlm_fc_threshold": None, "tlm_attention_threshold": None,
-                "capacity_rule": None, "aging_passes": None, "stop": None, "stop_param": None}
+                "capacity_rule": None, "aging_passes": None, "stop": None, "stop_param": None,
+                "memory_check": "error"}
 WORKLOAD_KEYS = ("split", "requests", "requests_per_batch", "batching", "seed",
                  "validation_fraction")
 RUN_FIELDS = ("pair", "batch", "system", "sequence_length", "draft_length", "aging_passes")
@@ -168,6 +172,8 @@ def _load(data: dict, src: str, trace: str | None, requests: int | str | None,
                                for key in ("pairs", "batches", "systems"))
     seqs = _list(get(data, "sequence_length", (int, str, list), source=src, default=[None]))
     tau = get(data, "tau", float, source=src, default=None)
+    memory_check = rules.check_memory_mode(get(data, "memory_check", str, source=src,
+                                               default="error"), src)
     if tau is not None:
         check_probability(tau, f"{src}: tau")
     for key, items in (("pairs", pairs), ("systems", systems)):
@@ -189,7 +195,8 @@ def _load(data: dict, src: str, trace: str | None, requests: int | str | None,
         _check_distinct(entries, src)
     runs = [RunParams(pair=pair, batch=batch, sequence_length=seq, draft_length=d, aging_passes=k,
                       requests=n_requests if per_batch is None else per_batch * batch,
-                      trace=trace, source=src, overrides=overrides, **shared, **e.fields)
+                      trace=trace, source=src, overrides=overrides, memory_check=memory_check,
+                      **shared, **e.fields)
             for pair in pairs for seq in (resolve_sequence_length(s, pair, configs) for s in seqs)
             for batch in batches for e in entries if batch in e.batches
             for d in e.draft_lengths for k in e.aging]
@@ -199,7 +206,20 @@ def _load(data: dict, src: str, trace: str | None, requests: int | str | None,
     check_workloads(runs)
     if overrides:
         check_costs(runs, f"{src}: overrides")
-    return dict(data, name=name, plot=plot), runs
+    warnings = check_memory(runs)
+    return dict(data, name=name, plot=plot) | ({"warnings": warnings} if warnings else {}), runs
+
+
+def check_memory(runs: list[RunParams]) -> list[str]:
+    """Every run fits in memory (sim/systems/memory.py), or under ``memory_check: warn`` the
+    warnings of those that do not, each said once."""
+    found: dict[str, None] = {}
+    for p in {(p.system, p.pair, p.batch, p.draft_length, p.max_seq(), p.overrides): p
+              for p in runs}.values():
+        message = rules.precheck_fits(p)
+        if message:
+            found[message] = None
+    return list(found)
 
 
 def _check_trace(trace, n_pairs: int, src: str) -> str:
@@ -419,6 +439,7 @@ def check_workloads(runs: list[RunParams]) -> None:
         if key not in seen:
             seen.add(key)
             work = workload(p)
+            rules.check_batch_fills(p.batch, len(work.requests), p.source)
             rule = p.stop_rule()
             if rule is not None and STOP_RULES[rule].needs_entropy:
                 check_entropy(work.requests, trace)

@@ -8,10 +8,16 @@ from __future__ import annotations
 
 import csv
 import dataclasses
+import fcntl
 import hashlib
+import io
 import json
 import os
+import sys
+import tempfile
 import traceback
+from collections.abc import Iterator
+from contextlib import nullcontext, suppress
 from functools import cache
 from pathlib import Path
 
@@ -21,6 +27,7 @@ from common.errors import SaddleError
 from common.paths import CONFIGS, ROOT
 from sim.experiments.backends import Backend, make
 from sim.experiments.grid import params_dict, run_key
+from sim.experiments.progress import Progress, announce
 from sim.metrics import CSV_FIELDS, RunRecord
 from sim.systems.registry import STOP_RULES, reads_tau
 from sim.systems.resolve import load_stop_param, load_tau
@@ -106,7 +113,8 @@ def execute(name: str, runs: list[RunParams], out: Path, *, progress: bool = Tru
     is said once). ``timeline``: write a Perfetto trace of run number ``timeline_run`` there
     (simulated again even when saved)."""
     runner = make(backend, jobs, address)
-    todo, records, pending = plan(runs, out, timeline, timeline_run)
+    with announce(f"{name}: resolving {len(runs)} runs, looking for saved ones in {out / 'runs'}"):
+        todo, records, pending = plan(runs, out, timeline, timeline_run)
     failures: list[tuple[int, str]] = []
 
     def done(task: _Task, record: dict | None, error: str | None) -> None:
@@ -139,66 +147,172 @@ def plan(runs: list[RunParams], out: Path, timeline: Path | None = None,
         params, name = run_file(p)
         path = runs_dir / name
         recorded = timeline is not None and i == timeline_run
-        if path.is_file() and not recorded:
-            try:
-                saved = json.loads(path.read_text())
-            except (OSError, ValueError):       # a damaged run file: run it again
-                saved = {}
-            # The same parameters and trace content, wherever the trace is.
-            same = isinstance(saved, dict) and isinstance(saved.get("params"), dict) \
-                and saved["params"] | {"trace": None} == params | {"trace": None}
-            # A record written before a field was added to RunRecord is simulated again.
-            if same and isinstance(saved.get("result"), dict) and RECORD_FIELDS <= saved["result"].keys():
-                records[i] = saved["result"]
-                continue
+        saved = None if recorded else saved_record(path, params)
+        if saved is not None:
+            records[i] = saved
+            continue
         pending.append(_Task(i, p, params, str(path), str(timeline) if recorded else None))
     return todo, records, pending
+
+
+def saved_record(path: Path, params: dict) -> dict | None:
+    """The record ``path`` holds for ``params`` (the same parameters and trace content,
+    wherever the trace is), or None (missing, damaged, another run's, or written before a
+    field was added to RunRecord: simulated again)."""
+    try:
+        saved = json.loads(path.read_text())
+    except (OSError, ValueError):       # missing, or damaged: run it again
+        return None
+    same = isinstance(saved, dict) and isinstance(saved.get("params"), dict) \
+        and saved["params"] | {"trace": None} == params | {"trace": None}
+    result = saved.get("result") if same else None
+    return result if isinstance(result, dict) and RECORD_FIELDS <= result.keys() else None
+
+
+class RunLocks:
+    """One POSIX lock per run file (``out/.locks/<run>.lock``): the process holding it
+    simulates the run, another process sharing the results folder waits for its file.
+    ``lockf`` locks belong to this process (forked workers do not inherit them) and go with
+    it when it ends, however it ends."""
+
+    def __init__(self, out: Path) -> None:
+        self.dir = out / ".locks"
+        self.held: dict[str, int] = {}
+
+    def take(self, run_path: str, wait: bool) -> bool:
+        self.dir.mkdir(exist_ok=True)
+        fd = os.open(self.dir / (Path(run_path).stem + ".lock"), os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.lockf(fd, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
+        except OSError:             # held by another process
+            os.close(fd)
+            return False
+        self.held[run_path] = fd
+        return True
+
+    def release(self, run_path: str) -> None:
+        fd = self.held.pop(run_path, None)
+        if fd is not None:
+            os.close(fd)
+
+    def release_all(self) -> None:
+        for path in list(self.held):
+            self.release(path)
 
 
 def dispatch(name: str, pending: list[_Task], total: int, done, runner: Backend, *,
              progress: bool = True) -> None:
     """Simulate ``pending`` (``total`` runs in all, the others saved) on ``runner``; each run's
     file is written here as soon as it ends, then ``done(task, record, error)`` is called. A
-    progress bar shows runs done and failed and the time left."""
-    bar = None
-    if progress:
-        from tqdm import tqdm
-        # No monitor thread: the local backend forks its workers only from a single thread.
-        tqdm.monitor_interval = 0
-        # Redrawn at every run's end (a run takes far longer than a redraw), failures included.
-        bar = tqdm(total=total, initial=total - len(pending), desc=name, unit="run", leave=False,
-                   mininterval=0)
-    failed = 0
+    run another process sharing the folder simulates is waited for and reused (``RunLocks``).
+    ``progress``: a bar on a terminal, else a line every few seconds, then a summary line
+    (sim/experiments/progress.py)."""
+    report = Progress(name, total, total - len(pending), bar=progress and sys.stderr.isatty())
+    locks = RunLocks(Path(pending[0].path).parent.parent) if pending else None
 
     def finish(task: _Task, record: dict | None, error: str | None) -> None:
-        nonlocal failed
-        if record is not None:
-            write_whole(Path(task.path), json.dumps({"params": task.record_params, "result": record},
-                                                    sort_keys=True))
+        try:
+            if record is not None:
+                write_whole(Path(task.path), json.dumps(
+                    {"params": task.record_params, "result": record}, sort_keys=True))
+        finally:
+            if locks:
+                locks.release(task.path)
         done(task, record, error)
-        if bar:
-            failed += error is not None
-            if failed:
-                bar.set_postfix(failed=failed, refresh=False)
-            bar.update(1)
+        report.ended(error is not None)
+
+    def reused(task: _Task, record: dict) -> None:
+        done(task, record, None)
+        report.ended(False, shared=True)
 
     try:
-        # The timeline needs the run's interval log: that run stays in this process.
-        away = [t for t in pending if not t.timeline]
-        for task in pending:
-            if task.timeline:
-                finish(task, *_run_task(task))
-        # Longest first, so short runs fill the workers at the end: Manager-driven runs take
-        # several times longer than the others, and a run's time grows with its batch (the
-        # order changes no result).
-        away.sort(key=lambda t: (load_system(t.params.system, configs=t.params.configs()).verify
-                                 != "shared_pool",
-                                 -t.params.batch))
-        for task, value, lost in runner.map(_run_task, away):
-            finish(task, *(value if lost is None else (None, lost)))
+        with report.running() if progress else nullcontext():
+            _run_all(pending, runner, locks, finish, reused)
     finally:
-        if bar:
-            bar.close()
+        if locks:
+            locks.release_all()
+    if progress:
+        print(f"saddle: {report.summary()}", file=sys.stderr, flush=True)
+
+
+def _run_all(pending: list[_Task], runner: Backend, locks: RunLocks | None, finish, reused) -> None:
+    """Simulate every task this process can claim, each when a worker is free, longest first;
+    then wait for each run another process holds, and reuse its file (or simulate it, when that
+    process stopped without writing it)."""
+    # The timeline needs the run's interval log: that run stays in this process.
+    for task in pending:
+        if task.timeline:
+            finish(task, *_run_task(task))
+    # Longest first, so short runs fill the workers at the end: Manager-driven runs take
+    # several times longer than the others, and a run's time grows with its batch (the
+    # order changes no result).
+    todo = sorted((t for t in pending if not t.timeline),
+                  key=lambda t: (load_system(t.params.system, configs=t.params.configs()).verify
+                                 != "shared_pool", -t.params.batch))
+    while todo:
+        assert locks is not None
+        theirs: list[_Task] = []
+        for task, value, lost in runner.map(_run_task, _claimed(todo, locks, theirs, reused)):
+            finish(task, *(value if lost is None else (None, lost)))
+        if theirs:          # holding nothing, wait until the first is no longer worked on
+            locks.take(theirs[0].path, wait=True)
+            locks.release(theirs[0].path)
+        todo = theirs
+
+
+def _claimed(tasks: list[_Task], locks: RunLocks, theirs: list[_Task], reused) -> Iterator[_Task]:
+    """The tasks this process takes, one at a time as the backend asks: its lock taken and its
+    file still missing. A file written meanwhile is reused (``reused(task, record)``); a task
+    another process holds goes to ``theirs``."""
+    for task in tasks:
+        if not locks.take(task.path, wait=False):
+            theirs.append(task)
+            continue
+        record = saved_record(Path(task.path), task.record_params)
+        if record is None:
+            yield task
+        else:
+            locks.release(task.path)
+            reused(task, record)
+
+
+def claim_folder(out: Path, kind: str, name: str, source: str) -> None:
+    """One results folder holds one experiment (or one sweep): the first to write ``out``
+    marks it (``out/.experiment``); another experiment into it is a ``SaddleError`` naming
+    both (its runs would mix in and its summary files replace the first's)."""
+    out.mkdir(parents=True, exist_ok=True)
+    locks = RunLocks(out)
+    locks.take("folder", wait=True)
+    try:
+        marker = out / ".experiment"
+        owner = _owner(marker, out)
+        if owner is None:
+            write_whole(marker, json.dumps({"kind": kind, "name": name, "source": source}) + "\n")
+        elif (owner.get("kind"), owner.get("name")) != (kind, name):
+            raise SaddleError(
+                f"{out}: holds the results of {owner.get('kind')} {owner.get('name')!r}"
+                + (f" ({owner['source']})" if owner.get("source") else "")
+                + f"; {kind} {name!r} ({source}) would mix its runs in and replace its summary "
+                "files: give another --out")
+    finally:
+        locks.release_all()
+
+
+def _owner(marker: Path, out: Path) -> dict | None:
+    """Who ``out`` belongs to: its marker, else its summary files (a folder written before the
+    marker existed), else None."""
+    for path, kind in ((marker, None), (out / "results.json", "experiment"),
+                       (out / "rows.json", "sweep")):
+        try:
+            data = json.loads(path.read_text())
+        except (OSError, ValueError):
+            continue
+        if isinstance(data, dict):
+            if kind is None:
+                return data
+            if isinstance(data.get(kind), str):
+                return {"kind": kind, "name": data[kind]}
+    return None
 
 
 def _failure_message(name: str, todo: list[RunParams], failures: list[tuple[int, str]],
@@ -242,10 +356,17 @@ def _run_task(task: _Task) -> tuple[dict | None, str | None]:
 
 
 def write_whole(path: Path, text: str) -> None:
-    """``text`` written whole or not at all: a rerun resumes from what is there."""
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(text)
-    tmp.replace(path)
+    """``text`` written whole or not at all (a temporary file of this process, then renamed):
+    a rerun resumes from what is there, and two processes never mix their bytes."""
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        with suppress(OSError):
+            os.unlink(tmp)
+        raise
 
 
 def flat(record: dict, prefix: str = "") -> dict:
@@ -262,6 +383,8 @@ def flat(record: dict, prefix: str = "") -> dict:
 def write_results(out: Path, experiment: dict, runs: list[RunParams], records: list[dict]) -> None:
     out.mkdir(parents=True, exist_ok=True)
     summary = {"experiment": experiment["name"], "runs": records}
+    if experiment.get("warnings"):      # memory_check: warn (sim/systems/memory.py)
+        summary["warnings"] = experiment["warnings"]
     if "published" in experiment:
         from report import published
         rows = published.compare(experiment["published"], records)
@@ -272,14 +395,20 @@ def write_results(out: Path, experiment: dict, runs: list[RunParams], records: l
         rows = compare.rows(experiment["compare"], records)
         summary["compare"] = {"spec": experiment["compare"], "rows": rows,
                               "summary": compare.summary(experiment["compare"], rows)}
-    (out / "results.json").write_text(json.dumps(summary, indent=1, sort_keys=True))
-    with (out / "results.csv").open("w", newline="") as f:
-        w = csv.writer(f)
-        w.writerow(CSV_FIELDS)
-        w.writerows([row.get(k) for k in CSV_FIELDS] for row in map(flat, records))
+    write_whole(out / "results.json", json.dumps(summary, indent=1, sort_keys=True))
+    write_whole(out / "results.csv", csv_text(CSV_FIELDS, [[row.get(k) for k in CSV_FIELDS]
+                                                           for row in map(flat, records)]))
     resolved_cfg = dict(experiment)
     resolved_cfg["resolved_runs"] = [_saved_params(resolved(p)) for p in runs]
-    (out / "config.yaml").write_text(yaml.safe_dump(resolved_cfg, sort_keys=False))
+    write_whole(out / "config.yaml", yaml.safe_dump(resolved_cfg, sort_keys=False))
+
+
+def csv_text(header: list | tuple, rows: list[list]) -> str:
+    buffer = io.StringIO(newline="")
+    w = csv.writer(buffer)
+    w.writerow(header)
+    w.writerows(rows)
+    return buffer.getvalue()
 
 
 def table(records: list[dict]) -> str:

@@ -12,6 +12,7 @@ import dataclasses
 import json
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
 from common.errors import SaddleError
@@ -53,42 +54,70 @@ class TxLog:
     softmax: SoftmaxParams | None = None          # needed to replay DraftLogits
 
 
+def _records(path: Path):
+    """``(line number, parsed JSON)`` of every line; a line that is not UTF-8 text or not JSON,
+    a key given twice, or a read error is one ``SaddleError`` naming the file and line."""
+    number = 0
+    try:
+        with path.open("rb") as f:
+            for number, raw in enumerate(f, start=1):
+                where = f"{path}:{number}"
+                try:
+                    text = raw.decode("utf-8")
+                except UnicodeDecodeError as exc:
+                    raise SaddleError(f"{where}: not UTF-8 text (byte 0x{raw[exc.start]:02x} at "
+                                      f"column {exc.start + 1}): a transaction log is JSON Lines, "
+                                      "one JSON object per line") from None
+                try:
+                    yield number, json.loads(text, object_pairs_hook=partial(_unique, where))
+                except json.JSONDecodeError as exc:
+                    raise SaddleError(f"{where}: invalid JSON: {exc.msg} (column {exc.colno})") from None
+    except OSError as exc:
+        raise SaddleError(f"{path}:{number + 1}: cannot read ({exc.strerror or exc})") from None
+
+
+def _unique(where: str, pairs: list[tuple[str, object]]) -> dict:
+    out: dict = {}
+    for key, value in pairs:
+        if key in out:
+            raise SaddleError(f"{where}: key {key!r} given twice")
+        out[key] = value
+    return out
+
+
 def read_txlog(path: str | Path) -> TxLog:
     """Parse and validate a log; errors name ``FILE:LINE`` and the key."""
     path = Path(path)
+    if path.is_dir():
+        raise SaddleError(f"{path}: is a directory, expected a transaction log (.jsonl)")
     if not path.is_file():
         raise SaddleError(f"{path}: no such transaction log")
     entries = []
     config = softmax = None
-    with path.open() as f:
-        for number, text in enumerate(f, start=1):
-            where = f"{path}:{number}"
-            try:
-                data = json.loads(text)
-            except json.JSONDecodeError as exc:
-                raise SaddleError(f"{where}: invalid JSON: {exc.msg}") from None
-            if number == 1:
-                if not isinstance(data, dict) or data.get("format") != FORMAT or data.get("version") != VERSION:
-                    raise SaddleError(f"{where}: expected a header with format {FORMAT!r} version {VERSION}")
-                if not isinstance(data.get("config"), dict):
-                    raise SaddleError(f"{where}: header: missing object 'config'")
-                config = ManagerConfig.from_dict(data["config"], source=f"{where}: config")
-                if "softmax" in data:
-                    softmax = _softmax(data["softmax"], f"{where}: softmax")
-                continue
-            if not isinstance(data, dict) or "in" not in data or set(data) - {"in", "out"}:
-                raise SaddleError(f"{where}: expected an object with 'in' and optionally 'out'")
-            txn = from_dict(data["in"], source=f"{where}: in")
-            if not isinstance(txn, INPUTS):
-                raise SaddleError(f"{where}: in: {type(txn).__name__} is an output, not an input")
-            events = None
-            if "out" in data:
-                if not isinstance(data["out"], list):
-                    raise SaddleError(f"{where}: out: expected a list")
-                events = [from_dict(e, source=f"{where}: out[{i}]") for i, e in enumerate(data["out"])]
-                if any(isinstance(e, INPUTS) for e in events):
-                    raise SaddleError(f"{where}: out: holds an input transaction")
-            entries.append((txn, events))
+    for number, data in _records(path):
+        where = f"{path}:{number}"
+        if number == 1:
+            if not isinstance(data, dict) or data.get("format") != FORMAT or data.get("version") != VERSION:
+                raise SaddleError(f"{where}: expected a header with format {FORMAT!r} version {VERSION}")
+            if not isinstance(data.get("config"), dict):
+                raise SaddleError(f"{where}: header: missing object 'config'")
+            config = ManagerConfig.from_dict(data["config"], source=f"{where}: config")
+            if "softmax" in data:
+                softmax = _softmax(data["softmax"], f"{where}: softmax")
+            continue
+        if not isinstance(data, dict) or "in" not in data or set(data) - {"in", "out"}:
+            raise SaddleError(f"{where}: expected an object with 'in' and optionally 'out'")
+        txn = from_dict(data["in"], source=f"{where}: in")
+        if not isinstance(txn, INPUTS):
+            raise SaddleError(f"{where}: in: {type(txn).__name__} is an output, not an input")
+        events = None
+        if "out" in data:
+            if not isinstance(data["out"], list):
+                raise SaddleError(f"{where}: out: expected a list")
+            events = [from_dict(e, source=f"{where}: out[{i}]") for i, e in enumerate(data["out"])]
+            if any(isinstance(e, INPUTS) for e in events):
+                raise SaddleError(f"{where}: out: holds an input transaction")
+        entries.append((txn, events))
     if config is None:
         raise SaddleError(f"{path}: empty transaction log (no header)")
     return TxLog(config, entries, str(path), softmax)

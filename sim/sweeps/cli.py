@@ -28,15 +28,21 @@ def sweep_handler(args) -> int:
     from common.paths import check_output, results_dir
     from report.sweep_plots import plot_sweep
     from sim.experiments.backends import make
-    from sim.experiments.runner import default_jobs
+    from sim.experiments.progress import announce
+    from sim.experiments.runner import claim_folder, default_jobs
     from sim.sweeps.run import run_sweep, write_outputs
     from sim.sweeps.spec import load_sweep, resolve_sweep
 
     runner = make(args.backend, args.jobs or default_jobs(), args.address)
-    sweep = load_sweep(resolve_sweep(args.file))
+    path = resolve_sweep(args.file)
+    with announce(f"checking {path}: every point as an experiment is checked"):
+        sweep = load_sweep(path)
+    for warning in sweep.warnings:
+        print(f"saddle: warning: {warning}", file=sys.stderr)
     out = Path(args.out) if args.out else results_dir() / "sweeps" / sweep.name
     check_output(out, "--out" if args.out else "results folder", folder=True)
-    summary, rows = run_sweep(sweep, out, runner, progress=not args.json and sys.stderr.isatty())
+    claim_folder(out, "sweep", sweep.name, str(sweep.source))
+    summary, rows = run_sweep(sweep, out, runner, progress=not args.json)
     write_outputs(sweep, out, summary, rows)
     plots = [] if args.no_plot else plot_sweep(out, sweep.name, sweep.plot, rows)
     if sweep.plot is None and not args.no_plot:

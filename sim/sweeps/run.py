@@ -13,7 +13,6 @@ Rows hold nothing about where or when they ran, so every backend writes the same
 """
 from __future__ import annotations
 
-import csv
 import hashlib
 import json
 from dataclasses import dataclass
@@ -22,7 +21,7 @@ from pathlib import Path
 import yaml
 
 from sim.experiments.backends import Backend, make
-from sim.experiments.runner import dispatch, flat, plan, run_file, write_whole
+from sim.experiments.runner import csv_text, dispatch, flat, plan, run_file, write_whole
 from sim.sweeps.spec import Sweep
 
 RUN_FIELDS = ("system", "pair", "batch", "draft_length", "sequence_length")
@@ -92,21 +91,18 @@ def run_sweep(sweep: Sweep, out: Path, runner: Backend | None = None, *,
 
 def write_outputs(sweep: Sweep, out: Path, summary: Summary, rows: list[dict]) -> None:
     """``rows.json``, ``rows.csv``, ``summary.json`` and ``sweep.yaml``."""
-    (out / "rows.json").write_text(json.dumps({"sweep": sweep.name, "rows": rows},
+    write_whole(out / "rows.json", json.dumps({"sweep": sweep.name, "rows": rows},
                                               sort_keys=True, indent=1))
     # An axis is a column once; the run's parameters are run.*, its record's fields follow
     # (a searched d: run.draft_length is "search", draft_length the d chosen).
     metrics = sorted({k for r in rows for k in r["metrics"]} - set(sweep.axes))
     fields = [k for k in RUN_FIELDS if k not in sweep.axes]
-    with (out / "rows.csv").open("w", newline="") as f:
-        w = csv.writer(f)
-        w.writerow(list(sweep.axes) + [f"run.{k}" for k in fields] + ["digest", "status"]
-                   + metrics + ["error"])
-        for r in rows:
-            w.writerow([r["point"].get(a) for a in sweep.axes] + [r["run"][k] for k in fields]
-                       + [r["digest"], r["status"]] + [r["metrics"].get(m) for m in metrics]
-                       + [r["error"]])
-    (out / "summary.json").write_text(json.dumps(summary.to_dict(), sort_keys=True, indent=1))
+    write_whole(out / "rows.csv", csv_text(
+        list(sweep.axes) + [f"run.{k}" for k in fields] + ["digest", "status"] + metrics + ["error"],
+        [[r["point"].get(a) for a in sweep.axes] + [r["run"][k] for k in fields]
+         + [r["digest"], r["status"]] + [r["metrics"].get(m) for m in metrics] + [r["error"]]
+         for r in rows]))
+    write_whole(out / "summary.json", json.dumps(summary.to_dict(), sort_keys=True, indent=1))
     resolved = {"name": sweep.name, "source": sweep.source, "experiment": str(sweep.experiment),
                 "axes": list(sweep.axes), "points": list(sweep.points), "plot": sweep.plot}
-    (out / "sweep.yaml").write_text(yaml.safe_dump(resolved, sort_keys=False))
+    write_whole(out / "sweep.yaml", yaml.safe_dump(resolved, sort_keys=False))

@@ -66,6 +66,7 @@ class Sweep:
     points: tuple[dict, ...]
     runs: tuple[tuple[int, RunParams], ...]     # (point index, run), point order
     plot: dict | None
+    warnings: tuple[str, ...] = ()              # the base's memory_check: warn, per point
 
 
 def resolve_sweep(name_or_path: str) -> Path:
@@ -205,12 +206,14 @@ def load_sweep(path: Path) -> Sweep:
     axes, points = points_of(data, src)
     runs: list[tuple[int, RunParams]] = []
     first: dict[RunParams, int] = {}
+    warnings: list[str] = []
     for i, point in enumerate(points):
         at = f"{src}: point {i + 1} ({describe(point)})"
         try:
-            _, point_runs = load_experiment(base_path, data=edit(base, point))
+            loaded, point_runs = load_experiment(base_path, data=edit(base, point))
         except ConfigError as exc:
             raise ConfigError(f"{at}: {exc}") from None
+        warnings += [f"{at}: {w}" for w in loaded.get("warnings", [])]
         for p in point_runs:
             same = dataclasses.replace(p, source="")
             if same in first:
@@ -223,7 +226,7 @@ def load_sweep(path: Path) -> Sweep:
     plot = _plot(data, axes, varying + ((SYSTEM,) if len(labels) > 1 and SYSTEM not in axes else ()),
                  src)
     return Sweep(name=name, source=src, experiment=base_path, axes=axes, points=tuple(points),
-                 runs=tuple(runs), plot=plot)
+                 runs=tuple(runs), plot=plot, warnings=tuple(warnings))
 
 
 def _plot(data: dict, axes: tuple[str, ...], dims: tuple[str, ...], src: str) -> dict | None:

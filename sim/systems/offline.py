@@ -19,6 +19,7 @@
 from __future__ import annotations
 
 import itertools
+from collections.abc import Callable
 
 import numpy as np
 
@@ -35,11 +36,19 @@ def _round_ps(costs: CostAdapter, mapping: dict[str, str], batch: int, context: 
     return d * dlm.work.time_ps + tlm.work.time_ps
 
 
-def specpim_mapping(costs: CostAdapter, batch: int, max_seq_len: int, d: int) -> dict[str, str]:
-    places = ("gpu", "pim") if costs.system.pim is not None else ("gpu",)
-    mappings = [{"dlm_fc": dlm_fc, "dlm_attention": dlm_attn, "tlm_fc": "gpu",
-                 "tlm_attention": tlm_attn}
-                for dlm_fc, dlm_attn, tlm_attn in itertools.product(places, repeat=3)]
+def placements(pim: bool) -> list[dict[str, str]]:
+    """SpecPIM's design space: DLM FC, DLM attention, TLM attention each on GPU or PIM."""
+    places = ("gpu", "pim") if pim else ("gpu",)
+    return [{"dlm_fc": dlm_fc, "dlm_attention": dlm_attn, "tlm_fc": "gpu", "tlm_attention": tlm_attn}
+            for dlm_fc, dlm_attn, tlm_attn in itertools.product(places, repeat=3)]
+
+
+def specpim_mapping(costs: CostAdapter, batch: int, max_seq_len: int, d: int,
+                    fits: Callable[[dict[str, str]], bool] = lambda m: True) -> dict[str, str]:
+    """The fastest placement among those that ``fits`` (all, when none does: the run's memory
+    check then names what does not fit)."""
+    mappings = placements(costs.system.pim is not None)
+    mappings = [m for m in mappings if fits(m)] or mappings
     return min(mappings, key=lambda m: _round_ps(costs, m, batch, max_seq_len, d))   # the first of ties
 
 

@@ -20,7 +20,7 @@ from sim.manager.formats import AGE, THRESHOLD, quantize_prob
 from sim.manager.timing import ManagerTiming, load_manager_timing
 from sim.manager.transactions import Device
 from sim.model import load_model, load_pair
-from sim.systems import offline
+from sim.systems import memory, offline
 from sim.systems.registry import STOP_RULES, StopRule, calibration_table, check_entropy, reads_tau
 from sim.systems.spec import IssueRule, SystemSpec, check_capacity, check_issue_rule, load_system
 from sim.workload import Workload, load_workload
@@ -57,6 +57,9 @@ class RunParams:
     aging_passes: int | None = None
     # Config-file values set for this run only: sorted (dotted key, value) pairs (sim/overrides.py)
     overrides: tuple[tuple[str, object], ...] = ()
+    # A run that does not fit in memory (sim/systems/memory.py): "error", or "warn" (simulated
+    # as if the memory were larger, the overflow in RunSetup.warnings)
+    memory_check: str = "error"
     source: str = "<run>"
 
     def key(self) -> str:
@@ -162,6 +165,69 @@ def check_slots(batch: int, spec: SystemSpec, cfg: ManagerConfig, manager: str |
                           f"slots of {file} (controller.max_requests) for {spec.name}{entry}")
 
 
+def check_batch_fills(batch: int, requests: int, where: str) -> None:
+    """A batch is at most the requests a run replays (a larger one would never fill)."""
+    if batch > requests:
+        raise ConfigError(f"{where}: batch {batch} exceeds the {requests} requests the run "
+                          f"replays: the batch would never fill (give batch <= {requests}, or "
+                          "more requests)")
+
+
+MEMORY_CHECKS = ("error", "warn")
+
+
+def check_memory_mode(mode: Any, where: str) -> str:
+    if mode not in MEMORY_CHECKS:
+        raise ConfigError(f"{where}: memory_check: expected one of {list(MEMORY_CHECKS)}, "
+                          f"found {mode!r}")
+    return mode
+
+
+def memory_shape(p: RunParams) -> memory.Shape:
+    """The run's batch, longest context and largest TLM pass: batch x (1 + the longest
+    draft: d, ``search_d_max`` when searched, else ``max_draft_len``), at most the Shared
+    Pool's entries plus one query per request."""
+    configs = p.configs()
+    spec, cfg = load_system(p.system, configs=configs), ManagerConfig.load(p.manager, configs=configs)
+    longest, d = 0, p.draft_length
+    if spec.speculative:
+        fixed = d if isinstance(d, int) else p.search_d_max
+        longest = fixed if spec.stop == "fixed" else (p.max_draft_len or cfg.max_draft_len)
+    tokens = p.batch * (1 + longest)
+    if spec.verify == "shared_pool":
+        tokens = min(tokens, cfg.shared_entries + p.batch)
+    return memory.Shape(p.batch, p.max_seq(), tokens)
+
+
+def _memory_of(p: RunParams) -> tuple:
+    configs = p.configs()
+    spec, pair = load_system(p.system, configs=configs), load_pair(p.pair, configs=configs)
+    return adapter(spec.hardware, pair.tlm.name, pair.dlm.name, configs).system, pair, spec
+
+
+def check_fits(p: RunParams, mapping: dict[str, str]) -> str | None:
+    """Whether ``p`` fits in memory with ``mapping`` (sim/systems/memory.py): None, a
+    ``ConfigError``, or under ``memory_check: warn`` the message."""
+    system, pair, spec = _memory_of(p)
+    name = (p.label or p.system) + ("" if p.draft_length is None else f" (d {p.draft_length})")
+    return memory.check_memory(system, pair, spec, mapping, memory_shape(p), p.source,
+                               check_memory_mode(p.memory_check, p.source), name)
+
+
+def precheck_fits(p: RunParams) -> str | None:
+    """``check_fits`` before the run, where its mapping is known: a static or dynamic one; for
+    SpecPIM's search (which picks among the mappings that fit), whether some mapping fits."""
+    system, pair, spec = _memory_of(p)
+    if spec.mapping != "specpim":
+        return check_fits(p, dict(spec.static_mapping or {}))
+    shape = memory_shape(p)
+    candidates = offline.placements(system.pim is not None)
+    if any(memory.overflow(system, pair, spec, m, shape) is None for m in candidates):
+        return None
+    least = min(candidates, key=lambda m: sum(x.bytes for x in memory.pieces(system, pair, spec, m, shape)))
+    return check_fits(p, least)
+
+
 def load_tau(pair: str) -> float:
     path = CONFIGS / "tau" / f"{pair}.yaml"
     if not path.is_file():
@@ -240,6 +306,7 @@ class RunSetup:
     capacity: int = 0                     # shared_pool: tokens one TLM pass verifies at most
     issue_rule: IssueRule = IssueRule.DRAINED    # eager: when a pass below capacity may start
     record: bool = False                  # shared_pool: keep every Manager transaction (run.events)
+    warnings: list[str] = field(default_factory=list)   # not in the record (memory_check: warn)
     # What the record says about the choices, in the order records have always listed them.
     notes: dict[str, Any] = field(default_factory=dict)
     rule_notes: dict[str, Any] = field(default_factory=dict)
@@ -281,6 +348,10 @@ def resolve(p: RunParams) -> RunSetup:
     if spec.speculative:
         _stop_rule(r, p.max_draft_len or base.max_draft_len)
     r.manager_config = _manager_config(r, p.max_draft_len or base.max_draft_len)
+    check_batch_fills(p.batch, len(r.workload.requests), p.source)
+    found = check_fits(p, r.mapping)
+    if found:
+        r.warnings.append(found)
     if spec.verify == "shared_pool":
         _pool_setup(r)
     else:
@@ -300,14 +371,23 @@ def _draft_length_and_mapping(r: RunSetup) -> None:
     check_draft_length(p.draft_length, spec, f"{p.source}: draft_length")
     if p.draft_length == "search":
         validation = workload(p, "validation")
-        mapping_for = ((lambda d: offline.specpim_mapping(r.costs, p.batch, r.max_seq, d))
+        mapping_for = ((lambda d: offline.specpim_mapping(r.costs, p.batch, r.max_seq, d,
+                                                          _fits(r)))
                        if spec.mapping == "specpim" else (lambda d: r.mapping))
         r.draft_length, r.mapping = offline.search_draft_length(
             r.costs, mapping_for, validation.requests, p.batch, r.max_seq, p.search_d_max)
     else:
         r.draft_length = p.draft_length  # type: ignore[assignment]  # checked: an int or None
     if spec.mapping == "specpim" and not r.mapping:
-        r.mapping = offline.specpim_mapping(r.costs, p.batch, r.max_seq, r.draft_length or 1)
+        d = r.draft_length or 1
+        r.mapping = offline.specpim_mapping(r.costs, p.batch, r.max_seq, d, _fits(r))
+
+
+def _fits(r: RunSetup):
+    """Whether a mapping of the run fits in memory."""
+    system, pair, spec = _memory_of(r.params)
+    shape = memory_shape(r.params)
+    return lambda m: memory.overflow(system, pair, spec, m, shape) is None
 
 
 def _stop_rule(r: RunSetup, max_len: int) -> None:

@@ -30,3 +30,11 @@ def test_the_same_key_in_two_mappings_is_fine(tmp_path):
     path = tmp_path / "ok.yaml"
     path.write_text("a: {k: 1}\nb: {k: 2}\n")
     assert load_yaml(path) == {"a": {"k": 1}, "b": {"k": 2}}
+
+
+def test_a_value_where_a_mapping_belongs_is_a_config_error():
+    # found by the config fuzzer: a100.yaml's calibrations.attacc.elementwise_fit.activation: 0
+    from common.config import get
+    with pytest.raises(ConfigError, match=r"^a100.yaml: elementwise_fit.activation: expected a "
+                                          r"mapping with 'fixed_ns', found 0$"):
+        get(0, "fixed_ns", float, source="a100.yaml", prefix="elementwise_fit.activation")

@@ -77,17 +77,22 @@ def _at(doc, path):
 
 
 @st.composite
-def _mutated(draw) -> tuple[str, str]:
-    """(kind of file, YAML text) of a shipped file with one to three corruptions."""
-    name = draw(st.sampled_from(sorted(BASES)))
-    doc = yaml.safe_load(yaml.safe_dump(BASES[name]))      # a deep copy
+def _mutated(draw, bases: dict | None = None) -> tuple[str, str]:
+    """(kind of file, YAML text) of a shipped file with one to three corruptions (overrides
+    only in experiment and sweep files)."""
+    bases = bases or BASES
+    name = draw(st.sampled_from(sorted(bases)))
+    doc = yaml.safe_load(yaml.safe_dump(bases[name]))      # a deep copy
+    ops = ["set", "delete", "add", "nest", "duplicate"] + (["override"] if bases is BASES else [])
     for _ in range(draw(st.integers(1, 3))):
         paths = [p for p, _ in _paths(doc) if p]
-        op = draw(st.sampled_from(["set", "delete", "add", "nest", "override", "duplicate"]))
-        if op == "override" or not paths:
-            doc.setdefault("overrides", {})[draw(st.sampled_from(OVERRIDE_KEYS))] = draw(ODD)
+        op = draw(st.sampled_from(ops))
+        if (op == "override" or not paths) and bases is BASES:
+            if not isinstance(doc.get("overrides"), dict):     # a corruption may have set it
+                doc["overrides"] = {}
+            doc["overrides"][draw(st.sampled_from(OVERRIDE_KEYS))] = draw(ODD)
             continue
-        if op == "duplicate":
+        if op == "duplicate" or not paths:
             break       # textual, below
         path = draw(st.sampled_from(paths))
         parent, key = _at(doc, path[:-1]), path[-1]
@@ -105,7 +110,7 @@ def _mutated(draw) -> tuple[str, str]:
         lines = text.splitlines(keepends=True)
         i = draw(st.integers(0, len(lines) - 1))
         text = "".join(lines[:i + 1] + [lines[i]] + lines[i + 1:])
-    return name.split("/")[0], text
+    return (name.split("/")[0] if bases is BASES else name), text
 
 
 @FUZZ
@@ -122,3 +127,82 @@ def test_a_corrupted_config_loads_or_fails_with_one_clear_error(tmp_path_factory
         assert "fuzzed.yaml" in message, message
         assert "\n" not in message.strip(), message
         hypothesis.event(message.split(": ")[1][:40] if ": " in message else message[:40])
+
+
+# -- the files a run reads: systems, hardware, models, pairs -----------------------------------
+# Each with an experiment of the systems and pair that read it (natural lengths, small batch).
+OPT66 = "opt-66b+opt-1.3b"
+ALL_SYSTEMS = ["gpu-ad", "gpu-sd", "pim-ad", "pim-sd", "saddle", "saddle-d", "saddle-p",
+               "saddle-s", "oracle", "specpim-ad", "specpim-sd"]
+COMPONENTS = ["gpu-ad", "pim-sd", "saddle"]
+RUN_FILES = {
+    **{f"systems/{n}": (OPT66, [n]) for n in ALL_SYSTEMS},
+    "hardware/dgx-a100": (OPT66, ["gpu-ad", "gpu-sd"]), "hardware/attacc": (OPT66, ["pim-ad", "pim-sd"]),
+    "hardware/saddle": (OPT66, ["saddle", "saddle-d"]),
+    "hardware/specpim-4gpu": (OPT66, ["specpim-ad", "specpim-sd"]),
+    **{f"hardware/{n}": (OPT66, COMPONENTS) for n in ("a100", "hbm3_pim", "bank_pe", "links", "energy")},
+    "models/opt-66b": (OPT66, COMPONENTS), "models/opt-1.3b": (OPT66, ["gpu-sd", "saddle"]),
+    "models/llama-3.1-70b": ("llama-3.1-70b+llama-3.2-1b", COMPONENTS),
+    "models/pairs/opt-175b+opt-6.7b": ("opt-175b+opt-6.7b", COMPONENTS),
+}
+RUN_BASES = {name: load_yaml(CONFIGS / f"{name}.yaml") for name in RUN_FILES}
+
+
+def _experiment(pair: str, systems: list[str]) -> dict:
+    entries = [{"system": s, "draft_length": 8} if s in ("gpu-sd", "pim-sd", "specpim-sd")
+               else {"system": s} for s in systems]
+    return {"name": "fuzz", "pairs": [pair], "batches": [16], "systems": entries,
+            "workload": {"split": "test", "requests": 32}}
+
+
+@pytest.fixture
+def swapped(monkeypatch, tmp_path_factory):
+    """``swap(name, text)``: every loader reads ``text`` for ``configs/NAME.yaml`` (errors
+    naming that file), with nothing cached from before."""
+    import sim.config
+    from common.config import load_yaml as real
+    from sim.config import BASE, Configs
+    files: dict = {}
+
+    def fake(path):
+        found = files.get(Path(path).resolve())
+        if found is None:
+            return real(path)
+        target, text = found
+        tmp = Path(tmp_path_factory.mktemp("run-file")) / target.name
+        tmp.write_text(text)
+        try:
+            return real(tmp)
+        except SaddleError as exc:
+            raise type(exc)(str(exc).replace(str(tmp), str(target))) from None
+    monkeypatch.setattr(sim.config, "load_yaml", fake)
+
+    def swap(name: str, text: str) -> Path:
+        target = (CONFIGS / f"{name}.yaml").resolve()
+        files.clear()
+        files[target] = (target, text)
+        BASE._loaded.clear()
+        Configs._shared.clear()
+        return target
+    yield swap
+    BASE._loaded.clear()
+    Configs._shared.clear()
+
+
+@FUZZ
+@given(case=_mutated(RUN_BASES))
+def test_a_corrupted_run_file_checks_or_fails_with_one_clear_error(swapped, case):
+    from sim.experiments.grid import check_costs
+    name, text = case
+    target = swapped(name, text)
+    pair, systems = RUN_FILES[name]
+    try:
+        _, runs = load_experiment(CONFIGS / "experiments" / "fuzz.yaml",
+                                  data=_experiment(pair, systems))
+        check_costs(runs, str(target))
+        hypothesis.event("loaded")
+    except SaddleError as exc:
+        message = str(exc)
+        assert target.stem in message, message
+        assert "\n" not in message.strip(), message
+        hypothesis.event(name)

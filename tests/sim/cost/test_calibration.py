@@ -192,6 +192,17 @@ def test_known_deviations_are_listed_apart(tmp_path):
     (tmp_path / "known_deviations.yaml").write_text("- {component: typo, where: x, why: y}\n")
     with pytest.raises(ConfigError, match="component: expected one of"):
         known_deviations(tmp_path / "tables")
+    # Read by common.config's loader: a key given twice and bad YAML name the file and line.
+    path = tmp_path / "known_deviations.yaml"
+    path.write_text("- component: attention\n  where: x\n  why: y\n  where: z\n")
+    with pytest.raises(ConfigError, match=f"^{path}: line 4: key 'where' given twice "
+                                          r"\(first at line 2\)"):
+        known_deviations(tmp_path / "tables")
+    path.write_text("{component: attention}\n")
+    with pytest.raises(ConfigError, match=f"^{path}: expected a list at the top level, found dict"):
+        known_deviations(tmp_path / "tables")
+    path.write_text("")
+    assert known_deviations(tmp_path / "tables") == {}
 
 
 def test_attacc_schedule_counts_are_the_fit_to_the_ramulator_table():

@@ -21,8 +21,11 @@ def test_systems_of_design():
     assert (SADDLE.devices, SADDLE.stacks_per_device) == (8, 5)
     assert SADDLE.gpu_pim_link.bandwidth == 2000e9 and SADDLE.device_link.bandwidth == 300e9
     assert load_hardware("specpim-4gpu").devices == 4
-    for s in (DGX, ATTACC, SADDLE):
-        assert s.memory_bytes == 640 * 2**30
+    # Every A100's 80 GiB (a100.yaml memory_gb) and every stack's 16 GiB (capacity_gb)
+    assert DGX.memory_bytes == 8 * 80 * 2**30
+    for s in (ATTACC, SADDLE):
+        assert s.memory_bytes == 8 * (80 + 5 * 16) * 2**30
+    assert load_hardware("specpim-4gpu").memory_bytes == 4 * (80 + 5 * 16) * 2**30
 
 
 def test_components_are_not_systems():
@@ -296,3 +299,13 @@ def test_step_model_equals_price_step_through_its_memos(calibration):
             got = StepCost.of(step.price(*zip(*reqs))[0])
             ref = system.price_step(model, reqs, mapping=mapping, devices=devices)
             assert got == ref, (system.name, mapping, reqs)
+
+
+def test_a_link_the_links_file_lacks_is_blamed_on_the_platform(monkeypatch):
+    # found by the config fuzzer: attacc.yaml's device_link: '' was reported as links.yaml's
+    from sim.config import Configs
+    for bad in ("", "calibrations", "nvlinkk"):
+        configs = Configs((("hardware.attacc.device_link", bad),))
+        with pytest.raises(ConfigError, match=rf"attacc.yaml: device_link: '{bad}' is not a link "
+                                              r"of .*links.yaml$"):
+            load_hardware("attacc", configs=configs)

@@ -111,6 +111,7 @@ def test_progress_counts_resumed_and_new_runs(experiment, trace, tmp_path, monke
             pass
 
     monkeypatch.setattr(tqdm, "tqdm", Bar)
+    monkeypatch.setattr(sys.stderr, "isatty", lambda: True)     # a bar on a terminal only
     _, runs = load_experiment(experiment, trace=trace)
     execute("par", runs[:3], tmp_path, jobs=2)
     execute("par", runs, tmp_path, jobs=2)

@@ -85,3 +85,36 @@ def test_cli_random_then_replay(tmp_path, capsys):
     assert main(["manager", "replay", str(out)]) == 1
     assert "outputs differ at line 6" in capsys.readouterr().out
     assert main(["manager", "replay", str(tmp_path / "missing.jsonl")]) == 2
+
+
+def _header(tmp_path):
+    path = tmp_path / "good.jsonl"
+    assert main(["manager", "random", "--length", "5", "--out", str(path)]) == 0
+    return path.read_bytes().splitlines(keepends=True)
+
+
+@pytest.mark.parametrize("body,message", [
+    (b"\x89PNG\r\n\x1a\n\x00\xff", "{p}:1: not UTF-8 text (byte 0x89 at column 1): a transaction log "
+                                   "is JSON Lines, one JSON object per line"),
+    (b"hello world\n", "{p}:1: invalid JSON: Expecting value (column 1)"),
+    ("HEADER" + '{"in": 1, "in": 2}\n', "{p}:2: key 'in' given twice"),
+    ("HEADER" + 'ok\n', "{p}:2: invalid JSON: Expecting value (column 1)"),
+    (b"HEADER{\"in\": \"\xe9\"}\n", "{p}:2: not UTF-8 text (byte 0xe9 at column 9): a transaction "
+                                    "log is JSON Lines, one JSON object per line"),
+], ids=["binary", "text", "duplicate-key", "bad-second-line", "latin-1"])
+def test_replay_of_a_file_that_is_not_a_log_is_one_line(tmp_path, capsys, body, message):
+    header = _header(tmp_path)[0]
+    if isinstance(body, str):
+        body = body.encode()
+    path = tmp_path / "bad.jsonl"
+    path.write_bytes(body.replace(b"HEADER", header))
+    capsys.readouterr()
+    assert main(["manager", "replay", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert err == f"saddle: error: {message.format(p=path)}\n"
+
+
+def test_replay_of_a_directory_says_so(tmp_path, capsys):
+    assert main(["manager", "replay", str(tmp_path)]) == 2
+    assert capsys.readouterr().err == (f"saddle: error: {tmp_path}: is a directory, expected a "
+                                       "transaction log (.jsonl)\n")

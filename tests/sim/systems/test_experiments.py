@@ -5,6 +5,7 @@ from pathlib import Path
 
 import pytest
 
+from common.errors import ConfigError
 from sim.cli import main
 
 GOLDEN = Path(__file__).with_name("golden_small.json")
@@ -97,8 +98,10 @@ def test_requests_override_replaces_the_workload_size():
     path = resolve_path("default")
     _, runs = load_experiment(path)
     assert {r.requests for r in runs} == {8 * 64}          # requests_per_batch: 8 at batch 64
-    _, runs = load_experiment(path, requests=5)
-    assert {r.requests for r in runs} == {5}
+    _, runs = load_experiment(path, requests=100)
+    assert {r.requests for r in runs} == {100}
+    with pytest.raises(ConfigError, match="batch 64 exceeds the 5 requests the run replays"):
+        load_experiment(path, requests=5)
     _, runs = load_experiment(path, requests="all")
     assert {r.requests for r in runs} == {None}
 

@@ -24,7 +24,7 @@ def test_ready_rounds_are_the_requests_that_can_draft(system, tiny_trace, monkey
         return original(self, mb)
     monkeypatch.setattr(pooled.PooledRun, "mb_step", checked)
     # The coverify Manager (32 + 24 entries) with every request in: full pools, refused and blocked requests.
-    _, run = simulate(params(system, None, tiny_trace, batch=16, manager=str(CONFIGS / "manager_coverify.yaml")))
+    _, run = simulate(params(system, None, tiny_trace, batch=12, manager=str(CONFIGS / "manager_coverify.yaml")))
     assert len(steps) > 100 and 0 in steps and max(steps) > 1
     if system != "oracle":
         assert run.refused > 0

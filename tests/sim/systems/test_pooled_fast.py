@@ -32,7 +32,7 @@ def test_draft_tokens_carry_the_plain_token_and_probability(system, tiny_trace, 
         return draft(self, request, microbatch, position, token, prob)
     monkeypatch.setattr(pooled.PooledRun, "mb_step", mb_step)
     monkeypatch.setattr(Manager, "draft", checked)
-    simulate(params(system, None, tiny_trace, batch=16, manager=str(CONFIGS / "manager_coverify.yaml")))
+    simulate(params(system, None, tiny_trace, batch=12, manager=str(CONFIGS / "manager_coverify.yaml")))
     assert len(seen) > 100 and len(set(seen)) >= 10 and max(steps) > 1
 
 
