@@ -76,6 +76,9 @@ def figure_section(name: str, experiment: dict, records: list[dict], images: lis
                       command=f"saddle run {name}", images=images)
     section.paragraphs.append(f"{len(records)} runs; the experiment file is "
                               f"configs/experiments/{name}.yaml.")
+    from common.paths import ROOT
+    section.paragraphs += [f"Warning: {w.replace(f'{ROOT}/', '')}"     # no local paths on the page
+                           for w in experiment.get("warnings", [])]
     if "published" in experiment:
         section.paragraphs.append(f"Published values: {experiment['published']['source']}.")
         section.tables.append(("Published claims beside ours", Table(
