@@ -22,8 +22,11 @@ def load_yaml(path: str | Path) -> dict:
     """A YAML mapping, the caller's own copy; a missing file, a syntax error or a non-mapping
     is a ConfigError."""
     data = load_yaml_document(path)
+    if data is None:
+        raise ConfigError(f"{path}: the file is empty (no keys); expected a mapping of keys")
     if not isinstance(data, dict):
-        raise ConfigError(f"{path}: expected a mapping at the top level, found {type(data).__name__}")
+        raise ConfigError(f"{path}: expected a mapping of keys at the top level, found a "
+                          f"{type(data).__name__}")
     return data
 
 

@@ -1,4 +1,6 @@
 """common.config: YAML files read with errors that name the file and the lines."""
+import re
+
 import pytest
 
 from common.config import load_yaml
@@ -38,3 +40,15 @@ def test_a_value_where_a_mapping_belongs_is_a_config_error():
     with pytest.raises(ConfigError, match=r"^a100.yaml: elementwise_fit.activation: expected a "
                                           r"mapping with 'fixed_ns', found 0$"):
         get(0, "fixed_ns", float, source="a100.yaml", prefix="elementwise_fit.activation")
+
+
+@pytest.mark.parametrize("text, message", [
+    ("", "the file is empty (no keys); expected a mapping of keys"),
+    ("# only a comment\n", "the file is empty (no keys); expected a mapping of keys"),
+    ("- a\n- b\n", "expected a mapping of keys at the top level, found a list"),
+])
+def test_an_empty_or_listed_config_says_what_it_is(tmp_path, text, message):
+    path = tmp_path / "c.yaml"
+    path.write_text(text)
+    with pytest.raises(ConfigError, match=re.escape(f"{path}: {message}")):
+        load_yaml(path)
