@@ -79,9 +79,10 @@ def test_option_mutants_killed_by_their_options_stimulus():
 
 
 def test_pe_mutants_killed_by_the_corner_cases():
-    faults = ["acc_not_cleared", "drain_early", "product_truncated", "subnormal_inputs_flushed", "adder_ties_away",
-              "start_mode_from_register"]
+    faults = ["acc_not_cleared", "flags_not_cleared", "drain_early", "product_truncated", "subnormal_inputs_flushed",
+              "round_ties_away", "round_sticky_dropped", "tree_carry_dropped", "axpy_tree_not_masked",
+              "align_sign_not_extended", "start_mode_from_register"]
     report = mutate("pe", faults, [program_check("corner cases", corner_program(4), 4)])
     assert not report.clean_failures
     assert all(r.killed_by == "corner cases" for r in report.results if r.fault != "start_mode_from_register")
-    assert report.ok and report.killed == report.killable == 5
+    assert report.ok and report.killed == report.killable == 10

@@ -4,7 +4,7 @@ from hw.flow.pe_replay import run_program
 from hw.flow.testbench.pe_vectors import Command, h
 from hw.pe.bank_pe import BankPE
 from sim.cost.pim import load_pim
-from sim.pe_ref import Mode, Op, load_params
+from hw.pe.reference import Mode, Op, load_params
 
 
 def test_ports_match_lanes_and_column_size():
