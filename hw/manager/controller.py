@@ -15,7 +15,8 @@ Interface (``lib.wiring`` Component):
   stable while in use.
 - command ``op`` (``CtlOp``) with ``req``, ``mb``, ``prob``, ``use_logits``, ``token``,
   ``reject``; ``op_ready`` is low only for a ``DRAFT`` with ``use_logits`` while the softmax
-  has no result. Each command completes in the cycle it is given with ``op_ready`` high:
+  has no result; ``draft_ready``: the same for a ``DRAFT`` or ``SKIP``, from ``use_logits``
+  alone (not from ``op``, which the user may decide late in the cycle). Each command completes in the cycle it is given with ``op_ready`` high:
   ``ADMIT`` (slot ``req`` in micro-batch ``mb``, round start), ``DRAFT`` (one token of
   probability ``prob``, or the softmax's greedy token with ``use_logits``), ``RESULT`` (the
   verification's TLM ``token`` is the next round's start; ``reject`` marks the round rejected),
@@ -91,7 +92,7 @@ class Controller(wiring.Component):
         super().__init__({
             "tau": In(PROB.bits), "max_draft_len": In(t),
             "calibrated": In(1), "acceptance": In(ACCEPTANCE_BINS * PROB.bits),
-            "op": In(CtlOp), "op_ready": Out(1),
+            "op": In(CtlOp), "op_ready": Out(1), "draft_ready": Out(1),
             "req": In(REQUEST_ID.bits), "pre_req": In(REQUEST_ID.bits),
             "mb": In(MICROBATCH_ID.bits), "prob": In(PROB.bits),
             "use_logits": In(1), "token": In(TOKEN_ID.bits), "reject": In(1),
@@ -168,6 +169,7 @@ class Controller(wiring.Component):
         m.d.comb += [
             takes_result.eq(((self.op == CtlOp.DRAFT) | (self.op == CtlOp.SKIP)) & self.use_logits),
             self.op_ready.eq(~takes_result | softmax.result.valid),
+            self.draft_ready.eq(~self.use_logits | softmax.result.valid),
             softmax.result.ready.eq(takes_result),
         ]
 
