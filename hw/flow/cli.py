@@ -240,6 +240,7 @@ def _cycles(args) -> int:
 
 
 def _timing(args) -> int:
+    from common.config import config_path
     from hw.flow.export import write_verilog
     from hw.flow.synth import MAPPED_NETLIST, fetch_celllib, parse_liberty, repo_path
     from hw.flow.timing import (
@@ -264,7 +265,9 @@ def _timing(args) -> int:
         netlist = work / MAPPED_NETLIST
         verilog = write_verilog(factory(), name, work)  # rewritten only when the design changed
         previous = json.loads((work / "result.json").read_text()) if (work / "result.json").is_file() else {}
-        if not (netlist.is_file() and netlist.stat().st_mtime > verilog.stat().st_mtime
+        # Resynthesized when the design or the synthesis flow (configs/synth/flow.yaml) is newer.
+        newest = max(verilog.stat().st_mtime, config_path("synth", "flow").stat().st_mtime)
+        if not (netlist.is_file() and netlist.stat().st_mtime > newest
                 and previous.get("library", "").startswith(library)):
             _synth_block(name, factory, args.out, liberty, work_name=work_name, goal=args.mapping)
         unbuffered = sta_netlist(netlist, name, liberty, work)

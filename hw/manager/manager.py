@@ -455,12 +455,13 @@ class Manager(wiring.Component):
             with m.Case(_State.SELECT):
                 # The pass's bookkeeping runs one cycle behind the selection, on the registered
                 # winner: the request of the token selected in the previous cycle, its first
-                # in flight iff that SELECT made its in-flight count 1. So the selector's
+                # in flight iff its in-flight count is still 0 (the Shared Pool counts a SELECT
+                # a cycle later than other commands). So the selector's
                 # winner drives no request lookup (Controller, pools): the selection path ends
                 # in the Shared Pool and the event register. The cycle after the last SELECT
                 # is this state's end of selection, so the counts are complete before ISSUED.
                 with m.If(sel_valid):
-                    m.d.sync += [distinct.eq(distinct + (fly == 1)),
+                    m.d.sync += [distinct.eq(distinct + (fly == 0)),
                                  in_pass.eq(in_pass | one_hot(sel_req, "best"))]
                 with m.If(~sp.best_valid | (left == 0)):
                     m.d.comb += state_next.eq(_State.ISSUED)
