@@ -214,8 +214,8 @@ def write(cycles: Cycles, timing_path: Path | None = None, pe_path: Path | None 
 
 def differences(cycles: Cycles) -> list[str]:
     """Where the config files disagree with the measured cycles (empty: they agree)."""
-    from sim.manager.timing import load_manager_timing
     from hw.pe.reference import load_params
+    from sim.manager.timing import load_manager_timing
 
     out = []
     config = load_manager_timing().measured()

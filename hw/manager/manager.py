@@ -312,11 +312,16 @@ class Manager(wiring.Component):
         # A DRAFT's request, a cycle ahead for the Controller's read of H: the command's
         # while it is accepted, then the transaction's own.
         m.d.comb += ctl.pre_req.eq(Mux(idle_r, self.cmd.payload.request, c.request))
+        # The draft's probability and source straight from the command register, whatever the
+        # state: the Controller reads them only for DRAFT and SKIP (DROP_LOGITS is entered by a
+        # DraftLogits, so use_logits is set there too).
+        m.d.comb += [ctl.prob.eq(c.prob), ctl.use_logits.eq(c.use_logits)]
         m.d.comb += [ctl.req.eq(cur), ctl.mb.eq(cur_mb), sp.req.eq(cur), sp.q_req.eq(cur),
                      ep.req.eq(cur), ep.q_req.eq(cur), ep.mb.eq(cur_mb)]
         t, fly, wait, eager = ctl.rd_t, sp.q_fly, sp.q_wait, ep.q_n
         tail = Signal(POSITION.bits + 2)        # tokens of the request still in the Manager
-        m.d.comb += tail.eq(fly + wait + eager)
+        none_left = Signal()                    # tail == 0, without the adder
+        m.d.comb += [tail.eq(fly + wait + eager), none_left.eq((fly == 0) & (wait == 0) & (eager == 0))]
 
         ev = self.event
         out = ev.payload
@@ -397,7 +402,7 @@ class Manager(wiring.Component):
                                     m.d.comb += state_next.eq(_State[kind.name])
 
             with m.Case(_State.DROP_LOGITS):
-                m.d.comb += [ctl.op.eq(CtlOp.SKIP), ctl.use_logits.eq(1)]
+                m.d.comb += ctl.op.eq(CtlOp.SKIP)
                 with m.If(ctl.draft_ready):
                     m.d.comb += state_next.eq(_State.DONE)
 
@@ -417,7 +422,6 @@ class Manager(wiring.Component):
                 # wait for it, so no data multiplexer hangs on the Controller's op_ready.
                 m.d.comb += [to_shared.eq(~locked & no_eager),
                              pool_room.eq(Mux(to_shared, shared_room, eager_room)),
-                             ctl.prob.eq(c.prob), ctl.use_logits.eq(c.use_logits),
                              sp.pos.eq(c.position), sp.token.eq(token), sp.h.eq(ctl.h_new),
                              sp.mb.eq(c.microbatch), ep.pos.eq(c.position),
                              ep.token.eq(token), ep.h.eq(ctl.h_new)]
@@ -463,12 +467,15 @@ class Manager(wiring.Component):
                 with m.If(sel_valid):
                     m.d.sync += [distinct.eq(distinct + (fly == 0)),
                                  in_pass.eq(in_pass | one_hot(sel_req, "best"))]
+                # The pool's command does not wait for the winner: a SELECT without a waiting
+                # entry changes nothing there.
+                with m.If(room & (left != 0)):
+                    m.d.comb += sp.op.eq(PoolOp.SELECT)
                 with m.If(~sp.best_valid | (left == 0)):
                     m.d.comb += state_next.eq(_State.ISSUED)
                     if self.aging_passes is not None:   # the selection is complete: age the pool
                         m.d.comb += sp.pass_end.eq(1)
                 with m.Elif(room):
-                    m.d.comb += sp.op.eq(PoolOp.SELECT)
                     emit(EventKind.ISSUED_TOKEN, request=sp.best_req, position=sp.best_pos,
                          token=sp.best_token, h=sp.best_h)
                     m.d.sync += [left.eq(left - 1), queries.eq(queries + 1),
@@ -595,7 +602,7 @@ class Manager(wiring.Component):
                 slot_state = ctl.rd_state
                 restart = Signal()
                 m.d.comb += restart.eq((slot_state == SlotState.REJECTED) |
-                                       ((slot_state == SlotState.STOPPED) & (tail == 0)))
+                                       ((slot_state == SlotState.STOPPED) & none_left))
                 with m.If(~pass_fresh):
                     pass
                 with m.Elif(~pass_any):
@@ -620,7 +627,7 @@ class Manager(wiring.Component):
                 with m.If(room):
                     m.d.comb += ctl.op.eq(CtlOp.END_ROUND)
                     emit(EventKind.ROUND_ENDED, request=c.request, position=t, h=ctl.rd_h)
-                    with m.If(tail == 0):
+                    with m.If(none_left):
                         m.d.comb += state_next.eq(_State.END_RESUME)
                     with m.Else():
                         m.d.comb += state_next.eq(_State.DONE)
@@ -635,7 +642,7 @@ class Manager(wiring.Component):
                 # The waiting and eager tokens (the last wait + eager of the round) are discarded.
                 m.d.sync += [walk_req.eq(c.request), pos.eq(t - tail + 1), pos_end.eq(t), code.eq(3)]
                 m.d.comb += walk_req_next.eq(c.request)
-                with m.If(tail != 0):
+                with m.If(~none_left):
                     m.d.comb += state_next.eq(_State.DISCARD)
                 with m.Else():
                     m.d.comb += state_next.eq(_State.RETIRED)
