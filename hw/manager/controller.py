@@ -12,7 +12,8 @@ entry i in bits [17 i, 17 i + 17)).
 Interface (``lib.wiring`` Component):
 
 - configuration: ``tau`` (UQ1.16), ``max_draft_len``, ``calibrated``, ``acceptance``; held
-  stable while in use.
+  stable while in use (a change of ``calibrated`` or ``acceptance`` reaches a DRAFT with
+  ``use_logits`` one cycle later than one with ``prob``: that operand is registered).
 - command ``op`` (``CtlOp``) with ``req``, ``mb``, ``prob``, ``use_logits``, ``token``,
   ``reject``; ``op_ready`` is low only for a ``DRAFT`` with ``use_logits`` while the softmax
   has no result; ``draft_ready``: the same for a ``DRAFT`` or ``SKIP``, from ``use_logits``
@@ -139,28 +140,23 @@ class Controller(wiring.Component):
         m.d.sync += h_prev.eq(Mux(h_written & (self.req == self.pre_req), h_write, read(hs, self.pre_req)))
 
         # The decision path: one multiplier (its second operand p, or the acceptance table's
-        # entry for p) and two comparators.
+        # entry for p) and two comparators. The operand of a softmax result is registered
+        # (derived from the quotient's next state, so it is current whenever the result is);
+        # the one of ``prob``, a register of the user's, is derived here.
         product = Signal(2 * PROB.bits)
         sampled = softmax.result.payload
-        entry = Signal(range(ACCEPTANCE_BINS))
         factor = Signal(PROB.bits)
-        bin_bits = ACCEPTANCE_BINS.bit_length() - 1
+        factor_logits = Signal(PROB.bits)
+        m.d.sync += factor_logits.eq(self._factor(m, softmax.prob_next, "logits"))
         m.d.comb += [
             self.sampled_prob.eq(Mux(self.use_logits, sampled.prob, self.prob)),
             self.sampled_token.eq(Mux(self.use_logits, sampled.token, 0)),
-            entry.eq(Mux(self.sampled_prob[PROB.frac], ACCEPTANCE_BINS - 1,
-                         self.sampled_prob[PROB.frac - bin_bits:PROB.frac])),
-            factor.eq(Mux(self.calibrated, self.acceptance.word_select(entry, PROB.bits), self.sampled_prob)),
+            factor.eq(Mux(self.use_logits, factor_logits, self._factor(m, self.prob, "prob"))),
             product.eq(h_prev * factor),
             self.h_new.eq(product >> PROB.frac),
             self.t_new.eq(self.rd_t + 1),
             self.stop.eq((self.h_new < self.tau) | (self.t_new >= self.max_draft_len)),
         ]
-        if self.fault == "acceptance_one_wraps":
-            m.d.comb += entry.eq(self.sampled_prob[PROB.frac - bin_bits:PROB.frac])
-        if self.fault == "acceptance_bin_low":
-            m.d.comb += entry.eq(Mux(self.sampled_prob[PROB.frac], ACCEPTANCE_BINS - 1,
-                                     self.sampled_prob[PROB.frac - bin_bits - 1:PROB.frac - 1]))
         if self.fault == "h_compare_le":
             m.d.comb += self.stop.eq((self.h_new <= self.tau) | (self.t_new >= self.max_draft_len))
         elif self.fault == "max_len_compare_gt":
@@ -201,6 +197,22 @@ class Controller(wiring.Component):
                     with m.Case(CtlOp.RETIRE):
                         m.d.sync += admitted[i].eq(0)
         return m
+
+    def _factor(self, m, prob, name: str):
+        """The multiplier's operand for probability ``prob``: ``prob``, or with ``calibrated``
+        the acceptance table's entry of its bin (p's top four fraction bits; 1.0 the last)."""
+        bin_bits = ACCEPTANCE_BINS.bit_length() - 1
+        entry = Signal(range(ACCEPTANCE_BINS), name=f"{name}_entry")
+        if self.fault == "acceptance_one_wraps":
+            m.d.comb += entry.eq(prob[PROB.frac - bin_bits:PROB.frac])
+        elif self.fault == "acceptance_bin_low":
+            m.d.comb += entry.eq(Mux(prob[PROB.frac], ACCEPTANCE_BINS - 1,
+                                     prob[PROB.frac - bin_bits - 1:PROB.frac - 1]))
+        else:
+            m.d.comb += entry.eq(Mux(prob[PROB.frac], ACCEPTANCE_BINS - 1, prob[PROB.frac - bin_bits:PROB.frac]))
+        factor = Signal(PROB.bits, name=f"{name}_factor")
+        m.d.comb += factor.eq(Mux(self.calibrated, self.acceptance.word_select(entry, PROB.bits), prob))
+        return factor
 
     @staticmethod
     def _new_round(m, h, t, state):

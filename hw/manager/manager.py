@@ -47,7 +47,12 @@ register, and the pass's bookkeeping (requests in the pass, distinct requests) r
 on the registered winner (``sel_req``), so the selector's output drives no request lookup. The
 walks over requests (rejected, holding eager tokens, in the pass) address the blocks from
 registered scans (``lowest``): a walk step that changes its vector waits one cycle for the scan
-to see the change, so ``cur`` is a multiplexer of registers only.
+to see the change. ``cur``, the request every block is addressed by, is itself a register
+(``cur_r``, loaded with the request the next state reads, from the next values of those
+registers) or, in IDLE, the incoming command's request: no state decoding before the blocks'
+128-way reads. The Controller's operands come straight from the command register; decisions
+that only ask whether a request holds no token test its three counts for zero (no adder);
+SELECT's pool command does not wait for the winner (a SELECT without one is a no-op).
 
 Cycle cost (clock edges from the ``cmd`` transfer to the ``DONE`` transfer, both included,
 without back-pressure): one to accept, one per event beat, one more for the ``DONE`` transfer,
@@ -317,7 +322,11 @@ class Manager(wiring.Component):
         # DraftLogits, so use_logits is set there too).
         m.d.comb += [ctl.prob.eq(c.prob), ctl.use_logits.eq(c.use_logits)]
         m.d.comb += [ctl.req.eq(cur), ctl.mb.eq(cur_mb), sp.req.eq(cur), sp.q_req.eq(cur),
-                     ep.req.eq(cur), ep.q_req.eq(cur), ep.mb.eq(cur_mb)]
+                     ep.req.eq(cur), ep.q_req.eq(cur), ep.mb.eq(cur_mb), ep.room_mb.eq(c.microbatch)]
+        # The Scheduler is combinational and read in QUERY and MAP_TLM only: its inputs come
+        # from registers whatever the state.
+        m.d.comb += [ctl.q_mb.eq(c.microbatch), sched.drafting.eq(ctl.drafting),
+                     sched.queries.eq(queries), sched.query_requests.eq(distinct)]
         t, fly, wait, eager = ctl.rd_t, sp.q_fly, sp.q_wait, ep.q_n
         tail = Signal(POSITION.bits + 2)        # tokens of the request still in the Manager
         none_left = Signal()                    # tail == 0, without the adder
@@ -494,7 +503,6 @@ class Manager(wiring.Component):
                     m.d.comb += state_next.eq(_State.MAP_TLM)
 
             with m.Case(_State.MAP_TLM):
-                m.d.comb += [sched.queries.eq(queries), sched.query_requests.eq(distinct)]
                 with m.If(room):
                     emit(EventKind.MAPPING, tlm=1, gpu=sched.tlm_attention_gpu, numerator=queries,
                          denominator=distinct)
@@ -617,7 +625,6 @@ class Manager(wiring.Component):
                     m.d.sync += in_pass.eq(in_pass & ~pass_bit)
 
             with m.Case(_State.QUERY):
-                m.d.comb += [ctl.q_mb.eq(c.microbatch), sched.drafting.eq(ctl.drafting)]
                 with m.If(room):
                     emit(EventKind.MAPPING, tlm=0, gpu=sched.dlm_fc_gpu, numerator=sched.drafting_count,
                          denominator=1, microbatch=c.microbatch)
