@@ -24,7 +24,9 @@ Interface (``lib.wiring`` Component):
   ``NEW_ROUND`` (H = 1.0, t = 0, drafting), ``END_ROUND`` (drafting of the round stops, as
   the model's EndRound), ``RETIRE``, ``SKIP`` (with ``use_logits``: drop the softmax result of a
   token the pools refused; the DLM sends its logits again).
-- ``pre_req``: the request of the next cycle's ``DRAFT`` (its H is read one cycle ahead).
+- ``pre_req``, ``pre_prob``: the request and the probability of the next cycle's ``DRAFT``
+  (its H is read and its multiplier operand derived one cycle ahead; ``prob`` itself then only
+  feeds ``sampled_prob``).
 - decision (combinational, for the ``DRAFT`` in this cycle): ``h_new``, ``t_new``, ``stop``,
   ``sampled_token``/``sampled_prob`` (softmax result or ``prob``).
 - read port: ``req`` -> ``rd_mb``, ``rd_state``, ``rd_h``, ``rd_t``, ``rd_next_token``,
@@ -94,7 +96,7 @@ class Controller(wiring.Component):
             "tau": In(PROB.bits), "max_draft_len": In(t),
             "calibrated": In(1), "acceptance": In(ACCEPTANCE_BINS * PROB.bits),
             "op": In(CtlOp), "op_ready": Out(1), "draft_ready": Out(1),
-            "req": In(REQUEST_ID.bits), "pre_req": In(REQUEST_ID.bits),
+            "req": In(REQUEST_ID.bits), "pre_req": In(REQUEST_ID.bits), "pre_prob": In(PROB.bits),
             "mb": In(MICROBATCH_ID.bits), "prob": In(PROB.bits),
             "use_logits": In(1), "token": In(TOKEN_ID.bits), "reject": In(1),
             "h_new": Out(PROB.bits), "t_new": Out(t), "stop": Out(1),
@@ -140,18 +142,19 @@ class Controller(wiring.Component):
         m.d.sync += h_prev.eq(Mux(h_written & (self.req == self.pre_req), h_write, read(hs, self.pre_req)))
 
         # The decision path: one multiplier (its second operand p, or the acceptance table's
-        # entry for p) and two comparators. The operand of a softmax result is registered
-        # (derived from the quotient's next state, so it is current whenever the result is);
-        # the one of ``prob``, a register of the user's, is derived here.
+        # entry for p) and two comparators. Both operands are registers: the one of ``prob``
+        # derived a cycle ahead from ``pre_prob``, the one of a softmax result from the
+        # quotient's next state (so it is current whenever the result is).
         product = Signal(2 * PROB.bits)
         sampled = softmax.result.payload
         factor = Signal(PROB.bits)
-        factor_logits = Signal(PROB.bits)
-        m.d.sync += factor_logits.eq(self._factor(m, softmax.prob_next, "logits"))
+        factor_logits, factor_prob = Signal(PROB.bits), Signal(PROB.bits)
+        m.d.sync += [factor_logits.eq(self._factor(m, softmax.prob_next, "logits")),
+                     factor_prob.eq(self._factor(m, self.pre_prob, "prob"))]
         m.d.comb += [
             self.sampled_prob.eq(Mux(self.use_logits, sampled.prob, self.prob)),
             self.sampled_token.eq(Mux(self.use_logits, sampled.token, 0)),
-            factor.eq(Mux(self.use_logits, factor_logits, self._factor(m, self.prob, "prob"))),
+            factor.eq(Mux(self.use_logits, factor_logits, factor_prob)),
             product.eq(h_prev * factor),
             self.h_new.eq(product >> PROB.frac),
             self.t_new.eq(self.rd_t + 1),

@@ -276,6 +276,7 @@ class Manager(wiring.Component):
 
         c = Signal(command_layout)              # the transaction being executed
         no_eager = Signal()                     # its request held no eager token when accepted
+        reject_r = Signal()                     # a RESULT's accepted < in flight, when accepted
         locked = Signal()
         vid = Signal(VERIFY_ID.bits)
         in_pass = Signal(self.requests)
@@ -316,7 +317,8 @@ class Manager(wiring.Component):
         m.d.comb += [cur.eq(Mux(idle_r, self.cmd.payload.request, cur_r)), cur_mb.eq(c.microbatch)]
         # A DRAFT's request, a cycle ahead for the Controller's read of H: the command's
         # while it is accepted, then the transaction's own.
-        m.d.comb += ctl.pre_req.eq(Mux(idle_r, self.cmd.payload.request, c.request))
+        m.d.comb += [ctl.pre_req.eq(Mux(idle_r, self.cmd.payload.request, c.request)),
+                     ctl.pre_prob.eq(Mux(idle_r, self.cmd.payload.prob, c.prob))]
         # The draft's probability and source straight from the command register, whatever the
         # state: the Controller reads them only for DRAFT and SKIP (DROP_LOGITS is entered by a
         # DraftLogits, so use_logits is set there too).
@@ -395,7 +397,7 @@ class Manager(wiring.Component):
                 cmd = self.cmd.payload
                 illegal = self._illegal(m, cmd, ctl, locked, in_pass, resulted, fly, t)
                 with m.If(self.cmd.valid):
-                    m.d.sync += [c.eq(cmd), no_eager.eq(eager == 0)]
+                    m.d.sync += [c.eq(cmd), no_eager.eq(eager == 0), reject_r.eq(cmd.accepted < fly)]
                     m.d.comb += c_request_next.eq(cmd.request)
                     with m.If(illegal):
                         m.d.sync += [self.error_kind.eq(cmd.kind),
@@ -511,8 +513,8 @@ class Manager(wiring.Component):
             with m.Case(_State.RESULT):
                 with m.If(room):
                     first = Signal(POSITION.bits)
-                    reject = Signal()
-                    m.d.comb += [first.eq(t - tail + 1), reject.eq(c.accepted < fly),
+                    reject = reject_r       # accepted < fly, registered when the command was accepted
+                    m.d.comb += [first.eq(t - tail + 1),
                                  ctl.token.eq(c.token), ctl.reject.eq(reject),
                                  sp.clear_fly.eq(1),
                                  sp.clear_wait.eq(1 if fault == "wait_cleared_on_accept" else reject)]
