@@ -84,6 +84,10 @@ class Controller(wiring.Component):
                                 "fraction bits) instead of the last entry",
         "acceptance_bin_low": "controller, calibrated rule: the acceptance entry is chosen by p_t's fraction "
                               "bits one position lower (bits 11..14 instead of 12..15)",
+        "logits_factor_stale": "controller: the softmax result's multiplier operand is registered from the "
+                               "quotient as it is, not as it will be (a cycle late)",
+        "prob_factor_late": "controller: the prob operand is registered from prob, not from pre_prob (the "
+                            "previous cycle's probability)",
     }
 
     def __init__(self, requests: int, softmax: SoftmaxParams, *, fault: str | None = None):
@@ -149,8 +153,11 @@ class Controller(wiring.Component):
         sampled = softmax.result.payload
         factor = Signal(PROB.bits)
         factor_logits, factor_prob = Signal(PROB.bits), Signal(PROB.bits)
-        m.d.sync += [factor_logits.eq(self._factor(m, softmax.prob_next, "logits")),
-                     factor_prob.eq(self._factor(m, self.pre_prob, "prob"))]
+        m.d.sync += [factor_logits.eq(self._factor(m, softmax.result.payload.prob
+                                                   if self.fault == "logits_factor_stale" else softmax.prob_next,
+                                                   "logits")),
+                     factor_prob.eq(self._factor(m, self.prob if self.fault == "prob_factor_late" else self.pre_prob,
+                                                 "prob"))]
         m.d.comb += [
             self.sampled_prob.eq(Mux(self.use_logits, sampled.prob, self.prob)),
             self.sampled_token.eq(Mux(self.use_logits, sampled.token, 0)),

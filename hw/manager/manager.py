@@ -198,6 +198,10 @@ class Manager(wiring.Component):
         "retire_drains_while_locked": "manager: Retire during a verification drains the Eager Pools",
         "wait_cleared_on_accept": "manager: a fully accepted result also clears the request's waiting tokens",
         "refused_draft_updates_h": "manager: a refused draft still updates the request's H and t",
+        "cur_register_stale": "manager: the blocks' request register takes this cycle's request, not the one "
+                              "the next state reads",
+        "distinct_after_count": "manager: a selected token's request counts as new in the pass when its in-flight "
+                                "count is 1 (as if the Shared Pool counted a SELECT in the next cycle)",
     }
     BLOCKS = (Controller, Softmax, SharedPool, ArgmaxNode, EagerPools, Scheduler)   # the blocks a fault goes to
 
@@ -277,6 +281,7 @@ class Manager(wiring.Component):
         c = Signal(command_layout)              # the transaction being executed
         no_eager = Signal()                     # its request held no eager token when accepted
         reject_r = Signal()                     # a RESULT's accepted < in flight, when accepted
+        first_r = Signal(POSITION.bits)         # t - tail + 1 of its request, when accepted
         locked = Signal()
         vid = Signal(VERIFY_ID.bits)
         in_pass = Signal(self.requests)
@@ -384,7 +389,8 @@ class Manager(wiring.Component):
                 m.d.comb += cur_next.eq(pass_idx_next)
             with m.Default():
                 m.d.comb += cur_next.eq(c_request_next)
-        m.d.sync += [cur_r.eq(cur_next), idle_r.eq(state_next == _State.IDLE)]
+        m.d.sync += [cur_r.eq(cur if fault == "cur_register_stale" else cur_next),
+                     idle_r.eq(state_next == _State.IDLE)]
         shared_full = Signal()
         m.d.comb += shared_full.eq(sp.count == self.shared_entries)
 
@@ -397,7 +403,8 @@ class Manager(wiring.Component):
                 cmd = self.cmd.payload
                 illegal = self._illegal(m, cmd, ctl, locked, in_pass, resulted, fly, t)
                 with m.If(self.cmd.valid):
-                    m.d.sync += [c.eq(cmd), no_eager.eq(eager == 0), reject_r.eq(cmd.accepted < fly)]
+                    m.d.sync += [c.eq(cmd), no_eager.eq(eager == 0), reject_r.eq(cmd.accepted < fly),
+                                 first_r.eq(t - tail + 1)]
                     m.d.comb += c_request_next.eq(cmd.request)
                     with m.If(illegal):
                         m.d.sync += [self.error_kind.eq(cmd.kind),
@@ -476,7 +483,7 @@ class Manager(wiring.Component):
                 # in the Shared Pool and the event register. The cycle after the last SELECT
                 # is this state's end of selection, so the counts are complete before ISSUED.
                 with m.If(sel_valid):
-                    m.d.sync += [distinct.eq(distinct + (fly == 0)),
+                    m.d.sync += [distinct.eq(distinct + (fly == (1 if fault == "distinct_after_count" else 0))),
                                  in_pass.eq(in_pass | one_hot(sel_req, "best"))]
                 # The pool's command does not wait for the winner: a SELECT without a waiting
                 # entry changes nothing there.
@@ -514,7 +521,7 @@ class Manager(wiring.Component):
                 with m.If(room):
                     first = Signal(POSITION.bits)
                     reject = reject_r       # accepted < fly, registered when the command was accepted
-                    m.d.comb += [first.eq(t - tail + 1),
+                    m.d.comb += [first.eq(first_r),
                                  ctl.token.eq(c.token), ctl.reject.eq(reject),
                                  sp.clear_fly.eq(1),
                                  sp.clear_wait.eq(1 if fault == "wait_cleared_on_accept" else reject)]
@@ -649,7 +656,7 @@ class Manager(wiring.Component):
 
             with m.Case(_State.RETIRE):
                 # The waiting and eager tokens (the last wait + eager of the round) are discarded.
-                m.d.sync += [walk_req.eq(c.request), pos.eq(t - tail + 1), pos_end.eq(t), code.eq(3)]
+                m.d.sync += [walk_req.eq(c.request), pos.eq(first_r), pos_end.eq(t), code.eq(3)]
                 m.d.comb += walk_req_next.eq(c.request)
                 with m.If(~none_left):
                     m.d.comb += state_next.eq(_State.DISCARD)

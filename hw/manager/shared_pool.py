@@ -353,6 +353,8 @@ class SharedPool(wiring.Component):
         "aging_write_keeps_age": "shared pool, aging: a new token keeps the age of the entry's previous occupant",
         "selector_selected_not_dropped": "shared pool, pipelined selector: the entry SELECTed in the previous "
                                          "cycle is not dropped from the stage registers' lists",
+        "select_counts_lost": "shared pool: a SELECT's delayed update of its request's waiting and in-flight "
+                              "counts is lost",
     }
     _ENTRY_FAULTS = ("aging_served_not_reset", "aging_write_keeps_age")
 
@@ -437,7 +439,8 @@ class SharedPool(wiring.Component):
         # drives only the entries' select decode and the registers, not a count update. A CLEAR
         # of the same request in that cycle counts the pending token as in flight.
         pending, pending_req = Signal(name="sel_pending"), Signal(REQUEST_ID.bits, name="sel_pending_req")
-        m.d.sync += [pending.eq(selecting), pending_req.eq(self.best_req)]
+        m.d.sync += [pending.eq(0 if self.fault == "select_counts_lost" else selecting),
+                     pending_req.eq(self.best_req)]
         clearing = Signal()
         same = Signal()
         m.d.comb += [clearing.eq(self.op == PoolOp.CLEAR), same.eq(pending & (pending_req == self.req))]
