@@ -202,6 +202,8 @@ class Manager(wiring.Component):
                               "the next state reads",
         "distinct_after_count": "manager: a selected token's request counts as new in the pass when its in-flight "
                                 "count is 1 (as if the Shared Pool counted a SELECT in the next cycle)",
+        "query_mask_stale": "manager: a SchedulerQuery's drafting mask is taken for the previous command's "
+                            "micro-batch (the command register's while the query is accepted)",
     }
     BLOCKS = (Controller, Softmax, SharedPool, ArgmaxNode, EagerPools, Scheduler)   # the blocks a fault goes to
 
@@ -331,9 +333,14 @@ class Manager(wiring.Component):
         m.d.comb += [ctl.req.eq(cur), ctl.mb.eq(cur_mb), sp.req.eq(cur), sp.q_req.eq(cur),
                      ep.req.eq(cur), ep.q_req.eq(cur), ep.mb.eq(cur_mb), ep.room_mb.eq(c.microbatch)]
         # The Scheduler is combinational and read in QUERY and MAP_TLM only: its inputs come
-        # from registers whatever the state.
-        m.d.comb += [ctl.q_mb.eq(c.microbatch), sched.drafting.eq(ctl.drafting),
+        # from registers whatever the state; the drafting mask of the micro-batch is taken while
+        # the command is accepted (``drafting_r``; nothing changes it before QUERY reads it).
+        drafting_r = Signal(self.requests)
+        m.d.comb += [ctl.q_mb.eq(c.microbatch if fault == "query_mask_stale" else
+                                 Mux(idle_r, self.cmd.payload.microbatch, c.microbatch)),
+                     sched.drafting.eq(drafting_r),
                      sched.queries.eq(queries), sched.query_requests.eq(distinct)]
+        m.d.sync += drafting_r.eq(ctl.drafting)
         t, fly, wait, eager = ctl.rd_t, sp.q_fly, sp.q_wait, ep.q_n
         tail = Signal(POSITION.bits + 2)        # tokens of the request still in the Manager
         none_left = Signal()                    # tail == 0, without the adder
