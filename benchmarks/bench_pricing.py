@@ -72,8 +72,8 @@ def main(argv: list[str]) -> int:
         gc.enable()
         total += seconds
         misses = sum(a.calls for a in adapters.values())
-        fields = [(p.work.time_ps, p.work.gpu_ps, p.work.pim_ps, p.work.devices,
-                   p.energy_fj, p.attention_ps, p.fc_ps, p.comm_ps, p.flops, p.pim_flops)
+        fields = [(p.work.time_ps, p.work.gpu_ps, p.work.pim_ps, p.work.devices, p.energy_fj,
+                   p.cost.attention_ps, p.cost.fc_ps, p.cost.comm_ps, p.flops, p.pim_flops)
                   for p in priced]
         digest = hashlib.sha256(repr(fields).encode()).hexdigest()[:16]
         print(f"{spec:22s} {len(priced):7d} steps {misses:7d} priced {seconds:6.2f} CPU s "

@@ -22,10 +22,17 @@ def load_yaml(path: str | Path) -> dict:
     """A YAML mapping, the caller's own copy; a missing file, a syntax error or a non-mapping
     is a ConfigError."""
     path = Path(path)
-    if not path.is_file():
-        raise ConfigError(f"{path}: no such config file")
     try:
-        data = copy.deepcopy(_parse(path.read_bytes()))
+        text = path.read_bytes()
+    except FileNotFoundError:
+        raise ConfigError(f"{path}: no such config file") from None
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot be read ({exc.strerror or exc})") from None
+    try:
+        data = copy.deepcopy(_parse(text))
+    except DuplicateKey as exc:
+        raise ConfigError(f"{path}: line {exc.line}: key {exc.key!r} given twice (first at line "
+                          f"{exc.first}); a YAML mapping takes each key once") from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" line {mark.line + 1}" if mark is not None else ""
@@ -40,7 +47,33 @@ def _parse(text: bytes):
     """The YAML document in ``text``, parsed once per content: a grid resolves every run's
     configs (hundreds of loads of a few dozen files), and PyYAML's parser is pure Python.
     Keyed by the bytes, not the file's time stamp (coarser than a rewrite in a test)."""
-    return yaml.safe_load(text)
+    return yaml.load(text, Loader=_UniqueKeyLoader)
+
+
+class DuplicateKey(yaml.YAMLError):
+    """A mapping that names one key twice (PyYAML keeps the last silently)."""
+
+    def __init__(self, key: object, first: int, line: int) -> None:
+        super().__init__(f"duplicate key {key!r}")
+        self.key, self.first, self.line = key, first, line
+
+
+class _UniqueKeyLoader(yaml.SafeLoader):
+    def construct_mapping(self, node, deep=False):
+        if isinstance(node, yaml.MappingNode):
+            seen: dict[object, int] = {}
+            for key_node, _ in node.value:
+                if key_node.tag == "tag:yaml.org,2002:merge":
+                    continue
+                key = self.construct_object(key_node, deep=True)
+                line = key_node.start_mark.line + 1
+                try:
+                    if key in seen:
+                        raise DuplicateKey(key, seen[key], line)
+                except TypeError:       # an unhashable key: SafeLoader's own error names it
+                    break
+                seen[key] = line
+        return super().construct_mapping(node, deep=deep)
 
 
 def suggest(word: object, choices) -> str:
@@ -66,7 +99,11 @@ def config_path(kind: str, name: str, *, source: str | Path | None = None,
     """``configs/<kind>/<name>.yaml``; an unknown name lists the known ones and suggests the
     closest. ``source`` and ``where`` (a key path) say where the name was read."""
     path = CONFIGS / kind / f"{name}.yaml" if isinstance(name, str) and name else None
-    if path is None or not path.is_file() or path.parent != CONFIGS / kind:
+    try:
+        found = path is not None and path.is_file() and path.parent == CONFIGS / kind
+    except OSError:         # a name no file can have (too long, a NUL byte)
+        found = False
+    if path is None or not found:
         known = known_names(kind)
         what = _KIND_NAMES.get(kind, kind)
         place = f"{source}: " if source else ""

@@ -15,3 +15,20 @@ def results_dir() -> Path:
     """Default output folder of experiments: ``results/`` in the current directory (override
     with SADDLE_RESULTS)."""
     return Path(os.environ.get("SADDLE_RESULTS", "results"))
+
+
+def check_output(path: Path, what: str, *, folder: bool) -> None:
+    """Refuse, before any work, an output that cannot be written: ``path`` (a folder if
+    ``folder``, else a file) must exist as that kind and be writable, or be creatable in the
+    nearest folder that exists. ``what`` names the option (``--out``)."""
+    from common.errors import SaddleError
+    if path.exists() and path.is_dir() != folder:
+        kind = "a folder" if folder else "a file"
+        raise SaddleError(f"{what} {path}: exists and is not {kind}")
+    probe = path if folder and path.is_dir() else path.parent
+    while not probe.exists() and probe != probe.parent:
+        probe = probe.parent
+    if not probe.is_dir():
+        raise SaddleError(f"{what} {path}: {probe} is a file, not a folder")
+    if not os.access(probe, os.W_OK | os.X_OK):
+        raise SaddleError(f"{what} {path}: {probe} is not writable")

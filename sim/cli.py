@@ -1,19 +1,22 @@
 """The `saddle` command.
 
-Each entry of SUBCOMMAND_MODULES is a module with a ``register(subparsers)`` function that adds
-its subcommands (one module may add several) and binds each to a handler via
-``parser.set_defaults(func=handler)``. A handler takes the parsed ``argparse.Namespace`` and
-returns the process exit code. Heavy imports (Amaranth, matplotlib, torch) belong inside the
+Each module of SUBCOMMAND_MODULES has a ``register(subparsers)`` that adds its subcommands, each
+bound to a handler (``parser.set_defaults(func=handler)``) that takes the parsed arguments and
+returns the exit code (None: 0). Heavy imports (Amaranth, matplotlib, torch) belong inside the
 handlers, so that ``saddle --help`` stays fast and the simulator never imports the RTL stack.
 """
 from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import signal
 import sys
 
 from common.errors import SaddleError
+
+# Ctrl-C, and what a scheduler or a closed terminal sends: each stops a run the same way.
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 # Order is the order of `saddle --help`.
 SUBCOMMAND_MODULES = [
@@ -27,8 +30,7 @@ SUBCOMMAND_MODULES = [
 
 
 def version() -> str:
-    """The installed package's version (pyproject.toml), or the source tree's when run from a
-    checkout that is not installed."""
+    """The installed package's version, or the source tree's (pyproject.toml)."""
     from importlib.metadata import PackageNotFoundError
     from importlib.metadata import version as installed
     try:
@@ -41,8 +43,15 @@ def version() -> str:
         return found.group(1) if found else "unknown"
 
 
+class _Parser(argparse.ArgumentParser):
+    """An argument error is one line, as every other error (subcommands inherit the class)."""
+
+    def error(self, message: str):
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="saddle",
         description="SADDLE: RTL and a trace-driven simulator for speculative decoding on GPU + HBM3-PIM.",
     )
@@ -59,17 +68,29 @@ def main(argv: list[str] | None = None) -> int:
     if not hasattr(args, "func"):
         parser.print_help()
         return 2
+    for stop in STOP_SIGNALS[1:]:       # as Ctrl-C: stop the workers, keep the results
+        signal.signal(stop, signal.default_int_handler)
     try:
         return int(args.func(args) or 0)
     except SaddleError as exc:
         print(f"saddle: error: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
-        # A second Ctrl-C while shutting down (worker pool, progress bar) must not print the
-        # message again or a traceback: from here on SIGINT is ignored.
-        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        # A second signal while shutting down (worker pool, progress bar) must not print the
+        # message again or a traceback: from here on they are ignored.
+        for stop in STOP_SIGNALS:
+            signal.signal(stop, signal.SIG_IGN)
         print("saddle: interrupted; results written so far are kept", file=sys.stderr, flush=True)
         return 130
+    except BrokenPipeError:
+        # The reader left (`saddle ... | head`): nothing more to say, and nowhere to say it.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141
+    except OSError as exc:      # an output that failed while written (disk full, permissions)
+        where = f"{exc.filename}: " if exc.filename else ""
+        print(f"saddle: error: {where}{exc.strerror or exc}; results written before it are kept",
+              file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

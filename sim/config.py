@@ -2,12 +2,9 @@
 it loads, and the objects its loaders build, each built once.
 
 Loaders (``load_model``, ``load_gpu``, ``ManagerConfig.load``, ...) take the context as
-``configs=``; without one they read the shipped files (``BASE``). Nothing here is global state
-a run changes: runs with other overrides get another context (``Configs.of``), so an object
-built from other values is never reused, and a grid's runs with the same overrides share one,
-so each file is read and each cost model built once per process.
-
-The YAML helpers (``load_yaml``, ``get``, ``config_path``, ...) live in ``common.config``.
+``configs=``; without one they read the shipped files (``BASE``). Runs with other overrides get
+another context (``Configs.of``), so an object built from other values is never reused; a
+grid's runs with the same overrides share one. The YAML helpers live in ``common.config``.
 """
 from __future__ import annotations
 
@@ -18,9 +15,7 @@ from typing import Any, ClassVar, TypeVar, cast
 
 from common.config import get, load_yaml
 from common.errors import ConfigError
-from sim.overrides import Overrides
-
-__all__ = ["BASE", "CALIBRATIONS", "Configs", "calibrated", "loader"]
+from sim.overrides import patch, resolve
 
 T = TypeVar("T")
 F = TypeVar("F", bound=Callable[..., Any])
@@ -33,7 +28,11 @@ class Configs:
     _shared: ClassVar[dict[tuple, Configs]] = {}
 
     def __init__(self, overrides: tuple[tuple[str, object], ...] = ()) -> None:
-        self.overrides = Overrides(tuple(overrides))
+        self.overrides = tuple(overrides)
+        self._patches: dict[Path, list] = {}       # (key path, value) pairs by file
+        for key, value in self.overrides:
+            path, keys = resolve(key, "override")
+            self._patches.setdefault(path.resolve(), []).append((keys, value))
         self._loaded: dict[Hashable, Any] = {}
 
     @classmethod
@@ -51,7 +50,8 @@ class Configs:
 
     def yaml(self, path: str | Path) -> dict:
         """The file's mapping (the caller's own copy) with this context's overrides set."""
-        return self.overrides.apply(Path(path), load_yaml(path))
+        patches = self._patches.get(Path(path).resolve()) if self._patches else None
+        return patch(load_yaml(path), patches) if patches else load_yaml(path)
 
     def cached(self, key: Hashable, build: Callable[[], T]) -> T:
         """``build()``, once per ``key`` in this context."""
@@ -66,8 +66,7 @@ BASE = Configs()
 
 
 def loader(fn: F) -> F:
-    """``fn(*args, configs=...)`` built once per context and arguments: a grid asks for the
-    same models and hardware for every run, and their checks and derived tables are not free."""
+    """``fn(*args, configs=...)`` built once per context and arguments."""
     @functools.wraps(fn)
     def load(*args, configs: Configs = BASE, **kwargs):
         key = (fn.__module__, fn.__qualname__, args, tuple(sorted(kwargs.items())))
@@ -79,11 +78,9 @@ CALIBRATIONS = ("physical", "attacc")
 
 
 def calibrated(data: dict, calibration: str, *, source: str | Path) -> dict:
-    """A component preset with the overrides of one calibration applied.
-
-    A preset's own keys are its ``physical`` values; ``calibrations: {NAME: {key: value}}``
-    replaces keys for calibration NAME (a mapping value, such as one link of links.yaml, is
-    merged key by key). A calibration the preset does not mention leaves it as it is."""
+    """A component preset with the overrides of one calibration applied: its own keys are its
+    ``physical`` values; ``calibrations: {NAME: {key: value}}`` replaces keys for calibration
+    NAME (a mapping value, such as one link of links.yaml, is merged key by key)."""
     if calibration not in CALIBRATIONS:
         raise ConfigError(f"{source}: unknown calibration {calibration!r}; known: "
                           f"{', '.join(CALIBRATIONS)}")

@@ -1,27 +1,18 @@
 """Metrics of one simulated run: throughput, energy efficiency, latency breakdown, device
 utilization, PIM operation share, token accounting (conserved, checked) and request latency.
 
-Latency breakdown: every instant of the run is charged to exactly one category, so the parts
-add up to the run time. ``overlap`` = a TLM pass and at least one DLM step at once;
-``verification`` = TLM only; ``prediction`` = DLM only; ``monitoring`` = only the Controller
-(softmax, multiply, compare after a prediction step); ``decision_making`` = only the Shared
-Pool's selection before a pass; ``idle`` = nothing (e.g. waiting on a link-bound step tail).
+Latency breakdown: every instant is charged to one category, so the parts add up to the run
+time: ``overlap`` (a TLM pass and a DLM step at once), ``verification`` (TLM only),
+``prediction`` (DLM only), ``monitoring`` (only the Controller), ``decision_making`` (only the
+Shared Pool's selection before a pass), ``idle``.
 
-Throughput is measured over the full-batch window: from the start until the first time a
-request finishes and no request is left to take its slot (continuous batching), so the tail
-in which the batch empties, which would make every batch size look like a small one, is
-simulated (tokens, latency, conservation) but not averaged in. ``tokens_per_s`` and
-``tokens_per_joule`` use the window (energy: dynamic energy of the steps started in it plus
-static power over it); ``run_tokens_per_s`` / ``run_tokens_per_joule`` the whole run. With
-no more requests than the batch size the window ends at the first completion.
+``tokens_per_s`` and ``tokens_per_joule`` are measured over the full-batch window: from the
+start until a request finishes with no request left to take its slot (sim/README.md, "Steady
+state"); ``run_tokens_per_s`` / ``run_tokens_per_joule`` over the whole run.
 
-Per-request service (fairness of verification): for every request, its end-to-end latency L
-(admission to its last committed token, whole run) and its output length n give its time per
-output token L / n and its token rate n / L. Records carry p50, p99 and max of L and of L / n
-(``numpy.percentile``, linear interpolation) and Jain's fairness index of the token rates,
-J = (sum x)^2 / (N sum x^2): 1 when every request is served at the same rate, 1/N when one
-request gets all of it. Rates are compared across requests of different lengths on purpose:
-a per-token rate does not reward a long request for being long.
+Per request: end-to-end latency L (admission to its last committed token) and output length n
+give its time per output token L / n and token rate n / L. Records carry p50, p99 and max of L
+and of L / n (``numpy.percentile``) and Jain's index of the token rates, (sum x)^2 / (N sum x^2).
 """
 from __future__ import annotations
 
@@ -77,8 +68,7 @@ def latency_breakdown(log: IntervalLog, total_ps: int) -> dict[str, int]:
     prediction > monitoring > decision_making > idle (in ps)."""
     spans = [log.spans(prefix) for prefix in ("TLM", "DLM", "monitor", "decide")]
     # Every instant where some lane starts or ends, then the end of the run; segment i ends at
-    # times[i]. Sort and drop duplicates rather than np.unique (hashing, far slower on numpy 2);
-    # a stable sort merges the lanes' already sorted runs.
+    # times[i]. Sorted and deduplicated by hand: np.unique is far slower on numpy 2.
     edges = np.sort(np.concatenate([s.ravel() for s in spans]), kind="stable")
     if edges.size:
         edges = edges[np.concatenate(([True], edges[1:] != edges[:-1]))]
@@ -96,37 +86,39 @@ def latency_breakdown(log: IntervalLog, total_ps: int) -> dict[str, int]:
     return {k: int(length[kind == kinds.index(k)].sum()) for k in BREAKDOWN_ORDER}
 
 
-def _csv(*parts: str) -> dict:
-    """Field metadata: a CSV column (the field's value), or one per sub-key ``parts``."""
-    return {"csv": parts or True}
-
-
-_OPTIONAL = {"optional": True}     # absent from the record when None
+SPREAD = ("p50", "p99", "max")
+# The CSV columns of a record (results.csv): a nested field's as ``field.key``.
+CSV_FIELDS = ("system", "pair", "batch", "draft_length", "sequence_length", "tokens_per_s",
+              "tokens_per_joule", "time_s", "energy_j", "acceptance_rate", "pim_op_fraction",
+              "utilization.gpu", "utilization.pim", "verification_comm_share",
+              *(f"tokens.{k}" for k in ("generated", "drafted", "accepted", "rejected", "discarded")),
+              *(f"request_latency_s.{k}" for k in SPREAD),
+              *(f"request_time_per_token_s.{k}" for k in SPREAD), "request_rate_jain",
+              *(f"latency_breakdown.{k}" for k in BREAKDOWN_ORDER))
 
 
 @dataclass
 class RunRecord:
     """One run's record: its fields, in order, are the record's keys (``to_dict``, saved as
-    JSON) and, where marked, the CSV columns (``csv_fields``). Built by ``run_record``."""
-    system: str = field(metadata=_csv())
-    pair: str = field(metadata=_csv())
-    batch: int = field(metadata=_csv())
-    draft_length: int | None = field(metadata=_csv())
-    sequence_length: int | None = field(metadata=_csv())
-    tokens_per_s: float = field(metadata=_csv())
-    tokens_per_joule: float = field(metadata=_csv())
-    time_s: float = field(metadata=_csv())
-    energy_j: float = field(metadata=_csv())
-    acceptance_rate: float = field(metadata=_csv())
-    pim_op_fraction: float = field(metadata=_csv())
-    utilization: dict[str, float] = field(metadata=_csv("gpu", "pim"))
-    verification_comm_share: float = field(metadata=_csv())
-    tokens: TokenCounts = field(metadata=_csv("generated", "drafted", "accepted", "rejected",
-                                              "discarded"))
-    request_latency_s: dict[str, float] = field(metadata=_csv("p50", "p99", "max"))
-    request_time_per_token_s: dict[str, float] = field(metadata=_csv("p50", "p99", "max"))
-    request_rate_jain: float = field(metadata=_csv())
-    latency_breakdown: dict[str, float] = field(metadata=_csv(*BREAKDOWN_ORDER))
+    JSON; one with default None is left out while None). Built by ``run_record``."""
+    system: str
+    pair: str
+    batch: int
+    draft_length: int | None
+    sequence_length: int | None
+    tokens_per_s: float
+    tokens_per_joule: float
+    time_s: float
+    energy_j: float
+    acceptance_rate: float
+    pim_op_fraction: float
+    utilization: dict[str, float]
+    verification_comm_share: float
+    tokens: TokenCounts
+    request_latency_s: dict[str, float]
+    request_time_per_token_s: dict[str, float]
+    request_rate_jain: float
+    latency_breakdown: dict[str, float]
     window_s: float
     run_tokens_per_s: float
     run_tokens_per_joule: float
@@ -136,37 +128,21 @@ class RunRecord:
     verification_passes: int
     mapping: dict[str, str]
     # What the run's setup chose (sim/systems/run.py), where it applies.
-    scheduler_thresholds: dict[str, int] | None = field(default=None, metadata=_OPTIONAL)
-    verify_capacity: int | None = field(default=None, metadata=_OPTIONAL)
-    capacity_rule: str | None = field(default=None, metadata=_OPTIONAL)
-    aging_passes: int | None = field(default=None, metadata=_OPTIONAL)
-    issue_rule: str | None = field(default=None, metadata=_OPTIONAL)
-    system_config: str | None = field(default=None, metadata=_OPTIONAL)
-    tau: float | None = field(default=None, metadata=_OPTIONAL)
-    stop: str | None = field(default=None, metadata=_OPTIONAL)
-    acceptance_table: list[int] | None = field(default=None, metadata=_OPTIONAL)
-    stop_param: float | None = field(default=None, metadata=_OPTIONAL)
+    scheduler_thresholds: dict[str, int] | None = None
+    verify_capacity: int | None = None
+    capacity_rule: str | None = None
+    aging_passes: int | None = None
+    issue_rule: str | None = None
+    system_config: str | None = None
+    tau: float | None = None
+    stop: str | None = None
+    acceptance_table: list[int] | None = None
+    stop_param: float | None = None
 
     def to_dict(self) -> dict:
-        out = {}
-        for f in fields(self):
-            value = getattr(self, f.name)
-            if value is None and f.metadata.get("optional"):
-                continue
-            out[f.name] = asdict(value) if isinstance(value, TokenCounts) else value
-        return out
-
-    @classmethod
-    def csv_fields(cls) -> tuple[str, ...]:
-        """The CSV columns: marked fields in order, a nested one as ``field.key``."""
-        columns: list[str] = []
-        for f in fields(cls):
-            parts = f.metadata.get("csv")
-            if parts is True:
-                columns.append(f.name)
-            elif parts:
-                columns += [f"{f.name}.{part}" for part in parts]
-        return tuple(columns)
+        return {f.name: asdict(value) if isinstance(value, TokenCounts) else value
+                for f in fields(self)
+                if (value := getattr(self, f.name)) is not None or f.default is not None}
 
 
 @dataclass
@@ -223,7 +199,7 @@ def run_record(system: str, pair: str, batch: int, draft_length: int | None,
 def _spread(values: np.ndarray) -> dict[str, float]:
     """p50, p99 and max of per-request values (0.0 for a run without requests)."""
     if not values.size:
-        return {"p50": 0.0, "p99": 0.0, "max": 0.0}
+        return dict.fromkeys(SPREAD, 0.0)
     return {"p50": float(np.percentile(values, 50)), "p99": float(np.percentile(values, 99)),
             "max": float(values.max())}
 

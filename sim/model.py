@@ -17,8 +17,6 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
 from functools import lru_cache
 
-import numpy as np
-
 from common.config import config_path, get
 from common.errors import ConfigError, SaddleError
 from sim.config import BASE, Configs, loader
@@ -54,7 +52,6 @@ class FC(_Op):
     k: int
     n: int
     bpe: int
-    kind = "fc"
 
     @property
     def flops(self) -> int:
@@ -91,53 +88,37 @@ class Attention(_Op):
     head_dim: int
     bpe: int
     softmax_flops: int
-    kind = "attention"
 
     @property
     def group(self) -> int:
         """Query heads served by one KV head (grouped-query attention)."""
         return self.heads // self.kv_heads
 
-    @property
-    def _qd(self) -> int:
-        return self.heads * self.queries * self.head_dim
-
-    @property
-    def _ql(self) -> int:
-        return self.heads * self.queries * self.context
-
-    @property
-    def _kv(self) -> int:
-        return self.kv_heads * self.context * self.head_dim
+    def _elements(self) -> tuple[int, int, int]:
+        """Elements of Q (and of O), of the scores (and probabilities), of K (and of V)."""
+        return (self.heads * self.queries * self.head_dim, self.heads * self.queries * self.context,
+                self.kv_heads * self.context * self.head_dim)
 
     @property
     def flops(self) -> int:
-        if self.name == "softmax":
-            return self.softmax_flops * self._ql
-        return 2 * self._ql * self.head_dim
+        scores = self.heads * self.queries * self.context
+        return scores * (self.softmax_flops if self.name == "softmax" else 2 * self.head_dim)
 
     @property
     def bytes_read(self) -> int:
-        if self.name == "scores":
-            return (self._qd + self._kv) * self.bpe
-        if self.name == "softmax":
-            return self._ql * self.bpe
-        return (self._ql + self._kv) * self.bpe
+        q, scores, kv = self._elements()
+        return {"scores": q + kv, "softmax": scores, "context": scores + kv}[self.name] * self.bpe
 
     @property
     def bytes_written(self) -> int:
-        if self.name == "context":
-            return self._qd * self.bpe
-        return self._ql * self.bpe
+        q, scores, _ = self._elements()
+        return (q if self.name == "context" else scores) * self.bpe
 
     @property
     def streamed_bytes(self) -> int:
         """Memory traffic of this phase inside a fused attention kernel (K, V, Q in, O out)."""
-        if self.name == "scores":
-            return (self._qd + self._kv) * self.bpe
-        if self.name == "softmax":
-            return 0
-        return (self._kv + self._qd) * self.bpe
+        q, _, kv = self._elements()
+        return 0 if self.name == "softmax" else (q + kv) * self.bpe
 
 
 @dataclass(frozen=True)
@@ -150,7 +131,6 @@ class Elementwise(_Op):
     inputs: int
     flops_per_element: int
     bpe: int
-    kind = "other"
 
     @property
     def flops(self) -> int:
@@ -165,9 +145,6 @@ class Elementwise(_Op):
         return self.elements * self.bpe
 
 
-Operator = FC | Attention | Elementwise
-
-
 @dataclass(frozen=True)
 class StepOperators:
     """The operators of one step, grouped by kind. ``repeat`` says how often each runs."""
@@ -176,7 +153,7 @@ class StepOperators:
     attention: tuple[Attention, ...]
     other: tuple[Elementwise, ...]
 
-    def __iter__(self) -> Iterator[Operator]:
+    def __iter__(self) -> Iterator[FC | Attention | Elementwise]:
         yield from self.fc
         yield from self.attention
         yield from self.other
@@ -184,10 +161,6 @@ class StepOperators:
     @property
     def flops(self) -> int:
         return sum(op.flops * op.repeat for op in self)
-
-    @property
-    def bytes_total(self) -> int:
-        return sum(op.bytes_total * op.repeat for op in self)
 
 
 def check_requests(requests: Sequence[tuple[int, int]]) -> tuple[tuple[int, int], ...]:
@@ -206,11 +179,10 @@ def check_requests(requests: Sequence[tuple[int, int]]) -> tuple[tuple[int, int]
         for label, v in (("context_len", context), ("query_tokens", queries)):
             if isinstance(v, bool) or not isinstance(v, numbers.Integral) or v < 1:
                 raise SaddleError(f"request {i}: {label} must be a positive integer, found {v!r}")
-        context, queries = int(context), int(queries)
         if queries > context:
             raise SaddleError(f"request {i}: query_tokens {queries} exceeds context_len {context} "
                               "(context_len includes the step's own tokens)")
-        out.append((context, queries))
+        out.append((int(context), int(queries)))
     if not out:
         raise SaddleError("a step needs at least one request")
     return tuple(out)
@@ -244,20 +216,13 @@ class ModelSpec:
     def group(self) -> int:
         return self.heads // self.kv_heads
 
-    def _fpe(self, what: str) -> int:
-        return dict(self.flops_per_element)[what]
-
     def fc_shapes(self) -> tuple[tuple[str, int, int, int], ...]:
         """``(name, k, n, repeat)`` of every weight matrix of one step."""
-        qkv_n = (self.heads + 2 * self.kv_heads) * self.head_dim
-        shapes = [("qkv", self.hidden, qkv_n, self.layers),
-                  ("out_proj", self.heads * self.head_dim, self.hidden, self.layers)]
-        if self.ffn_matrices == 3:
-            shapes.append(("ffn_gate", self.hidden, self.ffn, self.layers))
-        shapes += [("ffn_up", self.hidden, self.ffn, self.layers),
-                   ("ffn_down", self.ffn, self.hidden, self.layers),
-                   ("lm_head", self.hidden, self.vocab, 1)]
-        return tuple(shapes)
+        L, h, f = self.layers, self.hidden, self.ffn
+        gate = [("ffn_gate", h, f, L)] if self.ffn_matrices == 3 else []
+        return (("qkv", h, (self.heads + 2 * self.kv_heads) * self.head_dim, L),
+                ("out_proj", self.heads * self.head_dim, h, L), *gate,
+                ("ffn_up", h, f, L), ("ffn_down", f, h, L), ("lm_head", h, self.vocab, 1))
 
     @property
     def weight_bytes(self) -> int:
@@ -286,18 +251,18 @@ class ModelSpec:
                        shards=self.shards * devices)
 
     @lru_cache(maxsize=65536)  # noqa: B019
-    def attention_ops(self, context: int, queries: int, request: int = 0) -> tuple[Attention, Attention, Attention]:
+    def attention_ops(self, context: int, queries: int, request: int = 0
+                      ) -> tuple[Attention, Attention, Attention]:
         """Scores, softmax and context of one request (every layer: ``repeat = layers``)."""
-        return self._attention(context, queries, request)
+        return self.attention_batch(context, queries, request)
 
-    def attention_batch(self, contexts: np.ndarray, queries: np.ndarray) -> tuple[Attention, Attention, Attention]:
-        """Scores, softmax and context of many requests at once (array-valued counts)."""
-        return self._attention(contexts, queries, -1)
-
-    def _attention(self, context, queries, request: int) -> tuple[Attention, Attention, Attention]:
-        common = dict(repeat=self.layers, request=request, context=context, queries=queries,
+    def attention_batch(self, contexts, queries, request: int = -1
+                        ) -> tuple[Attention, Attention, Attention]:
+        """``attention_ops`` of many requests at once: contexts and queries equal-length
+        integer arrays (array-valued counts, ``request = -1``)."""
+        common = dict(repeat=self.layers, request=request, context=contexts, queries=queries,
                       heads=self.heads, kv_heads=self.kv_heads, head_dim=self.head_dim,
-                      bpe=self.bpe, softmax_flops=self._fpe("softmax"))
+                      bpe=self.bpe, softmax_flops=dict(self.flops_per_element)["softmax"])
         scores, softmax, context = (Attention(name=p, **common)
                                     for p in ("scores", "softmax", "context"))
         return scores, softmax, context
@@ -306,20 +271,17 @@ class ModelSpec:
     def dense_ops(self, tokens: int) -> tuple[tuple[FC, ...], tuple[Elementwise, ...]]:
         """FC and elementwise operators of a step over ``tokens`` tokens in total."""
         fc = tuple(FC(name, r, tokens, k, n, self.bpe) for name, k, n, r in self.fc_shapes())
-        t_h = tokens * self.hidden
-        L = self.layers
-        act_name = ACTIVATIONS[self.activation]
-        act_inputs = 2 if act_name == "silu_mul" else 1
-        other = [Elementwise("attn_norm", L, t_h, 1, self._fpe(self.norm), self.bpe),
-                 Elementwise("ffn_norm", L, t_h, 1, self._fpe(self.norm), self.bpe),
-                 Elementwise("activation", L, tokens * self.ffn, act_inputs, self._fpe(act_name), self.bpe),
-                 Elementwise("attn_residual", L, t_h, 2, self._fpe("residual"), self.bpe),
-                 Elementwise("ffn_residual", L, t_h, 2, self._fpe("residual"), self.bpe)]
+        t_h, L, act = tokens * self.hidden, self.layers, ACTIVATIONS[self.activation]
+        # (name, repeat, elements, input tensors, FLOPs per element of)
+        other = [("attn_norm", L, t_h, 1, self.norm), ("ffn_norm", L, t_h, 1, self.norm),
+                 ("activation", L, tokens * self.ffn, 2 if act == "silu_mul" else 1, act),
+                 ("attn_residual", L, t_h, 2, "residual"), ("ffn_residual", L, t_h, 2, "residual")]
         if self.positional == "rope":
             rotated = tokens * (self.heads + self.kv_heads) * self.head_dim
-            other.append(Elementwise("rope", L, rotated, 1, self._fpe("rope"), self.bpe))
-        other.append(Elementwise("final_norm", 1, t_h, 1, self._fpe(self.norm), self.bpe))
-        return fc, tuple(other)
+            other.append(("rope", L, rotated, 1, "rope"))
+        other.append(("final_norm", 1, t_h, 1, self.norm))
+        fpe = dict(self.flops_per_element)
+        return fc, tuple(Elementwise(name, r, n, i, fpe[f], self.bpe) for name, r, n, i, f in other)
 
     def step_operators(self, requests: Sequence[tuple[int, int]]) -> StepOperators:
         """Every operator of one step over ``requests`` = ``[(context_len, query_tokens), ...]``.
@@ -343,19 +305,19 @@ def _conventions(*, configs: Configs = BASE) -> tuple[int, tuple[tuple[str, int]
     data = configs.yaml(path)
     bpe = get(data, "bytes_per_element", int, source=path, positive=True)
     fpe = get(data, "flops_per_element", dict, source=path)
-    needed = set(ACTIVATIONS.values()) | set(NORMS) | {"residual", "softmax", "rope"}
-    missing = needed - set(fpe)
-    if missing:
-        raise ConfigError(f"{path}: flops_per_element: missing {', '.join(sorted(missing))}")
-    counts = tuple(sorted((k, get(fpe, k, int, source=path, prefix="flops_per_element", positive=True))
-                          for k in needed))
+    needed = sorted({*ACTIVATIONS.values(), *NORMS, "residual", "softmax", "rope"})
+    counts = tuple((k, get(fpe, k, int, source=path, prefix="flops_per_element", positive=True))
+                   for k in needed)
     return bpe, counts
 
 
-def _choice(data: dict, key: str, allowed, path) -> str:
-    value = get(data, key, str, source=path)
+def choice(data: dict, key: str, allowed: Sequence[str], path, *, prefix: str = "",
+           default: str | None = None) -> str:
+    """``data[key]``, which must be one of ``allowed`` (``default`` if missing and given)."""
+    value = get(data, key, str, source=path, prefix=prefix, default=default or ...)
     if value not in allowed:
-        raise ConfigError(f"{path}: {key}: expected one of {', '.join(allowed)}, found {value!r}")
+        where = f"{prefix}.{key}" if prefix else key
+        raise ConfigError(f"{path}: {where}: expected one of {', '.join(allowed)}, found {value!r}")
     return value
 
 
@@ -374,9 +336,9 @@ def load_model(name: str, *, configs: Configs = BASE) -> ModelSpec:
     if get(data, "name", str, source=path) != name:
         raise ConfigError(f"{path}: name: expected {name!r} (the file name), found {data['name']!r}")
     bpe, counts = _conventions(configs=configs)
-    return ModelSpec(name=name, activation=_choice(data, "activation", tuple(ACTIVATIONS), path),
-                     norm=_choice(data, "norm", NORMS, path),
-                     positional=_choice(data, "positional", POSITIONAL, path),
+    return ModelSpec(name=name, activation=choice(data, "activation", tuple(ACTIVATIONS), path),
+                     norm=choice(data, "norm", NORMS, path),
+                     positional=choice(data, "positional", POSITIONAL, path),
                      bpe=bpe, flops_per_element=counts, **ints)
 
 

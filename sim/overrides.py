@@ -15,12 +15,11 @@ calibration. ``calibrations.NAME.key`` overrides one calibration's value only.
 
 Overrides are part of a run's parameters (``RunParams.overrides``), so of its key and digest:
 a changed value is a new run, never a cached one. A run reads its config files through a
-``sim.config.Configs`` made for its overrides (``Overrides``), which sets them in every file it
+``sim.config.Configs`` made for its overrides, which sets them (``patch``) in every file it
 loads and keeps the objects built from them apart from those of other overrides.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
 
@@ -66,23 +65,18 @@ def resolve(key: str, where: str) -> tuple[Path, tuple[str, ...]]:
         head = key.split(".")[0]
         if head in REFUSED:
             raise ConfigError(f"{where}: configs/{head}/ cannot be overridden: {REFUSED[head]}")
-        raise ConfigError(f"{where}: unknown key{suggest(key, list(known_keys()))}; a config key "
-                          f"starts with a file of configs/ ({', '.join(FOLDERS)}/NAME or manager)")
+        known = [f"{n}.{'.'.join(k)}" for n, p in files.items() for k in _leaves(load_yaml(p))]
+        raise ConfigError(f"{where}: unknown key{suggest(key, known)}; a config key starts with a "
+                          f"file of configs/ ({', '.join(FOLDERS)}/NAME or manager)")
     path = files[name]
     keys = tuple(key[len(name) + 1:].split("."))
-    leaves = _leaves(load_yaml(path))
-    if keys not in leaves:
-        near = suggest(".".join(keys), [".".join(k) for k in leaves])
-        node = _walk(load_yaml(path), keys)
-        what = "a mapping, not a value: name one of its keys" if isinstance(node, dict) else "unknown key"
+    data = load_yaml(path)
+    if keys not in _leaves(data):
+        near = suggest(".".join(keys), [".".join(k) for k in _leaves(data)])
+        what = "a mapping, not a value: name one of its keys" if isinstance(_walk(data, keys), dict) \
+            else "unknown key"
         raise ConfigError(f"{where}: {what}{near} (in {path.relative_to(CONFIGS.parent)})")
     return path, keys
-
-
-def known_keys() -> list[str]:
-    """Every overridable key (for suggestions)."""
-    return [f"{name}.{'.'.join(k)}" for name, path in config_files().items()
-            for k in _leaves(load_yaml(path))]
 
 
 def _walk(data, keys):
@@ -116,6 +110,25 @@ def check(key: str, value, where: str):
     return value
 
 
+def blamed(exc: ConfigError, overrides: tuple[tuple[str, object], ...],
+           where: str) -> ConfigError:
+    """``exc`` addressed to the override that set the value it is about (``where.KEY``),
+    rather than to the config file that only received it; otherwise ``exc`` itself."""
+    message = str(exc)
+    for key, value in overrides:
+        path, keys = resolve(key, where)
+        head = f"{path}: {'.'.join(keys)}"
+        if message.startswith(head) and message[len(head):len(head) + 1] in (":", " "):
+            said = message[len(head):].lstrip(": ")
+            return ConfigError(f"{where}.{key}: {value!r}: {said} (it replaces "
+                               f"{path.relative_to(CONFIGS.parent)}'s value)")
+    for key, value in overrides:        # another key of a file an override changed
+        path, _ = resolve(key, where)
+        if message.startswith(f"{path}: "):
+            return ConfigError(f"{where}.{key}: {value!r}: {message}")
+    return exc
+
+
 def normalize(overrides: dict, where: str) -> tuple[tuple[str, object], ...]:
     """Checked overrides in the form ``RunParams.overrides`` holds: sorted (key, value) pairs."""
     if not isinstance(overrides, dict):
@@ -123,7 +136,7 @@ def normalize(overrides: dict, where: str) -> tuple[tuple[str, object], ...]:
     return tuple(sorted((k, check(k, v, f"{where}.{k}")) for k, v in overrides.items()))
 
 
-def patch(data: dict, patches: tuple) -> dict:
+def patch(data: dict, patches: list) -> dict:
     """``data`` (freshly loaded, so changed in place) with every ``(key path, value)`` set,
     in each calibration that sets the key as well."""
     tables = [t for t in (data.get("calibrations") or {}).values() if isinstance(t, dict)]
@@ -136,23 +149,3 @@ def patch(data: dict, patches: tuple) -> dict:
                 node = node[k]
             node[keys[-1]] = value
     return data
-
-
-@dataclass(frozen=True)
-class Overrides:
-    """Checked overrides (``normalize``'s pairs) by the file each sets a value of."""
-
-    pairs: tuple[tuple[str, object], ...] = ()
-    by_file: dict[Path, tuple] = field(init=False, compare=False, repr=False)
-
-    def __post_init__(self) -> None:
-        by_file: dict[Path, tuple] = {}
-        for key, value in self.pairs:
-            path, keys = resolve(key, "override")
-            by_file[path.resolve()] = by_file.get(path.resolve(), ()) + ((keys, value),)
-        object.__setattr__(self, "by_file", by_file)
-
-    def apply(self, path: Path, data: dict) -> dict:
-        """``data``, the caller's copy of ``path``, with the values set for that file."""
-        patches = self.by_file.get(path.resolve()) if self.by_file else None
-        return patch(data, patches) if patches else data

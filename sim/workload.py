@@ -1,27 +1,19 @@
 """Requests of one run, taken from a trace, and how they enter the batch.
 
-Splits. ``tune-tau`` picks tau on the ``validation`` split, experiments evaluate on ``test``.
-When the trace header declares ``splits`` (consecutive blocks of requests in file order) those
-are used; otherwise each request goes to validation iff the first 8 bytes of
-sha256("<seed>:<id>") read as a fraction are below ``validation_fraction``: deterministic,
-independent of file order and of how many requests the trace has.
+Splits. When the trace header declares ``splits`` (consecutive blocks of requests in file
+order) those are used; otherwise a request goes to validation iff the first 8 bytes of
+sha256("<seed>:<id>") read as a fraction are below ``validation_fraction`` (deterministic,
+independent of file order and of the trace's size).
 
-Batch formation. ``continuous`` (default, as serving systems do): a slot freed by a finished
-request is refilled at once with the next request in split order. ``fixed``: the next batch
-starts only when every request of the current one has finished.
+Batch formation. ``continuous`` (default): a slot freed by a finished request is refilled at
+once with the next request in split order. ``fixed``: the next batch starts only when every
+request of the current one has finished.
 
-Output length, two modes:
-
-- natural (``sequence_length`` None): a request ends where the target's output ended (the
-  record's ``natural_len``, or its whole length), cut so that prompt plus output fit
-  ``max_seq_len``;
-- the paper's fixed sequence length L: every request decodes until its context reaches L, i.e.
-  L - prompt_len output tokens, read from the trace's positions past the natural end (the
-  synthetic traces are extended for it, traces/synth.py). A trace that does not reach L (a real
-  trace stays as captured, it ends at the target's end of sequence) is an error naming the
-  file and the request, never a silent cut.
-
-Either way each request of the workload is the trace's request truncated to that output length
+Output length: natural (``sequence_length`` None): where the target's output ended
+(``natural_len``, or the whole record), cut so that prompt plus output fit ``max_seq_len``; at
+the paper's fixed sequence length L: L - prompt_len tokens, read from the trace's positions past
+the natural end (traces/synth.py extends the synthetic traces); a trace that does not reach L is
+an error, never a silent cut. Each request is truncated to its output length
 (``RequestTrace.truncated``), so a run never reads a position past its request's end.
 """
 from __future__ import annotations
@@ -67,8 +59,9 @@ def output_length(request: RequestTrace, max_seq_len: int, sequence_length: int 
         raise ConfigError(f"{source}: sequence_length {sequence_length}: request {request.id} of "
                           f"{trace} reaches context {request.prompt_len + request.output_len} "
                           f"(prompt {request.prompt_len} + {request.output_len} output positions; "
-                          f"it {what}); use the natural workload (no sequence_length) or a trace "
-                          f"extended to >= {sequence_length} (saddle trace synth --context)")
+                          f"it {what}); use the natural workload (sequence_length: [null], as "
+                          f"experiment real-trace) or a synthetic trace extended that far "
+                          f"(saddle trace synth --context {sequence_length})")
     return n
 
 

@@ -43,6 +43,9 @@ def register(subparsers) -> None:
     synth.add_argument("--entropy", action="store_true",
                        help="add the DLM's modelled entropy (the config's entropy block; "
                             "traces/README.md)")
+    synth.add_argument("--context", type=_positive, metavar="L",
+                       help="extend every request past its natural end until its context "
+                            "reaches L (for sequence_length L; default: natural outputs only)")
     synth.set_defaults(func=_synth)
 
     stats = sub.add_parser("stats", help="acceptance statistics of a trace",
@@ -92,11 +95,13 @@ def _check(args) -> int:
 
     header, requests = iter_trace(args.file)
     n = tokens = mismatches = 0
+    extended = False
     per_cat: dict[str, int] = {}
     for r in requests:
         n += 1
         tokens += r.output_len
         mismatches += len(r.offpath)
+        extended = extended or r.natural_output_len < r.output_len
         per_cat[r.category] = per_cat.get(r.category, 0) + 1
     if n == 0:
         raise SaddleError(f"{args.file}: found no request records, expected at least one")
@@ -104,11 +109,13 @@ def _check(args) -> int:
     splits = f", splits {header.splits}" if header.splits else ""
     print(f"{args.file}: valid {SCHEMA_VERSION}: pair {header.pair}, dataset {header.dataset}, "
           f"{n} requests, {tokens} output tokens, on-path acceptance "
-          f"{1 - mismatches / tokens:.4f}{splits}; {cats}")
+          f"{1 - mismatches / tokens:.4f} (the draft's token is the target's, over every output "
+          f"position in the file{', extensions included' if extended else ''}){splits}; {cats}")
     return 0
 
 
 def _synth(args) -> int:
+    from common.paths import check_output
     from traces.io import write_trace
     from traces.synth import load_params, synthesize, with_entropy
 
@@ -119,8 +126,9 @@ def _synth(args) -> int:
             raise SaddleError(f"--split {name}: a split of that name was already given")
         splits[name] = count
     seed = params.default_seed if args.seed is None else args.seed
+    check_output(args.out, "--out", folder=False)
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    header, requests = synthesize(params, splits, seed)
+    header, requests = synthesize(params, splits, seed, context=args.context)
     if args.entropy:
         header, requests = with_entropy(params, header, requests, seed)
     write_trace(args.out, header, requests)

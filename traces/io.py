@@ -138,7 +138,26 @@ def _records(path: Path) -> Iterator[tuple[int, bytes, object]]:
             record = orjson.loads(raw)
         except orjson.JSONDecodeError:
             record = _parse_slowly(raw, source, number)
+        # orjson keeps the last of a repeated key silently. A flat record has one colon per
+        # key; a line with more (nesting, colons in strings, a repeated key) is read again
+        # with every key pair seen.
+        if isinstance(record, dict) and raw.count(b":") != len(record):
+            _check_unique_keys(raw, source, number)
         yield number, raw, record
+
+
+def _check_unique_keys(raw: bytes, source: str, number: int) -> None:
+    def pairs(items: list[tuple[str, object]]) -> dict:
+        keys = [key for key, _ in items]
+        for key in keys:
+            if keys.count(key) > 1:
+                raise TraceError(source, number, key, "the key twice in one JSON object",
+                                 "each key once")
+        return dict(items)
+    try:
+        json.loads(raw, object_pairs_hook=pairs)
+    except (json.JSONDecodeError, UnicodeDecodeError, RecursionError):
+        pass    # _parse_slowly has explained what orjson refused; orjson read the rest
 
 
 def _parse_slowly(raw: bytes, source: str, number: int) -> object:

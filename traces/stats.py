@@ -86,6 +86,7 @@ def trace_stats(header: TraceHeader, requests: list[RequestTrace], bins: int = 1
         "requests": len(requests), "tokens": int(sum(r.output_len for r in requests)),
         "prompt_tokens": int(sum(r.prompt_len for r in requests)),
         "extension_tokens": extension,
+        "onpath_acceptance": _r(np.mean(np.concatenate([r.accepted for r in requests]))),
         "categories": categories,
         "fixed_d_acceptance": rates,
         "fixed_d_acceptance_all": {str(d): _r(k / m) if m else None for d, (k, m) in totals.items()},
@@ -117,15 +118,20 @@ def summary_text(stats: dict) -> str:
              + (f" (natural outputs; {stats['extension_tokens']} more positions extend them)"
                 if stats["extension_tokens"] else "")]
     head = f"{'category':24s}{'requests':>9s}{'tokens':>8s}{'out len':>9s}{'prompt':>8s}" + \
-        "".join(f"{'d=' + str(d):>7s}" for d in FIXED_D)
-    lines += ["", "fixed-d acceptance = accepted draft tokens / drafted tokens", head]
+        f"{'on-path':>9s}" + "".join(f"{'d=' + str(d):>7s}" for d in FIXED_D)
+    lines += ["", "on-path acceptance = positions where the draft's token is the target's / "
+              "natural output positions",
+              "fixed-d acceptance = accepted draft tokens / drafted tokens, drafting d at a time",
+              head]
     for c, info in stats["categories"].items():
         rate = stats["fixed_d_acceptance"][c]
         lines.append(f"{c:24s}{info['requests']:9d}{info['tokens']:8d}"
                      f"{info['mean_output_len']:9.1f}{info['mean_prompt_len']:8.1f}"
+                     f"{info['onpath_acceptance']:9.3f}"
                      + "".join(f"{rate[str(d)]:7.3f}" for d in FIXED_D))
     rate = stats["fixed_d_acceptance_all"]
     lines.append(f"{'all':24s}{stats['requests']:9d}{stats['tokens']:8d}{'':17s}"
+                 f"{stats['onpath_acceptance']:9.3f}"
                  + "".join(f"{rate[str(d)]:7.3f}" for d in FIXED_D))
     apr = stats["accepted_per_round"]
     shown = 12

@@ -83,10 +83,9 @@ def _pim_attention(args) -> int:
     from sim.model import element_bytes
 
     stack = load_pim(args.stack, args.calibration)
-    bpe = element_bytes()
     queries = args.query_tokens * args.group
     load = stack.attention_channels([(args.context, args.head_dim, queries)] * args.instances,
-                                    bpe, args.power_constraint)
+                                    element_bytes(), args.power_constraint)
     out = {"instances": args.instances, "context": args.context, "head_dim": args.head_dim,
            "query_tokens": args.query_tokens, "group": args.group,
            "power_constraint": args.power_constraint, "cycles": load.cycles,
@@ -106,13 +105,12 @@ def _step(args) -> int:
     model = load_model(args.model)
     reqs = [(args.context, args.query_tokens)] * args.batch
     system.check_fits(model, reqs)
-    mapping = dict(system.default_mapping)
-    mapping.update({k: v for k, v in (("fc", args.fc), ("attention", args.attention)) if v})
+    mapping = {kind: getattr(args, kind) or place for kind, place in system.default_mapping}
     cost = system.price_step(model, reqs, mapping=mapping, devices=args.devices,
                              power_constrained=args.power_constraint)
     out = {"system": system.name, "calibration": system.calibration, "model": model.name,
-           "batch": args.batch,
-           "context": args.context, "query_tokens": args.query_tokens, **cost.as_dict()}
+           "batch": args.batch, "context": args.context, "query_tokens": args.query_tokens,
+           **cost.as_dict()}
     _print(out, args.json)
     return 0
 
@@ -129,28 +127,19 @@ def _roofline(args) -> int:
 
 
 def _validate(args) -> int:
+    from sim.cost import validation as v
     from sim.cost.pim import load_pim
-    from sim.cost.validation import (
-        TABLE_FILES,
-        compare,
-        fit_attacc_schedule,
-        known_deviations,
-        load_table,
-        summarize,
-    )
 
-    calibrations = CALIBRATIONS if args.calibration == "all" else (args.calibration,)
     schedule = load_pim("hbm3_pim", "attacc").attacc
-    fitted = fit_attacc_schedule()
-    report = {"tables": {k: load_table(k)["sources"] for k in TABLE_FILES},
+    fitted = v.fit_attacc_schedule()
+    report = {"tables": {k: v.load_table(k)["sources"] for k in v.TABLE_FILES},
               "attacc_pim_schedule": {"configured": {k: getattr(schedule, k) for k in fitted},
                                       "fitted": fitted},
               "calibrations": {}}
     failed = False
-    for cal in calibrations:
-        points = compare(cal)
-        rows = summarize(points, known_deviations() if cal == "attacc" else None)
-        checked = cal == "attacc"
+    for cal in CALIBRATIONS if args.calibration == "all" else (args.calibration,):
+        points, checked = v.compare(cal), cal == "attacc"
+        rows = v.summarize(points, v.known_deviations() if checked else None)
         failed |= checked and not all(r["within"] for r in rows)
         report["calibrations"][cal] = {"checked": checked, "components": rows}
         if args.points:
@@ -160,19 +149,20 @@ def _validate(args) -> int:
     if args.json:
         print(json.dumps(report, indent=2))
         return int(failed)
+    def row(component, points, mean, worst, bound, where) -> None:
+        print(f"  {component:<11}{points:>7}{mean:>12}{worst:>9}  {bound:<14}{where}")
     for cal, body in report["calibrations"].items():
         held = "held to the bounds" if body["checked"] else "for comparison, not held to the bounds"
         print(f"calibration {cal} ({held})")
-        print(f"  {'component':<11}{'points':>7}{'mean |err|':>12}{'worst':>9}  {'bound':<14}where the worst is")
+        row("component", "points", "mean |err|", "worst", "bound", "where the worst is")
         for r in body["components"]:
             mean_bound = "" if r["bound_mean"] is None else f"{r['bound_mean']:.0%} / "
-            bound = f"{mean_bound}{r['bound_worst']:.0%}"
             mark = "" if not body["checked"] else ("  ok" if r["within"] else "  OUT OF BOUND")
-            print(f"  {r['component']:<11}{r['points']:>7}{r['mean_abs_error']:>12.2%}"
-                  f"{r['worst_error']:>+9.2%}  {bound:<14}{r['worst_at']}{mark}")
+            row(r["component"], r["points"], f"{r['mean_abs_error']:.2%}", f"{r['worst_error']:+.2%}",
+                f"{mean_bound}{r['bound_worst']:.0%}", r["worst_at"] + mark)
             for k in r["known_deviations"]:
-                print(f"  {'':<11}{'':>7}{'':>12}{k['error']:>+9.2%}  {'known':<14}{k['where']} "
-                      "(validation/known_deviations.yaml)")
+                row("", "", "", f"{k['error']:+.2%}", "known",
+                    f"{k['where']} (validation/known_deviations.yaml)")
         for p in body.get("points", []):
             print(f"    {p['component']:<11}{p['error']:>+8.2%}  ours {p['ours']:.6g} "
                   f"reference {p['reference']:.6g}  {p['where']}")

@@ -6,28 +6,28 @@ time. Ties go to PIM (the GPU must be strictly faster).
 """
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
+
 from common.errors import SaddleError
-from sim.cost.system import System
+from sim.cost.system import StepCost, System
 from sim.model import ModelSpec
 
 
-def _need_pim(system: System) -> None:
+def _first_gpu_win(system: System, sizes: Iterable[int],
+                   price: Callable[[int, str], StepCost]) -> int | None:
+    """The first size at which ``price(size, "gpu")`` is faster than ``price(size, "pim")``."""
     if system.pim is None:
         raise SaddleError(f"{system.name} has no PIM: there is no GPU/PIM crossover to measure")
+    return next((n for n in sizes if price(n, "gpu").time_ps < price(n, "pim").time_ps), None)
 
 
 def dlm_fc_crossover(system: System, dlm: ModelSpec | str, *, context: int,
                      max_batch: int = 512, power_constrained: bool = False) -> int | None:
     """Smallest effective batch (requests still drafting, q = 1, each at ``context``) at which
     the DLM step on one device is faster with FC on the GPU than on PIM; None up to max_batch."""
-    _need_pim(system)
-    for batch in range(1, max_batch + 1):
-        reqs = [(context, 1)] * batch
-        gpu = system.price_draft(dlm, reqs, fc="gpu", power_constrained=power_constrained)
-        pim = system.price_draft(dlm, reqs, fc="pim", power_constrained=power_constrained)
-        if gpu.time_ps < pim.time_ps:
-            return batch
-    return None
+    price = lambda batch, fc: system.price_draft(dlm, [(context, 1)] * batch, fc=fc,
+                                                 power_constrained=power_constrained)
+    return _first_gpu_win(system, range(1, max_batch + 1), price)
 
 
 def tlm_attention_crossover(system: System, tlm: ModelSpec | str, *, batch: int, context: int,
@@ -35,11 +35,7 @@ def tlm_attention_crossover(system: System, tlm: ModelSpec | str, *, batch: int,
     """Smallest query-token count per request (``batch`` requests at ``context``) at which the
     TLM verification pass over all devices is faster with attention on the GPU than on PIM;
     None up to max_queries."""
-    _need_pim(system)
-    for q in range(1, min(max_queries, context) + 1):
-        reqs = [(context, q)] * batch
-        gpu = system.price_verify(tlm, reqs, attention="gpu", power_constrained=power_constrained)
-        pim = system.price_verify(tlm, reqs, attention="pim", power_constrained=power_constrained)
-        if gpu.time_ps < pim.time_ps:
-            return q
-    return None
+    price = lambda q, attention: system.price_verify(tlm, [(context, q)] * batch,
+                                                     attention=attention,
+                                                     power_constrained=power_constrained)
+    return _first_gpu_win(system, range(1, min(max_queries, context) + 1), price)

@@ -1,12 +1,12 @@
-"""Energy per operator from per-byte and per-MAC figures, with static
-power as a separate term. Energies in pJ."""
+"""Energy per operator from per-byte and per-MAC figures, with static power as a separate
+term. Energies in pJ."""
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 from common.config import config_path, get
-from common.errors import ConfigError
 from sim.config import BASE, Configs, calibrated, loader
+from sim.model import choice
 
 COMPONENTS = ("gpu_dram", "gpu_onchip", "gpu_mac", "pim_bank", "pim_mac", "link", "static")
 
@@ -23,39 +23,20 @@ class EnergyModel:
     register_pj: float = 0.0
     tiled_onchip: bool = False
 
-    def gpu(self, flops: int, nbytes: int, kernel=None) -> dict[str, float]:
-        """A GPU kernel: FLOPs/2 MACs and its DRAM bytes; on chip, every DRAM byte passes L2
-        and L1 once, or (``tiled_onchip``) the kernel's own L2 and L1 traffic and register
-        accesses (``sim.cost.gpu.Kernel``, when the caller has one)."""
-        if kernel is None:
-            return self.gpu_traffic(flops, nbytes)
-        return self.gpu_traffic(flops, nbytes, kernel.l2, kernel.l1, kernel.registers)
-
-    def gpu_traffic(self, flops: int, nbytes: int, l2: int | None = None, l1: int = 0,
-                    registers: int = 0) -> dict[str, float]:
-        """``gpu`` of a kernel given by its L2 and L1 bytes and register accesses (``l2`` None:
-        no kernel), for a caller that has those counts but no ``Kernel``."""
-        return dict(zip(("gpu_dram", "gpu_onchip", "gpu_mac"),
-                        self.gpu_traffic_pj(flops, nbytes, l2, l1, registers)))
-
     def gpu_traffic_pj(self, flops: int, nbytes: int, l2: int | None = None, l1: int = 0,
                        registers: int = 0) -> tuple[float, float, float]:
-        """``gpu_traffic``'s (DRAM, on chip, MAC) energies as a tuple, for a caller that prices
-        every new step's unfused attention kernels (three per step: no dict built and read
-        back)."""
+        """(DRAM, on chip, MAC) energies of a GPU kernel: FLOPs/2 MACs and its DRAM bytes; on
+        chip, every DRAM byte passes L2 and L1 once, or (``tiled_onchip``) the kernel's own L2
+        and L1 traffic and register accesses (``l2`` None: not known)."""
         if l2 is not None and self.tiled_onchip:
             onchip = l2 * self.l2_pj_per_byte + l1 * self.l1_pj_per_byte + registers * self.register_pj
         else:
             onchip = nbytes * (self.l2_pj_per_byte + self.l1_pj_per_byte)
         return nbytes * self.gpu_dram_pj_per_byte, onchip, flops / 2 * self.mac_pj
 
-    def pim(self, column_reads: int, column_bytes: int, lanes: int) -> dict[str, float]:
-        """Bank PEs: every MAC command reads one column in each bank and does ``lanes`` MACs."""
-        return dict(zip(("pim_bank", "pim_mac"), self.pim_pj(column_reads, column_bytes, lanes)))
-
     def pim_pj(self, column_reads: int, column_bytes: int, lanes: int) -> tuple[float, float]:
-        """``pim``'s (bank, MAC) energies as a pair, for a caller that prices every new PIM
-        attention step (no dict built and read back)."""
+        """(bank, MAC) energies of bank PEs: every MAC command reads one column in each bank
+        and does ``lanes`` MACs."""
         return (column_reads * column_bytes * self.pim_bank_read_pj_per_byte,
                 column_reads * lanes * self.mac_pj)
 
@@ -64,8 +45,7 @@ class EnergyModel:
         return time_ps * self.static_w(gpus, stacks)
 
     def static_w(self, gpus: int, stacks: int) -> float:
-        """Static power of ``gpus`` GPUs and ``stacks`` PIM stacks: ``static`` is the step's
-        time times this (a pricer computes it once per kind of step)."""
+        """Static power of ``gpus`` GPUs and ``stacks`` PIM stacks."""
         return gpus * self.gpu_static_w + stacks * self.pim_stack_static_w
 
 
@@ -78,9 +58,7 @@ def load_energy(name: str = "energy", calibration: str = "physical", *,
     st = get(data, "static", dict, source=path)
     d = lambda k: get(dyn, k, float, source=path, prefix="dynamic", positive=True)
     s = lambda k: get(st, k, float, source=path, prefix="static", positive=True)
-    onchip = get(data, "gpu_onchip", str, source=path, default="streamed")
-    if onchip not in ("streamed", "tiled"):
-        raise ConfigError(f"{path}: gpu_onchip: expected 'streamed' or 'tiled', found {onchip!r}")
+    onchip = choice(data, "gpu_onchip", ("streamed", "tiled"), path, default="streamed")
     return EnergyModel(d("gpu_dram_pj_per_byte"), d("l2_pj_per_byte"), d("l1_pj_per_byte"),
                        d("pim_bank_read_pj_per_byte"), d("fp16_mac_pj"), s("gpu_w"), s("pim_stack_w"),
                        register_pj=d("register_pj_per_access"), tiled_onchip=onchip == "tiled")

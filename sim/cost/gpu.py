@@ -2,28 +2,25 @@
 compute side stretched by wave quantization: a kernel of ``tiles`` thread-block tiles runs in
 ceil(tiles / SMs) waves, and a partly filled last wave still takes a whole wave's time.
 
-Two calibrations (``configs/hardware/a100.yaml``, sim/cost/README.md):
-- ``physical``: fixed GEMM tiles with split-K, wave quantization of the compute side only, one
-  fused (flash-decoding) attention kernel, norms and activations as bandwidth-bound kernels.
-- ``attacc``: the GPU model of AttAcc's simulator, the substrate of the paper's evaluation:
-  GEMM tiles searched per shape (least L2 traffic over SM utilisation squared, within the L1
-  and L2 capacities), SM utilisation scaling memory bandwidth too, attention as separate
-  scores, softmax and context kernels of one thread block per (request, KV head), norms and
-  activations from a latency + bytes fit of measured A100 kernels, residual adds fused into
-  the norms and rotary embedding into the attention kernel.
+Two calibrations (``configs/hardware/a100.yaml``; sim/cost/README.md, "Calibrations"):
+``physical`` (fixed GEMM tiles with split-K, one fused attention kernel, bandwidth-bound norms
+and activations) and ``attacc``, the GPU model of AttAcc's simulator (GEMM tiles searched per
+shape, SM utilisation limiting bandwidth too, unfused attention, fitted elementwise kernels).
 """
 from __future__ import annotations
 
 import math
+from bisect import bisect_left
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from functools import partial
 
 import numpy as np
 
 from common.config import config_path, get
 from common.errors import ConfigError
 from sim.config import BASE, Configs, calibrated, loader
-from sim.model import FC, Attention
+from sim.model import FC, Attention, choice
 
 
 @dataclass(frozen=True)
@@ -31,7 +28,6 @@ class GPU:
     name: str
     peak_flops: float        # FLOP/s
     bandwidth: float         # bytes/s
-    memory_bytes: int
     sms: int
     compute_efficiency: float
     memory_efficiency: float
@@ -50,20 +46,12 @@ class GPU:
     unfused_attention: bool = False
     # kind -> (fixed ps, ps per byte at this GPU's bandwidth); empty: roofline kernels
     elementwise_fit: tuple[tuple[str, int, float], ...] = ()
-    _sustained: tuple[float, float] = field(default=(0.0, 0.0), init=False, repr=False, compare=False)
-
-    @property
-    def sustained_flops(self) -> float:
-        return self.peak_flops * self.compute_efficiency
-
-    @property
-    def sustained_bandwidth(self) -> float:
-        return self.bandwidth * self.memory_efficiency
+    sustained_flops: float = field(init=False, repr=False, compare=False)
+    sustained_bandwidth: float = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        # Read for every kernel priced (three per new unfused attention step): computed once,
-        # stored as plain attributes (not fields), the same products as the properties.
-        object.__setattr__(self, "_sustained", (self.sustained_flops, self.sustained_bandwidth))
+        object.__setattr__(self, "sustained_flops", self.peak_flops * self.compute_efficiency)
+        object.__setattr__(self, "sustained_bandwidth", self.bandwidth * self.memory_efficiency)
 
     def wave_factor(self, tiles: int) -> float:
         """Slowdown of the compute side from the partly empty last wave (1.0 when full)."""
@@ -73,10 +61,9 @@ class GPU:
         """(compute, memory) seconds of a kernel, each stretched by wave quantization where the
         calibration says so; the kernel takes the larger."""
         sms = self.sms
-        wave = math.ceil(tiles / sms) * sms / tiles      # wave_factor, inlined: a call per kernel
-        sustained_flops, sustained_bandwidth = self._sustained
-        return (flops / sustained_flops * wave,
-                nbytes / sustained_bandwidth * (wave if self.memory_wave else 1))
+        wave = math.ceil(tiles / sms) * sms / tiles      # wave_factor, inlined (hot)
+        return (flops / self.sustained_flops * wave,
+                nbytes / self.sustained_bandwidth * (wave if self.memory_wave else 1))
 
     def kernel_ps(self, flops: int, nbytes: int, tiles: int) -> int:
         return self._terms_ps(self.kernel_terms(flops, nbytes, tiles))
@@ -91,12 +78,8 @@ class GPU:
         split = max(1, min(self.max_split_k, self.sms // tiles, k // self.tile_k))
         return tiles * split
 
-    def fc_ps(self, op: FC) -> int:
-        """One FC operator as one GEMM kernel (output tiles over tokens x n)."""
-        return self.fc_kernel(op).ps
-
     def fc_kernel(self, op: FC) -> Kernel:
-        """Time and traffic of one FC operator's GEMM kernel."""
+        """Time and traffic of one FC operator as one GEMM kernel."""
         m, n, k, b = op.tokens, op.n, op.k, op.bpe
         if not self.tile_candidates:
             terms = self.kernel_terms(op.flops, op.bytes_total, self.gemm_tiles(m, n, k))
@@ -114,8 +97,7 @@ class GPU:
         L1 (A and B slices of ``l1_tile_k`` plus the output tile), the one with the least L2
         traffic divided by the square of its SM utilisation (first found on a tie)."""
         best = None
-        # Candidates clipped to the matrix repeat (a decoding step's m is a few tokens): each
-        # tile once, in order, since a repeat costs the same and never wins a tie.
+        # Each candidate clipped to the matrix once, in order: a repeat never wins a tie.
         tns = list(dict.fromkeys(min(c, n) for c in self.tile_candidates))
         sms, l1_k, l1_bytes = self.sms, self.l1_tile_k * bpe, self.l1_bytes
         for tm in dict.fromkeys(min(c, m) for c in self.tile_candidates):
@@ -124,8 +106,7 @@ class GPU:
                 if (tm + tn) * l1_k + tm * tn * bpe > l1_bytes:
                     continue
                 blocks = rows * -(-n // tn)
-                # _tile_bytes and wave_factor inlined (a new FC shape tries every pair): the
-                # same integers and the same float operations in the same order.
+                # _tile_bytes and wave_factor inlined (hot): the same operations in order
                 wave = math.ceil(blocks / sms) * sms / blocks
                 cost = (-(-n // tn) * m * k + rows * n * k + m * n) * bpe * wave ** 2
                 if best is None or cost < best[0]:
@@ -141,54 +122,37 @@ class GPU:
         kk = k / self.l2_k_slices
         widths = [tn * i for i in range(1, n // tn + 1)] + [n]      # ascending
         best = _tile_bytes(m, n, k, bpe, tm, tn)
-        # The footprint never shrinks and the traffic never grows as a block widens, so for
-        # each height the widest block that fits is the best: found by bisection, not by
-        # trying every width (this search runs for every new FC shape of a run).
+        def spills(bm: int, bn: int) -> bool:
+            return (bm + bn) * kk * bpe + bm * bn * bpe > self.l2_bytes
+        # Wider blocks never take less room nor move more bytes: for each height the widest
+        # that fits is the best, found by bisection (``fit`` widths fit).
         for bm in [tm * i for i in range(1, m // tm + 1)] + [m]:
-            lo, hi = 0, len(widths)
-            while lo < hi:
-                mid = (lo + hi) // 2
-                bn = widths[mid]
-                if (bm + bn) * kk * bpe + bm * bn * bpe <= self.l2_bytes:
-                    lo = mid + 1
-                else:
-                    hi = mid
-            if lo:
-                best = min(best, _tile_bytes(m, n, k, bpe, bm, widths[lo - 1]))
+            fit = bisect_left(widths, True, key=partial(spills, bm))
+            if fit:
+                best = min(best, _tile_bytes(m, n, k, bpe, bm, widths[fit - 1]))
         return best
 
     def attention_ps(self, ops: Iterable[Attention]) -> int:
-        """All the given attention phases (scalar or array-valued, see ``Attention``) as one
-        fused (flash-decoding) kernel: DRAM traffic is K, V, Q and the output; one tile per
-        (request, KV head, block of query rows, block of keys), query rows being query tokens x
-        query heads sharing the KV head. Unfused (``attacc``): each phase its own kernel, of
-        one thread block per (request, KV head, block of query rows), reading and writing its
-        operands and intermediates."""
+        """The three attention phases of a request, or of many (array-valued ``Attention``), as
+        one fused (flash-decoding) kernel moving K, V, Q and the output, of ``tiles_per_kv_head``
+        tiles per KV head; or, ``unfused_attention``, each phase its own kernel of
+        ``unfused_blocks`` thread blocks, reading and writing its operands and intermediates."""
         ops = list(ops)
+        (scores,) = [op for op in ops if op.name == "scores"]
+        query_rows = scores.queries * scores.group
         if self.unfused_attention:
-            scores = next(op for op in ops if op.name == "scores")
-            blocks = self.unfused_blocks(scores.kv_heads, scores.queries * scores.group)
+            blocks = int(np.sum(self.unfused_blocks(scores.kv_heads, query_rows)))
             return sum(self.kernel_ps(int(np.sum(op.flops)), int(np.sum(op.bytes_total)), blocks)
                        for op in ops) if blocks else 0
-        flops = nbytes = tiles = 0
-        for op in ops:
-            flops += int(np.sum(op.flops))
-            nbytes += int(np.sum(op.streamed_bytes))
-            if op.name == "scores":
-                tiles += self.attention_tiles(op.context, op.queries, op.kv_heads, op.group)
-        return self.fused_attention_ps(flops, nbytes, tiles)
+        tiles = int(np.sum(scores.kv_heads * self.tiles_per_kv_head(scores.context, query_rows)))
+        return self.fused_attention_ps(sum(int(np.sum(op.flops)) for op in ops),
+                                       sum(int(np.sum(op.streamed_bytes)) for op in ops), tiles)
 
-    def unfused_blocks(self, kv_heads: int, query_rows) -> int:
-        """Thread blocks of an unfused attention kernel over requests with these query rows
-        (an integer or an integer array): one per (request, KV head, block of tile_m rows)."""
-        if type(query_rows) is int:    # the engine's steps, priced per request: no numpy call
-            return kv_heads * -(-query_rows // self.tile_m)
-        return int(np.sum(kv_heads * -(-query_rows // self.tile_m)))
-
-    def attention_tiles(self, contexts, queries, kv_heads: int, group: int) -> int:
-        """Tiles of the fused attention kernel over requests with these contexts and query
-        tokens (integers or equal-length integer arrays)."""
-        return int(np.sum(kv_heads * self.tiles_per_kv_head(contexts, queries * group)))
+    def unfused_blocks(self, kv_heads: int, query_rows):
+        """Thread blocks of an unfused attention kernel over one request's query rows (query
+        tokens x query heads per KV head; or an array, per request): one per KV head and block
+        of tile_m rows."""
+        return kv_heads * -(-query_rows // self.tile_m)
 
     def tiles_per_kv_head(self, context, query_rows):
         """Tiles of one request's KV head: blocks of query rows x blocks of keys (integers or
@@ -240,39 +204,30 @@ def load_gpu(name: str = "a100", calibration: str = "physical", *,
         if g(key) > 1:
             raise ConfigError(f"{path}: {key}: expected a fraction in (0, 1], found {data[key]!r}")
     bandwidth = g("memory_bandwidth_gbps") * 1e9
-    tiling = get(data, "tiling", str, source=path, default="fixed")
-    if tiling not in ("fixed", "search"):
-        raise ConfigError(f"{path}: tiling: expected 'fixed' or 'search', found {tiling!r}")
     candidates = ()
-    if tiling == "search":
+    if choice(data, "tiling", ("fixed", "search"), path, default="fixed") == "search":
         candidates = tuple(get(data, "tile_candidates", list, source=path))
         if not candidates or not all(type(c) is int and c > 0 for c in candidates):
             raise ConfigError(f"{path}: tile_candidates: expected a list of positive integers, "
                               f"found {candidates!r}")
-    attention = get(data, "attention_kernel", str, source=path, default="fused")
-    if attention not in ("fused", "unfused"):
-        raise ConfigError(f"{path}: attention_kernel: expected 'fused' or 'unfused', found {attention!r}")
+    attention = choice(data, "attention_kernel", ("fused", "unfused"), path, default="fused")
     fit = []
     for kind, entry in get(data, "elementwise_fit", dict, source=path, default={}).items():
         if kind not in ELEMENTWISE_KINDS:
             raise ConfigError(f"{path}: elementwise_fit.{kind}: expected one of {ELEMENTWISE_KINDS}")
-        prefix = f"elementwise_fit.{kind}"
-        def e(k: str, entry: dict = entry, prefix: str = prefix) -> float:
-            return get(entry, k, float, source=path, prefix=prefix, positive=True)
-        # The fit's slope was measured at reference_bandwidth_gbps; bytes scale with bandwidth.
-        per_byte = e("ns_per_byte") * e("reference_bandwidth_gbps") * 1e9 / bandwidth * 1000
-        fit.append((kind, round(e("fixed_ns") * 1000), per_byte))
+        fixed, slope, reference = [
+            get(entry, k, float, source=path, prefix=f"elementwise_fit.{kind}", positive=True)
+            for k in ("fixed_ns", "ns_per_byte", "reference_bandwidth_gbps")]
+        # The slope was measured at the reference bandwidth; bytes scale with bandwidth.
+        fit.append((kind, round(fixed * 1000), slope * reference * 1e9 / bandwidth * 1000))
+    counts = {k: g(k, int) for k in ("sms", "tile_m", "tile_n", "tile_k", "max_split_k")}
+    counts |= {k: g(k, int, default=v)
+               for k, v in (("l1_tile_k", 32), ("l2_k_slices", 64), ("register_tile", 16))}
+    size = lambda k: get(data, k, float, source=path, default=0)
     return GPU(name=name, peak_flops=g("peak_flops_tflops") * 1e12, bandwidth=bandwidth,
-               memory_bytes=int(g("memory_gb") * 2**30), sms=g("sms", int),
                compute_efficiency=g("compute_efficiency"), memory_efficiency=g("memory_efficiency"),
-               tile_m=g("tile_m", int), tile_n=g("tile_n", int),
-               tile_k=g("tile_k", int), max_split_k=g("max_split_k", int),
                launch_ps=round(get(data, "kernel_launch_ns", float, source=path) * 1000),
                memory_wave=get(data, "memory_wave_quantization", bool, source=path, default=False),
-               tile_candidates=candidates,
-               l1_bytes=round(get(data, "l1_kb_per_sm", float, source=path, default=0) * 1024),
-               l1_tile_k=g("l1_tile_k", int, default=32),
-               l2_bytes=round(get(data, "l2_mb", float, source=path, default=0) * 2**20),
-               l2_k_slices=g("l2_k_slices", int, default=64),
-               register_tile=g("register_tile", int, default=16),
-               unfused_attention=attention == "unfused", elementwise_fit=tuple(fit))
+               tile_candidates=candidates, l1_bytes=round(size("l1_kb_per_sm") * 1024),
+               l2_bytes=round(size("l2_mb") * 2**20), unfused_attention=attention == "unfused",
+               elementwise_fit=tuple(fit), **counts)

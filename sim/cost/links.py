@@ -32,9 +32,7 @@ class Link:
         (a ring: reduce-scatter then all-gather), each sending nbytes/p to the next device."""
         if devices <= 1 or nbytes <= 0:
             return 0
-        steps = self.steps_per_peer * (devices - 1)
-        chunk = -(-nbytes // devices)
-        return steps * (self.latency_ps + math.ceil(chunk / (self.bandwidth * self.efficiency) * 1e12))
+        return self.steps_per_peer * (devices - 1) * self.transfer_ps(-(-nbytes // devices))
 
     @staticmethod
     def allreduce_bytes_sent(nbytes: int, devices: int) -> int:

@@ -1,21 +1,9 @@
-"""HBM3-PIM timing model: GEMV work on bank PEs priced from the DRAM timing parameters.
-
-Command model (see sim/cost/README.md for every assumption):
-- PIM commands are all-bank commands of one channel: an all-bank ACT opens the same row in all
-  ``banks_per_channel`` banks (both pseudo-channels, both stack IDs, every bank group); each
-  MAC command then reads one column of the open row in every bank and feeds it to the bank's
-  PE. MAC commands are at least ``mac_spacing`` tCK apart (more under the power constraint).
-- A row change is PRE (no earlier than RAS after the ACT and RTP_L after the last MAC) followed
-  by RP; ACT to ACT is at least RC; the first MAC follows its ACT by RCD. Row and column
-  commands use separate buses, so operand transfers after a stream overlap its last PRE/RP.
-- Operands move between the buffer die and the banks over the channel's data buses: a
-  broadcast (same data to every bank) is one 32-B column write per CCD_S; a read-out is one
-  32-B column per CCD_S on each pseudo-channel in parallel.
-- Refresh: an all-bank REF of RFC every REFI, issued when no row is open. Which ones delay a
-  job (``PimStack.refresh``): ``every`` one that falls due while the job runs, or
-  (``until_last_activate``, Ramulator2's controller) only those that fall due before the job's
-  last row activation.
-- Channels work independently; fewer instances than channels leave channels idle.
+"""HBM3-PIM timing model: GEMV and attention on bank PEs priced from the DRAM timing
+parameters (every assumption: sim/cost/README.md, "HBM3-PIM"). PIM commands are all-bank
+commands of one channel: an ACT opens the same row in all ``banks_per_channel`` banks, and each
+MAC command (``mac_spacing`` tCK apart, more under the power constraint) reads one column of the
+open row in every bank for its PE. Row and column commands have separate buses. Channels work
+independently; fewer instances than channels leave channels idle.
 """
 from __future__ import annotations
 
@@ -30,26 +18,25 @@ import numpy as np
 from common.config import config_path, get
 from common.errors import ConfigError, SaddleError
 from sim.config import BASE, Configs, calibrated, loader
+from sim.model import choice
 
 TIMING_KEYS = ("CL", "RCD", "RP", "RAS", "RC", "WR", "RTP_L", "CCD_S", "CCD_L", "RRD_S", "RRD_L",
-               "FAW", "REFI")
+               "FAW", "REFI")      # checked; ``Timing`` keeps those the model uses
+ORGANIZATION = ("channels", "pseudo_channels", "stack_ids", "bank_groups", "banks_per_group")
+ATTACC_COUNTS = ("per_score_group", "per_context_group", "fixed", "pair_overlap")
 
 
 def _channel_groups(n_cycles: int, channels: int, repeat: int
                     ) -> tuple[tuple[tuple[int, ...], int], ...] | None:
-    """The channels of a round-robin placement of more jobs than channels as ``(job indices,
-    parity of their count)``: one entry per distinct set of jobs, without the sets another
-    entry dominates (a superset with an odd count, or with an even count when the set's own is
-    even: job cycles and the odd-count extra are never negative), so the slowest channel is the
-    slowest entry and costs a few sums, not one per channel. None when the entries hold more
-    jobs than there are jobs and channels: summing every channel's load is then cheaper."""
-    jobs: list[list[int]] = [[] for _ in range(channels)]
-    for i in range(n_cycles * repeat):
-        jobs[i % channels].append(i // repeat)
+    """A round-robin placement's channels as ``(job indices, parity of their count)``, one per
+    distinct job set but those another dominates (a superset of odd count, or of even count
+    when the set's is even), so the slowest entry is the slowest channel. None when the entries
+    hold more jobs than there are jobs and channels (summing every channel is cheaper then)."""
     # A job's copies are consecutive, so a channel runs one job twice only if it has more
     # copies than there are channels: sets suffice then, multisets (Counters) otherwise.
     bag: Callable[[tuple[int, ...]], Any] = Counter if repeat > channels else frozenset
-    sets = sorted({tuple(j) for j in jobs}, key=len, reverse=True)
+    sets = sorted({tuple(i // repeat for i in range(c, n_cycles * repeat, channels))
+                   for c in range(channels)}, key=len, reverse=True)
     kept: list[tuple[tuple[int, ...], int, Any]] = []
     for s in sets:
         mine = bag(s)
@@ -66,7 +53,7 @@ class ChannelPlacement:
     sequence runs on channel ``i mod channels``, the jobs of a channel one after another, and
     the slowest channel, refresh included, sets the time. A channel with an odd number of jobs
     takes ``odd_extra`` more (its last job runs without a partner). Built once per (jobs,
-    channels, repeat) and kept by its user: the channels' job sets cost more than a step."""
+    channels, repeat) and kept by its user."""
 
     def __init__(self, n_cycles: int, channels: int, repeat: int) -> None:
         self.n_cycles, self.channels, self.repeat = n_cycles, channels, repeat
@@ -74,26 +61,11 @@ class ChannelPlacement:
         self.groups = None if self.spread else _channel_groups(n_cycles, channels, repeat)
         self._copies: tuple[np.ndarray, np.ndarray] | None = None
 
-    def busiest(self, cycles: Sequence[int], odd_extra: int) -> int:
-        """The slowest channel's summed job cycles, without refresh."""
-        if self.spread:
-            return int(max(cycles)) + odd_extra
-        if self.groups is None:
-            return max(self.loads(cycles, odd_extra))
-        take = cycles.__getitem__
-        busiest = 0
-        for jobs, odd in self.groups:
-            load = sum(map(take, jobs)) + odd_extra * odd
-            if load > busiest:
-                busiest = load
-        return int(busiest)
-
     def loads(self, cycles: Sequence[int], odd_extra: int) -> list[int]:
         """Each used channel's summed job cycles, plus ``odd_extra`` if it runs an odd number."""
         if self.repeat == 1 and self.spread:
             return [c + odd_extra for c in cycles]
-        if self._copies is None:
-            # copies[c, r]: copies of job r on channel c; a load is one row of a product.
+        if self._copies is None:      # copies[c, r]: copies of job r on channel c
             jobs = np.arange(self.n_cycles * self.repeat)
             copies = np.zeros((min(len(jobs), self.channels), self.n_cycles), dtype=np.int64)
             np.add.at(copies, (jobs % self.channels, jobs // self.repeat), 1)
@@ -105,11 +77,21 @@ class ChannelPlacement:
                tail: Callable[[int, bool], int] | None = None) -> tuple[int, int]:
         """``(cycles, busy cycles)`` of the slowest channel with and without refresh (at least
         one job). ``refresh(busy, tail)``: ``PimStack.with_refresh``. ``tail(r, paired)``:
-        cycles of job ``cycles[r]`` after its last row activation when it is a channel's last
-        job (``paired``: that channel runs an even number); None: every refresh that falls due
-        is charged."""
-        loads = None if self.groups is not None or self.spread else self.loads(cycles, odd_extra)
-        busiest = self.busiest(cycles, odd_extra) if loads is None else max(loads)
+        cycles of job ``r`` after its last row activation when it ends a channel (``paired``:
+        of an even count); None: every refresh that falls due is charged."""
+        loads = None
+        if self.spread:
+            busiest = int(max(cycles)) + odd_extra
+        elif self.groups is None:
+            loads = self.loads(cycles, odd_extra)
+            busiest = max(loads)
+        else:
+            busiest, take = 0, cycles.__getitem__
+            for jobs, odd in self.groups:
+                load = sum(map(take, jobs)) + odd_extra * odd
+                if load > busiest:
+                    busiest = load
+            busiest = int(busiest)
         refreshed = refresh(busiest)
         if tail is None or refreshed == busiest:
             return refreshed, busiest
@@ -157,7 +139,6 @@ class Timing:
     RC: int
     RTP_L: int
     CCD_S: int
-    CCD_L: int
     REFI: int
     RFC: int
 
@@ -176,17 +157,13 @@ class PimStack:
     lanes: int
     pe_latency: int
     capacity_bytes: int
-    external_bandwidth: float  # bytes/s of the stack's I/O (GPU side)
     t: Timing
     mac_spacing: int
     mac_spacing_power: int
     softmax_elements_per_cycle: int
     partial_sum_bytes: int
-    # None: the command model below; else AttAcc's schedule (``attacc_attention``)
-    attacc: AttaccSchedule | None = None
-    # Which refreshes delay a job: ``every`` one falling due while it runs, or only those falling
-    # due before its last row activation (``until_last_activate``; see ``with_refresh``).
-    refresh: str = "every"
+    attacc: AttaccSchedule | None = None    # None: the command model
+    refresh: str = "every"      # or "until_last_activate" (``with_refresh``)
 
     @property
     def banks(self) -> int:
@@ -210,19 +187,18 @@ class PimStack:
     # --- primitives -----------------------------------------------------------------------
 
     def row_cycles(self, macs: int, spacing: int) -> int:
-        """ACT to the next possible ACT for one row that receives ``macs`` MAC commands."""
+        """ACT to the next possible ACT for one row that receives ``macs`` MAC commands: the
+        first MAC RCD after the ACT, PRE no earlier than RAS after it and RTP_L after the last
+        MAC, RP after the PRE, and RC from ACT to ACT."""
         t = self.t
         pre = max(t.RAS, t.RCD + (macs - 1) * spacing + t.RTP_L)
         return max(t.RC, pre + t.RP)
 
     def mac_stream(self, columns: int, macs_per_column: int, spacing: int) -> tuple[int, int]:
         """``(drain, tail)`` of streaming ``columns`` columns of every bank through the PEs,
-        each column used by ``macs_per_column`` MAC commands while its row is open.
-
-        ``drain``: first ACT to the last result out of the PE pipeline. ``tail``: how much
-        longer until the next ACT may issue (the last row's PRE and RP, and RC). Row commands
-        and column commands have their own buses in HBM3, so operand transfers that follow
-        the stream overlap its tail; only the next ACT waits for it."""
+        each used by ``macs_per_column`` MAC commands while its row is open: first ACT to the
+        last result out of the PE pipeline, and how much longer until the next ACT may issue
+        (the last row's PRE, RP and RC; operand transfers after the stream overlap it)."""
         if columns <= 0:
             return 0, 0
         t = self.t
@@ -234,12 +210,6 @@ class PimStack:
         tail = max(0, self.row_cycles(last, spacing) - last_mac - self.pe_latency)
         return drain, tail
 
-    @staticmethod
-    def stream_then(stream: tuple[int, int], transfer: int) -> int:
-        """A stream followed by operand transfers that overlap its tail."""
-        drain, tail = stream
-        return drain + max(transfer, tail)
-
     def broadcast(self, nbytes: int) -> int:
         """Write the same ``nbytes`` into every bank PE of a channel."""
         return -(-nbytes // self.column_bytes) * self.t.CCD_S
@@ -250,105 +220,33 @@ class PimStack:
 
     def with_refresh(self, busy: int, tail: int = 0) -> int:
         """``busy`` cycles of work stretched by the refreshes that delay it: one all-bank REF
-        falls due every REFI (from the start of the work) and a REF that delays the work costs
-        RFC. ``tail``: cycles of the work after its last row activation (ACT).
-
-        A REF that falls due waits for the open rows to close and then holds back only the next
-        ACT: the column commands of the row still open (MACs, operand moves) keep issuing. So
-        only a REF that falls due no later than the last ACT delays the work; one that falls due
-        during the ``tail`` closes the row after the last MAC and is over when the job is
-        (Ramulator2's controller, and its run ends once no request is pending: RFC after the
-        REF is not part of the run). ``tail`` = 0 charges every REF that falls due while the
-        work runs (``refresh: every``)."""
+        falls due every REFI from the start and one that delays the work costs RFC. A REF holds
+        back only the next ACT, so only one that falls due no later than the last ACT delays
+        the work (Ramulator2's controller); ``tail``: cycles after that ACT. ``tail`` = 0
+        charges every REF that falls due while the work runs (``refresh: every``)."""
         t = self.t
         last_act = busy - tail
         refreshes = last_act // t.REFI
-        while True:
-            more = (last_act + refreshes * t.RFC) // t.REFI
-            if more == refreshes:
-                return busy + refreshes * t.RFC
+        while (more := (last_act + refreshes * t.RFC) // t.REFI) != refreshes:
             refreshes = more
+        return busy + refreshes * t.RFC
 
     # --- attention ------------------------------------------------------------------------
 
-    def attacc_attention(self, context: int, head_dim: int, queries: int, bpe: int,
-                         power_constrained: bool) -> tuple[int, int]:
-        """One attention instance as AttAcc's bank-level PIM runs it (its trace generator and
-        Ramulator2's PIM controller): keys spread over the ``token_units`` = pseudo-channels x
-        stack IDs x bank groups of the channel, and each key's dimensions over the banks of a
-        group and the PE lanes; a MAC command per column (times the query rows), back to back
-        at the MAC spacing; a row change costs RTP_L + RP + RCD beyond the spacing; every 16
-        score columns a group of probabilities is broadcast back (``per_score_group``), every
-        group of context MACs ends at a barrier (``per_context_group``), plus ``fixed``. Two
-        instances on one channel overlap one's broadcast with the other's scores
-        (``pair_overlap``): this instance is charged half of it (``round_robin`` gives an odd
-        channel's last instance the other half back)."""
-        a = self.attacc
-        assert a is not None
-        streams, groups, dims, macs = self.attacc_layout(context, head_dim, queries, bpe,
-                                                         self.spacing(power_constrained))
-        cycles = streams + groups * a.per_score_group + dims * a.per_context_group + a.fixed
-        return cycles - self.attacc_overlap(context) // 2, macs * self.banks_per_channel
-
-    def attacc_layout(self, context: int, head_dim: int, queries: int, bpe: int,
-                      spacing: int) -> tuple[int, int, int, int]:
-        """``(stream cycles, score groups, context groups, MAC commands)`` of one instance in
-        AttAcc's layout: the MACs back to back plus the row changes (what the fitted counts of
-        ``AttaccSchedule`` do not cover)."""
-        a, t = self.attacc, self.t
-        assert a is not None
-        tokens = -(-context // a.token_units)
-        dims = -(-head_dim * bpe // (a.dim_banks * self.column_bytes))
-        cols = tokens * dims                       # columns per bank, for K and for V each
-        rows = 2 * -(-cols // self.columns_per_row)
-        macs = 2 * cols * queries
-        streams = macs * spacing + (rows - 2) * (t.RTP_L + t.RP + t.RCD - spacing)
-        return streams, -(-tokens // 16), dims, macs
-
-    def attacc_overlap(self, context: int) -> int:
-        """Cycles two instances on one channel save by overlapping (AttAcc's head pairs): one's
-        probability broadcasts and ``pair_overlap`` more."""
-        a = self.attacc
-        assert a is not None
-        tokens = -(-context // a.token_units)
-        return -(-tokens // 16) * a.per_score_group + a.pair_overlap
-
-    def attacc_tail(self, context: int, head_dim: int, queries: int, bpe: int, spacing: int,
-                    paired: bool) -> int:
-        """Cycles of one instance in AttAcc's schedule after its last row activation: RCD, the
-        context MACs of its last V row and the barriers of the context groups that end in it.
-        ``paired``: the instance is the second of a pair on its channel; AttAcc's trace
-        generator (as published) issues the first instance's context MACs again for the second,
-        so when V fits in one row the second needs no ACT and the tail is both context phases."""
-        a, t = self.attacc, self.t
-        assert a is not None
-        tokens = -(-context // a.token_units)
-        dims = -(-head_dim * bpe // (a.dim_banks * self.column_bytes))
-        cols = tokens * dims                       # V columns per bank, token-major per group
-        cpr = self.columns_per_row
-        before = (-(-cols // cpr) - 1) * cpr       # V columns in the rows before the last
-        if paired and before == 0:
-            macs, groups = 2 * cols * queries, 2 * dims
-        else:
-            macs, groups = (cols - before) * queries, dims - before // tokens
-        return t.RCD + macs * spacing + groups * a.per_context_group
-
-    def instance_tail(self, context: int, head_dim: int, queries: int, bpe: int,
-                      power_constrained: bool, paired: bool) -> int:
-        """``attacc_tail`` of one instance (``refresh: until_last_activate`` only)."""
-        return self.attacc_tail(context, head_dim, queries, bpe, self.spacing(power_constrained),
-                                paired)
+    def attention_instance(self, context: int, head_dim: int, queries: int, bpe: int,
+                           power_constrained: bool) -> PimWork:
+        """Cycles and PE column reads of one attention instance (one request x one KV head;
+        ``queries`` = query tokens x query heads per KV head) on all banks of one channel."""
+        price = self.command_attention if self.attacc is None else self.attacc_attention
+        return PimWork(*price(context, head_dim, queries, bpe, power_constrained))
 
     def command_attention(self, context: int, head_dim: int, queries: int, bpe: int,
                           power_constrained: bool) -> tuple[int, int]:
-        """Cycles and PE column reads of one attention instance (one request x one KV head;
-        ``queries`` = query tokens x query heads per KV head) on all banks of one channel.
-
-        K is stored token-major (each bank holds whole key vectors of some tokens, so a bank
-        computes complete scores); V is stored dimension-major (each bank holds some dimensions
-        of every token), so the context phase needs every probability in every bank but no
-        partial sums, unless there are more banks than dimensions, in which case tokens are
-        split too and partial sums are read out."""
+        """``attention_instance`` in the command model. K is stored token-major (a bank holds
+        whole key vectors and computes complete scores); V dimension-major (a bank holds some
+        dimensions of every token), so the context phase needs every probability in every bank
+        but no partial sums, unless there are more banks than dimensions: then tokens are split
+        too and partial sums are read out."""
         s = self.spacing(power_constrained)
         B = self.banks_per_channel
         cb = self.column_bytes
@@ -362,20 +260,74 @@ class PimStack:
         between = (self.readout(scores * bpe) + -(-scores // self.softmax_elements_per_cycle)
                    + self.broadcast(scores * bpe))
         query = self.broadcast(queries * head_dim * bpe)
+        k_drain, k_tail = self.mac_stream(k_cols, queries, s)
         v_drain, v_tail = self.mac_stream(v_cols, queries, s)
         out = self.readout(out_bytes)
-        # The V rows close while the outputs are read and the next instance's query (assumed
-        # the same size) is written; what is left of the tail is charged to this instance.
-        cycles = (query + self.stream_then(self.mac_stream(k_cols, queries, s), between)
-                  + v_drain + out + max(0, v_tail - out - query))
+        # The operand moves after a stream overlap its tail; the V rows close while the outputs
+        # are read and the next instance's query (assumed the same size) is written.
+        cycles = (query + k_drain + max(between, k_tail) + v_drain + out
+                  + max(0, v_tail - out - query))
         return cycles, (k_cols + v_cols) * queries * B
 
-    def attention_instance(self, context: int, head_dim: int, queries: int, bpe: int,
-                           power_constrained: bool) -> PimWork:
-        """Cycles and PE column reads of one attention instance (one request x one KV head;
-        ``queries`` = query tokens x query heads per KV head) on all banks of one channel."""
-        price = self.command_attention if self.attacc is None else self.attacc_attention
-        return PimWork(*price(context, head_dim, queries, bpe, power_constrained))
+    def attacc_attention(self, context: int, head_dim: int, queries: int, bpe: int,
+                         power_constrained: bool) -> tuple[int, int]:
+        """``attention_instance`` as AttAcc's bank-level PIM runs it (its trace generator and
+        Ramulator2's PIM controller): the streams of ``attacc_layout``, ``per_score_group`` for
+        every 16 score columns (their probabilities broadcast back), ``per_context_group`` for
+        every group of context MACs (a barrier), and ``fixed``. Two instances on one channel
+        overlap (``attacc_overlap``): each is charged half of it (``round_robin`` gives an odd
+        channel's last instance the other half back)."""
+        a = self.attacc
+        assert a is not None
+        streams, groups, dims, macs = self.attacc_layout(context, head_dim, queries, bpe,
+                                                         self.spacing(power_constrained))
+        cycles = streams + groups * a.per_score_group + dims * a.per_context_group + a.fixed
+        return cycles - self.attacc_overlap(context) // 2, macs * self.banks_per_channel
+
+    def attacc_layout(self, context: int, head_dim: int, queries: int, bpe: int,
+                      spacing: int) -> tuple[int, int, int, int]:
+        """``(stream cycles, score groups, context groups, MAC commands)`` of one instance in
+        AttAcc's layout: keys over the ``token_units``, a key's dimensions over the banks of a
+        group and the PE lanes; a MAC command per column and query row, back to back, and a row
+        change costing RTP_L + RP + RCD beyond the spacing."""
+        a, t = self.attacc, self.t
+        assert a is not None
+        tokens = -(-context // a.token_units)                               # keys per unit
+        dims = -(-head_dim * bpe // (a.dim_banks * self.column_bytes))      # columns per key
+        cols = tokens * dims                       # columns per bank, for K and for V each
+        rows = 2 * -(-cols // self.columns_per_row)
+        macs = 2 * cols * queries
+        streams = macs * spacing + (rows - 2) * (t.RTP_L + t.RP + t.RCD - spacing)
+        return streams, -(-tokens // 16), dims, macs
+
+    def attacc_overlap(self, context: int) -> int:
+        """Cycles two instances on one channel save by overlapping (AttAcc's head pairs): one's
+        probability broadcasts and ``pair_overlap`` more."""
+        a = self.attacc
+        assert a is not None
+        return -(-context // (16 * a.token_units)) * a.per_score_group + a.pair_overlap
+
+    def attacc_tail(self, context: int, head_dim: int, queries: int, bpe: int,
+                    power_constrained: bool, paired: bool) -> int:
+        """Cycles of one instance in AttAcc's schedule after its last row activation: RCD, the
+        context MACs of its last V row and the barriers of the context groups that end in it.
+        ``paired``: the second instance of a pair on its channel; AttAcc's trace generator issues
+        the first's context MACs again for it, so when V fits in one row it needs no ACT and
+        the tail is both context phases."""
+        a = self.attacc
+        assert a is not None
+        tokens = -(-context // a.token_units)
+        dims = -(-head_dim * bpe // (a.dim_banks * self.column_bytes))
+        cols = tokens * dims                       # V columns per bank, token-major per group
+        cpr = self.columns_per_row
+        before = (-(-cols // cpr) - 1) * cpr       # V columns in the rows before the last
+        if paired and before == 0:
+            macs, groups = 2 * cols * queries, 2 * dims
+        else:
+            macs, groups = (cols - before) * queries, dims - before // tokens
+        return self.t.RCD + macs * self.spacing(power_constrained) + groups * a.per_context_group
+
+    instance_tail = attacc_tail     # only AttAcc's schedule has tails (``refresh`` needs them)
 
     @property
     def context_unit(self) -> int:
@@ -396,8 +348,8 @@ class PimStack:
         works = [self.attention_instance(L, d, q, bpe, power_constrained) for L, d, q in instances]
         tail = None
         if self.refresh == "until_last_activate":
-            tail = lambda job, paired: self.instance_tail(*instances[job], bpe, power_constrained,
-                                                          paired)
+            tail = lambda job, paired: self.attacc_tail(*instances[job], bpe, power_constrained,
+                                                        paired)
         return self.round_robin([w.cycles for w in works], channels or self.channels,
                                 sum(w.column_reads for w in works),
                                 odd_extra=self.pair_extra(max((L for L, _, _ in instances), default=0)),
@@ -432,20 +384,18 @@ class PimStack:
             rows_per_bank = 1
         k_slice = -(-k // k_split)
         cols = rows_per_bank * -(-k_slice * bpe // self.column_bytes)
-        results_per_channel = self.banks_per_channel * rows_per_bank * tokens
         out_bytes = self.partial_sum_bytes if k_split > 1 else bpe
         # Each channel receives the input slices its banks need: all of x unless k is split.
         x_bytes = tokens * min(k, k_slice * self.banks_per_channel) * bpe
-        cycles = self.broadcast(x_bytes) + self.stream_then(
-            self.mac_stream(cols, tokens, s), self.readout(results_per_channel * out_bytes))
-        return GemvWork(cycles=self.with_refresh(cycles),
-                        column_reads=cols * tokens * banks,
-                        k_split=k_split,
-                        result_bytes=n * k_split * tokens * out_bytes)
+        drain, tail = self.mac_stream(cols, tokens, s)
+        out = self.readout(self.banks_per_channel * rows_per_bank * tokens * out_bytes)
+        cycles = self.broadcast(x_bytes) + drain + max(out, tail)
+        return GemvWork(cycles=self.with_refresh(cycles), column_reads=cols * tokens * banks,
+                        k_split=k_split, result_bytes=n * k_split * tokens * out_bytes)
 
 
 class ChannelLoad(NamedTuple):
-    """``round_robin``'s result (a named tuple: one is made for every new step priced)."""
+    """``round_robin``'s result."""
 
     cycles: int           # slowest channel, refresh included
     busy_cycles: int      # slowest channel without refresh
@@ -469,71 +419,57 @@ def load_pim(name: str = "hbm3_pim", calibration: str = "physical", *,
     path = config_path("hardware", name)
     data = calibrated(configs.yaml(path), calibration, source=path)
     g = lambda d, k, kind=int, prefix="": get(d, k, kind, source=path, prefix=prefix, positive=True)
-    org = get(data, "organization", dict, source=path)
-    orgv = {k: g(org, k, prefix="organization") for k in
-            ("channels", "pseudo_channels", "stack_ids", "bank_groups", "banks_per_group")}
-    timing = get(data, "timing", dict, source=path)
+    org, timing, pim = (get(data, k, dict, source=path) for k in ("organization", "timing", "pim"))
+    orgv = {k: g(org, k, prefix="organization") for k in ORGANIZATION}
     tv = {k: g(timing, k, prefix="timing") for k in TIMING_KEYS}
     tck_ps = g(data, "tck_ps")
-    rfc = math.ceil(g(timing, "RFC_ns", float, prefix="timing") * 1000 / tck_ps)
-    pim = get(data, "pim", dict, source=path)
+    tv["RFC"] = math.ceil(g(timing, "RFC_ns", float, prefix="timing") * 1000 / tck_ps)
+    p = lambda k: g(pim, k, prefix="pim")
     pe_path = config_path("hardware", get(data, "pe", str, source=path))
     pe = configs.yaml(pe_path)
     pe_get = lambda k: get(pe, k, int, source=pe_path, positive=True)
-    column_bytes, lanes = pe_get("column_bytes"), pe_get("lanes")
-    row_bytes = g(data, "row_bytes")
+    column_bytes, row_bytes = pe_get("column_bytes"), g(data, "row_bytes")
     if row_bytes % column_bytes:
         raise ConfigError(f"{path}: row_bytes ({row_bytes}) must be a multiple of the PE's "
                           f"column_bytes ({column_bytes}, {pe_path})")
-    pin = g(data, "pin_rate_gbps", float)
-    io_bits = g(data, "io_bits")
-    mac_sids = g(pim, "mac_stack_ids", prefix="pim")
+    mac_sids = p("mac_stack_ids")
     if mac_sids > orgv["stack_ids"] or orgv["stack_ids"] % mac_sids:
         raise ConfigError(f"{path}: pim.mac_stack_ids: expected a divisor of organization.stack_ids "
                           f"({orgv['stack_ids']}), found {mac_sids}")
-    # Banks one all-bank command drives; other stack IDs' banks wait their turn, so for timing
-    # a channel behaves as if all its data sat in these banks.
-    bpc = orgv["pseudo_channels"] * mac_sids * orgv["bank_groups"] * orgv["banks_per_group"]
     attacc = _attacc_schedule(pim, orgv, path)
-    refresh = get(pim, "refresh", str, source=path, prefix="pim", default="every")
-    if refresh not in ("every", "until_last_activate"):
-        raise ConfigError(f"{path}: pim.refresh: expected 'every' or 'until_last_activate', "
-                          f"found {refresh!r}")
+    refresh = choice(pim, "refresh", ("every", "until_last_activate"), path, prefix="pim",
+                     default="every")
     if refresh == "until_last_activate" and attacc is None:
         raise ConfigError(f"{path}: pim.refresh: 'until_last_activate' needs the instance tails "
                           "of pim.attention_schedule 'attacc'")
     return PimStack(
         name=name, tck_ps=tck_ps, channels=orgv["channels"], pseudo_channels=orgv["pseudo_channels"],
-        banks_per_channel=bpc, row_bytes=row_bytes, column_bytes=column_bytes, lanes=lanes,
-        # last MAC -> accumulator, then a DRAIN command -> result on the PE's output
-        pe_latency=pe_get("pipeline_latency_cycles"),  # the DRAIN overlaps the pipeline (bank_pe.yaml)
+        # Banks one all-bank command drives; other stack IDs' banks wait their turn, so for
+        # timing a channel behaves as if all its data sat in these banks.
+        banks_per_channel=(orgv["pseudo_channels"] * mac_sids * orgv["bank_groups"]
+                           * orgv["banks_per_group"]),
+        row_bytes=row_bytes, column_bytes=column_bytes, lanes=pe_get("lanes"),
+        # last MAC -> accumulator; the DRAIN command overlaps the pipeline (bank_pe.yaml)
+        pe_latency=pe_get("pipeline_latency_cycles"),
         capacity_bytes=int(g(data, "capacity_gb", float) * 2**30),
-        external_bandwidth=io_bits * pin * 1e9 / 8,
-        t=Timing(RCD=tv["RCD"], RP=tv["RP"], RAS=tv["RAS"], RC=tv["RC"], RTP_L=tv["RTP_L"],
-                 CCD_S=tv["CCD_S"], CCD_L=tv["CCD_L"], REFI=tv["REFI"], RFC=rfc),
-        mac_spacing=g(pim, "mac_spacing", prefix="pim"),
-        mac_spacing_power=g(pim, "mac_spacing_power_constrained", prefix="pim"),
-        softmax_elements_per_cycle=g(pim, "softmax_elements_per_cycle", prefix="pim"),
-        partial_sum_bytes=g(pim, "partial_sum_bytes", prefix="pim"),
-        attacc=attacc, refresh=refresh)
+        t=Timing(**{k: tv[k] for k in Timing.__dataclass_fields__}),
+        mac_spacing=p("mac_spacing"), mac_spacing_power=p("mac_spacing_power_constrained"),
+        softmax_elements_per_cycle=p("softmax_elements_per_cycle"),
+        partial_sum_bytes=p("partial_sum_bytes"), attacc=attacc, refresh=refresh)
 
 
 def _attacc_schedule(pim: dict, org: dict, path) -> AttaccSchedule | None:
-    model = get(pim, "attention_schedule", str, source=path, prefix="pim", default="command")
-    if model == "command":
+    if choice(pim, "attention_schedule", ("command", "attacc"), path, prefix="pim",
+              default="command") == "command":
         return None
-    if model != "attacc":
-        raise ConfigError(f"{path}: pim.attention_schedule: expected 'command' or 'attacc', "
-                          f"found {model!r}")
     sched = get(pim, "attacc_schedule", dict, source=path, prefix="pim")
-    c = lambda k: get(sched, k, int, source=path, prefix="pim.attacc_schedule")
-    for key in ("per_score_group", "per_context_group", "fixed", "pair_overlap"):
-        if c(key) < 0:
+    counts = {k: get(sched, k, int, source=path, prefix="pim.attacc_schedule")
+              for k in ATTACC_COUNTS}
+    for key, value in counts.items():
+        if value < 0:
             raise ConfigError(f"{path}: pim.attacc_schedule.{key}: expected >= 0 cycles")
-    return AttaccSchedule(
-        token_units=org["pseudo_channels"] * org["stack_ids"] * org["bank_groups"],
-        dim_banks=org["banks_per_group"], per_score_group=c("per_score_group"),
-        per_context_group=c("per_context_group"), fixed=c("fixed"), pair_overlap=c("pair_overlap"))
+    units = org["pseudo_channels"] * org["stack_ids"] * org["bank_groups"]
+    return AttaccSchedule(token_units=units, dim_banks=org["banks_per_group"], **counts)
 
 
 def check_power(flag) -> bool:

@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from common.errors import SaddleError
-from sim.cost.system import StepCost, load_hardware
+from sim.cost.system import load_hardware
 from sim.model import load_pair
 
 # (requests still drafting, draft length) of the two operating points.
@@ -34,20 +34,17 @@ def roofline_points(pair_name: str, *, system: str = "saddle", context: int | No
     for drafting, d in OPERATING_POINTS:
         for role, model, q, devices in (("DLM", pair.dlm, 1, 1), ("TLM", pair.tlm, d + 1, sysm.devices)):
             reqs = [(context, q)] * drafting
-            shard = model.shard(devices)
-            ops = shard.step_operators(reqs)
-            cost: dict[tuple[str, str], StepCost] = {
-                (fc, att): sysm.price_step(model, reqs, mapping={"fc": fc, "attention": att}, devices=devices)
-                for fc, att in (("gpu", "gpu"), ("pim", "pim"))}
-            tag = f"{role} {{}} (B={drafting}, d={d})"
-            fc_flops = sum(op.flops * op.repeat for op in ops.fc)
-            fc_bytes = sum(op.bytes_total * op.repeat for op in ops.fc)
-            points.append(_point(tag.format("FC"), fc_flops, fc_bytes,
-                                 cost["gpu", "gpu"].fc_ps, cost["pim", "pim"].fc_ps))
-            at_flops = sum(op.flops * op.repeat for op in ops.attention)
-            at_bytes = sum(op.streamed_bytes * op.repeat for op in ops.attention)
-            points.append(_point(tag.format("attention"), at_flops, at_bytes,
-                                 cost["gpu", "gpu"].attention_ps, cost["pim", "pim"].attention_ps))
+            ops = model.shard(devices).step_operators(reqs)
+            gpu, pim = (sysm.price_step(model, reqs, mapping={"fc": place, "attention": place},
+                                        devices=devices) for place in ("gpu", "pim"))
+            points.append(_point(f"{role} FC (B={drafting}, d={d})",
+                                 sum(op.flops * op.repeat for op in ops.fc),
+                                 sum(op.bytes_total * op.repeat for op in ops.fc),
+                                 gpu.fc_ps, pim.fc_ps))
+            points.append(_point(f"{role} attention (B={drafting}, d={d})",
+                                 sum(op.flops * op.repeat for op in ops.attention),
+                                 sum(op.streamed_bytes * op.repeat for op in ops.attention),
+                                 gpu.attention_ps, pim.attention_ps))
     return points
 
 
@@ -67,9 +64,8 @@ def plot_roofline(pair_name: str, out: str | Path, *, system: str = "saddle",
     ax.loglog(x, np.minimum(gpu.sustained_flops, x * gpu.sustained_bandwidth), "C0-",
               label=f"GPU ({gpu.name}, sustained)")
     for power, style in ((False, "-"), (True, "--")):
-        peak = pim.peak_flops(power) * stacks
-        bw = pim.peak_bandwidth(power) * stacks
-        ax.loglog(x, np.minimum(peak, x * bw), "C3" + style,
+        ax.loglog(x, np.minimum(pim.peak_flops(power) * stacks,
+                                x * (pim.peak_bandwidth(power) * stacks)), "C3" + style,
                   label=f"PIM ({stacks} x {pim.name}{', power-constrained' if power else ''})")
     for i, p in enumerate(points):
         colour = f"C{(i + 4) % 10}"

@@ -17,7 +17,7 @@ Partitioning (sim/cost/README.md):
 from __future__ import annotations
 
 from collections.abc import Hashable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import TYPE_CHECKING, NamedTuple
 
@@ -60,38 +60,32 @@ class PriceCache:
         self._tables.clear()
 
 
-@dataclass(slots=True, eq=False)
-class StepTimes:
-    """A step's times and energies, shared by every step of one memo key (so compared and
-    hashed by identity; not frozen only because a frozen dataclass is slower to build, and
-    every new step builds one: do not change one). Times are integer picoseconds of wall time; the ``*_busy_ps`` are per
-    device (all devices of the step are busy in parallel). Energy covers all devices: per
-    component in ``COMPONENTS`` order (static last), and ``energy_pj`` their sum."""
+@dataclass(frozen=True)
+class Work:
+    """One step's demand on the devices: how long it takes alone (``time_ps``) and how long it
+    keeps each GPU and each PIM device it spans busy; ``shares``: those as fractions of
+    ``time_ps``."""
 
     time_ps: int
-    attention_ps: int
-    fc_ps: int
-    comm_ps: int
-    other_ps: int
-    gpu_busy_ps: int
-    pim_busy_ps: int
-    energy: tuple[float, ...]
-    energy_pj: float
-    devices: int
-    mapping: tuple[tuple[str, str], ...]
+    gpu_ps: int
+    pim_ps: int
+    devices: int = 1
+    shares: tuple[float, float] = field(init=False, repr=False, compare=False)
 
-
-class StepPrice(NamedTuple):
-    """``StepModel.price``'s answer: the step's times and energies, and its own operation
-    counts (all devices)."""
-
-    times: StepTimes
-    flops: int
-    pim_flops: int
+    def __post_init__(self) -> None:
+        if self.time_ps < 0 or self.gpu_ps < 0 or self.pim_ps < 0:
+            raise ValueError(f"negative work {self}")
+        if self.gpu_ps > self.time_ps or self.pim_ps > self.time_ps:
+            raise ValueError(f"a device is busy longer than the step lasts: {self}")
+        t = self.time_ps
+        object.__setattr__(self, "shares", (self.gpu_ps / t, self.pim_ps / t) if t else (0.0, 0.0))
 
 
 class StepCost(NamedTuple):
-    """One step's ``StepPrice`` in one flat record (``StepTimes``' fields and the counts)."""
+    """One step's times, energies and operation counts (``System.price_step``'s answer). Times
+    are integer picoseconds of wall time; the ``*_busy_ps`` are per device (all devices of the
+    step are busy in parallel). Energy covers all devices: per component in ``COMPONENTS``
+    order (static last), and ``energy_pj`` their sum."""
 
     time_ps: int
     attention_ps: int
@@ -109,12 +103,7 @@ class StepCost(NamedTuple):
 
     @classmethod
     def of(cls, price: StepPrice) -> StepCost:
-        t = price.times
-        return cls(time_ps=t.time_ps, attention_ps=t.attention_ps, fc_ps=t.fc_ps,
-                   comm_ps=t.comm_ps, other_ps=t.other_ps, gpu_busy_ps=t.gpu_busy_ps,
-                   pim_busy_ps=t.pim_busy_ps, energy=t.energy, energy_pj=t.energy_pj,
-                   flops=price.flops, pim_flops=price.pim_flops, devices=t.devices,
-                   mapping=t.mapping)
+        return price.cost._replace(flops=price.flops, pim_flops=price.pim_flops)
 
     @property
     def energy_by_component_pj(self) -> Mapping[str, float]:
@@ -136,6 +125,19 @@ class StepCost(NamedTuple):
                 "energy_by_component_pj": dict(self.energy_by_component_pj),
                 "flops": self.flops, "pim_flop_share": self.pim_flop_share,
                 "devices": self.devices, "mapping": dict(self.mapping)}
+
+
+class StepPrice(NamedTuple):
+    """``StepModel.price``'s answer for one step, as a run books it. ``cost``, ``work`` and
+    ``energy_fj`` (the dynamic energy, static excluded, in integer femtojoules) are shared by
+    every step of one memo key; ``cost``'s operation counts are 0: the step's own are
+    ``flops`` and ``pim_flops`` (all devices)."""
+
+    cost: StepCost
+    work: Work
+    energy_fj: int
+    flops: int
+    pim_flops: int
 
 
 class DensePrice(NamedTuple):
@@ -293,8 +295,9 @@ class StepModel:
                 key, head = step_key, memo.get(step_key)
                 if head is None:
                     head = self.cache.remember(memo, key, self._head(key, sums.shifted(s)))
-            times, flops, pim_flops = head
-            out.append(StepPrice(times, flops + more, pim_flops + more if on_pim else pim_flops))
+            cost, work, energy_fj, flops, pim_flops = head
+            out.append(StepPrice(cost, work, energy_fj, flops + more,
+                                 pim_flops + more if on_pim else pim_flops))
             more += growth
         return out
 
@@ -312,10 +315,12 @@ class StepModel:
         energy = (*[((f + a) + o + r) * devices for f, a, o, r in zip(
             d.fc_energy, attention_energy, d.other_energy, d.allreduce_energy)],
             time_ps * self.static_w)
-        times = StepTimes(time_ps=time_ps, attention_ps=att.ps, fc_ps=d.fc_ps,
-                          comm_ps=d.comm_ps + att.comm_ps, other_ps=d.other_ps,
-                          gpu_busy_ps=d.gpu_ps + (0 if on_pim else att.ps),
-                          pim_busy_ps=d.pim_ps + (att.ps if on_pim else 0),
-                          energy=energy, energy_pj=sum(energy), devices=devices,
-                          mapping=self.mapping)
-        return StepPrice(times, flops=d.flops * devices, pim_flops=d.pim_flops * devices)
+        cost = StepCost(time_ps=time_ps, attention_ps=att.ps, fc_ps=d.fc_ps,
+                        comm_ps=d.comm_ps + att.comm_ps, other_ps=d.other_ps,
+                        gpu_busy_ps=d.gpu_ps + (0 if on_pim else att.ps),
+                        pim_busy_ps=d.pim_ps + (att.ps if on_pim else 0), energy=energy,
+                        energy_pj=sum(energy), flops=0, pim_flops=0, devices=devices,
+                        mapping=self.mapping)
+        return StepPrice(cost, Work(time_ps, cost.gpu_busy_ps, cost.pim_busy_ps, devices),
+                         energy_fj=round((cost.energy_pj - energy[STATIC]) * 1000),
+                         flops=d.flops * devices, pim_flops=d.pim_flops * devices)

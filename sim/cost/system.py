@@ -15,11 +15,9 @@ from sim.cost.gpu import GPU, load_gpu
 from sim.cost.links import Link, load_link
 from sim.cost.pim import PimStack, check_power, load_pim
 from sim.cost.step import PriceCache, StepCost, StepModel
-from sim.model import ModelSpec, check_requests, load_model
+from sim.model import ModelSpec, check_requests, choice, load_model
 
-__all__ = ["PLACES", "StepCost", "System", "clear_caches", "load_hardware"]
-
-PLACES = ("gpu", "pim")
+__all__ = ["StepCost", "System", "clear_caches", "load_hardware"]
 
 
 @dataclass(frozen=True)
@@ -108,7 +106,7 @@ class System:
         if not isinstance(mapping, Mapping) or set(mapping) != {"fc", "attention"}:
             raise SaddleError(f"mapping must have exactly the keys 'fc' and 'attention', found {mapping!r}")
         for kind, place in mapping.items():
-            if place not in PLACES:
+            if place not in ("gpu", "pim"):
                 raise SaddleError(f"mapping[{kind!r}]: expected 'gpu' or 'pim', found {place!r}")
             if place == "pim" and self.pim is None:
                 raise SaddleError(f"{self.name} has no PIM; mapping[{kind!r}] must be 'gpu'")
@@ -124,32 +122,27 @@ def load_hardware(name: str, calibration: str | None = None, *, configs: Configs
     if data.get("kind") != "system":
         raise ConfigError(f"{path}: kind: expected 'system' (this is a component preset, not a "
                           f"system), found {data.get('kind')!r}")
-    if calibration is None:
-        calibration = get(data, "calibration", str, source=path)
-    if calibration not in CALIBRATIONS:
-        raise ConfigError(f"{path}: calibration: expected one of {', '.join(CALIBRATIONS)}, "
-                          f"found {calibration!r}")
-    devices = get(data, "devices", int, source=path, positive=True)
-    pim_name = get(data, "pim", (str, type(None)), source=path)
-    stacks = get(data, "stacks_per_device", int, source=path)
+    # A calibration given here is checked by the component loaders.
+    calibration = calibration or choice(data, "calibration", CALIBRATIONS, path)
+    g = lambda k, kind=str, **kw: get(data, k, kind, source=path, **kw)
+    pim_name, stacks = g("pim", (str, type(None))), g("stacks_per_device", int)
     if (pim_name is None) != (stacks == 0) or stacks < 0:
         raise ConfigError(f"{path}: stacks_per_device must be 0 exactly when pim is null, found "
                           f"pim={pim_name!r}, stacks_per_device={stacks}")
-    links = get(data, "links", str, source=path)
-    gpu_pim_name = get(data, "gpu_pim_link", (str, type(None)), source=path)
+    gpu_pim_name = g("gpu_pim_link", (str, type(None)))
     if (pim_name is None) != (gpu_pim_name is None):
         raise ConfigError(f"{path}: gpu_pim_link must be set exactly when pim is set")
-    dm = get(data, "default_mapping", dict, source=path)
+    dm = g("default_mapping", dict)
     mapping = {k: get(dm, k, str, source=path, prefix="default_mapping") for k in ("fc", "attention")}
+    link = lambda name: load_link(name, g("links"), calibration, configs=configs)
     system = System(
-        name=name, devices=devices, gpu=load_gpu(get(data, "gpu", str, source=path), calibration, configs=configs),
-        pim=load_pim(pim_name, calibration, configs=configs) if pim_name else None, stacks_per_device=stacks,
-        memory_bytes=int(get(data, "memory_gb", float, source=path, positive=True) * 2**30),
-        device_link=load_link(get(data, "device_link", str, source=path), links, calibration,
-                              configs=configs),
-        gpu_pim_link=(load_link(gpu_pim_name, links, calibration, configs=configs)
-                      if gpu_pim_name else None),
-        energy=load_energy("energy", calibration, configs=configs), default_mapping=(), calibration=calibration)
+        name=name, devices=g("devices", int, positive=True),
+        gpu=load_gpu(g("gpu"), calibration, configs=configs),
+        pim=load_pim(pim_name, calibration, configs=configs) if pim_name else None,
+        stacks_per_device=stacks, memory_bytes=int(g("memory_gb", float, positive=True) * 2**30),
+        device_link=link(g("device_link")), gpu_pim_link=link(gpu_pim_name) if gpu_pim_name else None,
+        energy=load_energy("energy", calibration, configs=configs), default_mapping=(),
+        calibration=calibration)
     try:
         default = system._mapping(mapping)
     except SaddleError as exc:

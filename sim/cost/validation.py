@@ -1,22 +1,23 @@
 """Our cost models against the reference tables of ``validation/tables/`` (AttAcc's simulator
-and Ramulator2 with AttAcc's PIM patches, run by ``validation/regenerate.py``).
-
-``compare(calibration)`` prices every reference point with our models and returns, per table
-and component, the relative error at every point; ``summarize`` reduces them to mean and worst
-(with where the worst occurs) and checks them against the bounds the project holds itself to
-(``BOUNDS``)."""
+and Ramulator2 with AttAcc's PIM patches, run by ``validation/regenerate.py``): ``compare``
+prices every reference point, ``summarize`` reduces the errors per component to mean and worst
+and checks them against the project's ``BOUNDS``."""
 from __future__ import annotations
 
 import json
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+import numpy as np
 import yaml
 
 from common.config import get
 from common.errors import ConfigError
 from common.paths import ROOT
 from sim.config import CALIBRATIONS
+from sim.cost.pim import load_pim
+from sim.cost.system import load_hardware
+from sim.model import load_model
 
 TABLES = ROOT / "validation" / "tables"
 SCHEMA = "saddle-validation/1"
@@ -47,9 +48,9 @@ def load_table(kind: str, folder: Path = TABLES) -> dict:
         raise ConfigError(f"{path}: no such reference table (validation/README.md says how to "
                           "regenerate it)")
     doc = json.loads(path.read_text())
-    for key in ("schema", "kind", "sources", "command", "parameters", "columns", "rows"):
-        if key not in doc:
-            raise ConfigError(f"{path}: missing key {key!r}")
+    for key, of in (("schema", str), ("kind", str), ("sources", dict), ("command", str),
+                    ("parameters", dict), ("columns", list), ("rows", list)):
+        get(doc, key, of, source=path)
     if doc["schema"] != SCHEMA or doc["kind"] != kind:
         raise ConfigError(f"{path}: expected schema {SCHEMA!r} kind {kind!r}, found "
                           f"{doc['schema']!r} {doc['kind']!r}")
@@ -63,17 +64,17 @@ def load_table(kind: str, folder: Path = TABLES) -> dict:
     return doc
 
 
-def _records(doc: dict):
-    cols = doc["columns"]
-    return (dict(zip(cols, row)) for row in doc["rows"])
+def _records(kind: str, folder: Path):
+    """The rows of a reference table as ``{column: value}``."""
+    doc = load_table(kind, folder)
+    return (dict(zip(doc["columns"], row)) for row in doc["rows"])
 
 
 def pim_points(calibration: str, folder: Path = TABLES) -> list[Point]:
     """PIM attention cycles of ``heads`` instances on one stack, one query each."""
-    from sim.cost.pim import load_pim
     pim = load_pim("hbm3_pim", calibration)
     out = []
-    for r in _records(load_table("pim_attention", folder)):
+    for r in _records("pim_attention", folder):
         load = pim.attention_channels([(r["context"], r["head_dim"], 1)] * r["heads"], 2,
                                       r["power_constraint"])
         where = (f"heads {r['heads']}, L {r['context']}, head dim {r['head_dim']}, "
@@ -82,61 +83,43 @@ def pim_points(calibration: str, folder: Path = TABLES) -> list[Point]:
     return out
 
 
-def _attacc_model(name: str):
-    """Our model as AttAcc models it: no grouped-query attention (one KV head per head)."""
-    from sim.model import load_model
-    spec = load_model(name)
-    return replace(spec, kv_heads=spec.heads)
-
-
 def step_points(calibration: str, folder: Path = TABLES) -> list[Point]:
-    """Per-component time and dynamic energy of one decoding step per reference point."""
-    from sim.cost.system import load_hardware
+    """Per-component time and dynamic energy of one decoding step per reference point, the
+    model as AttAcc models it: no grouped-query attention (one KV head per head)."""
     out = []
-    for r in _records(load_table("decode_steps", folder)):
-        system = load_hardware(SYSTEMS[r["system"]], calibration)
-        cost = system.price_step(_attacc_model(r["model"]), [(r["context"], 1)] * r["batch"],
+    for r in _records("decode_steps", folder):
+        system, spec = load_hardware(SYSTEMS[r["system"]], calibration), load_model(r["model"])
+        cost = system.price_step(replace(spec, kv_heads=spec.heads),
+                                 [(r["context"], 1)] * r["batch"],
                                  power_constrained=r["power_constraint"])
         pc = ", power constraint" if r["power_constraint"] else ""
         where = f"{r['model']} on {r['system']}{pc}, batch {r['batch']}, L {r['context']}"
-        ours = {"attention": cost.attention_ps, "fc": cost.fc_ps, "comm": cost.comm_ps,
-                "other": cost.other_ps, "total": cost.time_ps}
-        for c in STEP_COMPONENTS:
-            out.append(Point(c, where, ours[c] / 1000, r[f"{c}_ns"]))
+        ours = (cost.attention_ps, cost.fc_ps, cost.comm_ps, cost.other_ps, cost.time_ps)
+        out += [Point(c, where, ps / 1000, r[f"{c}_ns"]) for c, ps in zip(STEP_COMPONENTS, ours)]
         dynamic = cost.energy_pj - cost.energy_by_component_pj["static"]
         out.append(Point("energy", where, dynamic, r["energy_pj"]))
     return out
 
 
 def fit_attacc_schedule(folder: Path = TABLES) -> dict[str, int]:
-    """The four cycle counts of the ``attacc`` PIM schedule (``AttaccSchedule``), fitted to the
-    Ramulator2 table as they are in ``configs/hardware/hbm3_pim.yaml``: ``per_score_group``,
-    ``per_context_group`` and ``fixed`` by least squares on the points of one instance per
-    channel (16 heads or fewer) without the power constraint and without a refresh (cycles below
-    REFI), after the MAC streams and row changes; ``pair_overlap`` as the mean of what two
-    instances per channel (32 heads, same selection) save beyond their score groups. Rounded to
-    whole cycles. The power-constrained points and the other head counts are not used."""
-    import numpy as np
-
-    from sim.cost.pim import load_pim
+    """The four cycle counts of ``AttaccSchedule`` fitted to the Ramulator2 table, rounded to
+    whole cycles, on the points without the power constraint nor a refresh (cycles below REFI):
+    ``per_score_group``, ``per_context_group`` and ``fixed`` by least squares on one instance
+    per channel (16 heads or fewer) after the MAC streams and row changes; ``pair_overlap`` as
+    the mean of what two instances per channel (32 heads) save beyond their score groups."""
     pim = load_pim("hbm3_pim", "attacc")
-    s = pim.mac_spacing
-    chosen = [r for r in _records(load_table("pim_attention", folder))
+    # (heads, cycles, stream cycles, score groups, context groups) of each chosen point
+    chosen = [(r["heads"], r["cycles"],
+               *pim.attacc_layout(r["context"], r["head_dim"], 1, 2, pim.mac_spacing)[:3])
+              for r in _records("pim_attention", folder)
               if not r["power_constraint"] and r["cycles"] < pim.t.REFI]
-    rows, rest = [], []
-    for r in chosen:
-        if r["heads"] <= 16:
-            streams, groups, dims, _ = pim.attacc_layout(r["context"], r["head_dim"], 1, 2, s)
-            rows.append([groups, dims, 1])
-            rest.append(r["cycles"] - streams)
-    coef = np.linalg.lstsq(np.array(rows, float), np.array(rest, float), rcond=None)[0]
+    single = [(groups, dims, 1, cycles - streams)
+              for heads, cycles, streams, groups, dims in chosen if heads <= 16]
+    coef = np.linalg.lstsq(np.array([r[:3] for r in single], float),
+                           np.array([r[3] for r in single], float), rcond=None)[0]
     score, context, fixed = (int(round(c)) for c in coef)
-    saved = []
-    for r in chosen:
-        if r["heads"] == 32:
-            streams, groups, dims, _ = pim.attacc_layout(r["context"], r["head_dim"], 1, 2, s)
-            single = streams + groups * score + dims * context + fixed
-            saved.append(2 * single - r["cycles"] - groups * score)
+    saved = [2 * (streams + groups * score + dims * context + fixed) - cycles - groups * score
+             for heads, cycles, streams, groups, dims in chosen if heads == 32]
     return {"per_score_group": score, "per_context_group": context, "fixed": fixed,
             "pair_overlap": int(round(sum(saved) / len(saved)))}
 

@@ -3,31 +3,16 @@
 The engine asks for the price of one step of one model: a DLM prediction step of a micro-batch
 on its device, or a TLM pass over all devices, for given requests (each with its own context
 length and query count) and a mapping of the model's FC and attention to GPU or PIM. Every
-question goes to one ``StepModel.price`` per kind of step; the adapter turns its ``StepCost``
-into what the engine books (``Priced``) and keeps every memo in one ``PriceCache``, which the
-runs of a process that share the adapter share too.
+question goes to one ``StepModel.price`` per kind of step, whose ``StepPrice`` is what a run
+books (its ``Work``, dynamic energy in fJ, FLOPs); every memo is in one ``PriceCache``, which
+the runs of a process that share the adapter share too.
 """
 from __future__ import annotations
 
-from typing import NamedTuple
-
-from sim.cost.step import PriceCache, StepModel, StepPrice, StepTimes
+from sim.cost.step import PriceCache, StepModel, StepPrice
 from sim.cost.system import System, load_hardware
-from sim.engine.devices import Work
 from sim.model import ModelSpec, load_model
 
-
-class Priced(NamedTuple):
-    """A step as the engine books it."""
-
-    work: Work
-    energy_fj: int            # dynamic energy in femtojoules (static is charged once per run,
-                              # for its duration); integers, so a run's sum is order-free
-    attention_ps: int
-    fc_ps: int
-    comm_ps: int
-    flops: int
-    pim_flops: int
 
 class CostAdapter:
     def __init__(self, system: System, tlm: ModelSpec, dlm: ModelSpec | None) -> None:
@@ -36,10 +21,8 @@ class CostAdapter:
         self.cache = PriceCache()
         # Whole steps as asked: identical questions recur (a TLM pass of a full batch, the
         # draft steps of micro-batches whose contexts happen to agree).
-        self._steps: dict[tuple, Priced] = self.cache.table("engine step")
+        self._steps: dict[tuple, StepPrice] = self.cache.table("engine step")
         self._models: dict[tuple[str, str, str, int], StepModel] = self.cache.table("engine model")
-        self._works: dict[StepTimes, tuple[Work, int]] = self.cache.table("engine work")
-        self._booked: dict[StepPrice, Priced] = self.cache.table("engine booked")
         self.calls = 0      # steps priced, not answered from the cache
 
     @classmethod
@@ -48,59 +31,42 @@ class CostAdapter:
         return cls(load_hardware(hardware), load_model(tlm), load_model(dlm) if dlm else None)
 
     def price(self, role: str, requests: tuple[tuple[int, int], ...], fc: str, attention: str,
-              devices: int) -> Priced:
+              devices: int) -> StepPrice:
         """``role`` is ``tlm`` or ``dlm``; ``requests`` ((context_len, queries), ...)."""
         key = (role, requests, fc, attention, devices)
         hit = self._steps.get(key)
         if hit is None:
             self.calls += 1
             contexts, queries = zip(*requests)
-            hit = self._steps[key] = self._priced(
-                self._model(role, fc, attention, devices).price(contexts, queries)[0])
+            hit = self._steps[key] = self._model(role, fc, attention, devices).price(
+                contexts, queries)[0]
         return hit
 
-    def price_draft(self, contexts: tuple[int, ...], fc: str, attention: str) -> Priced:
+    def price_draft(self, contexts: tuple[int, ...], fc: str, attention: str) -> StepPrice:
         """A DLM prediction step of one micro-batch on its device, one query per request."""
         key = (fc, attention, contexts)
         hit = self._steps.get(key)
         if hit is None:
             self.calls += 1
-            hit = self._steps[key] = self._priced(
-                self._model("dlm", fc, attention, 1).price(contexts, (1,) * len(contexts))[0])
+            hit = self._steps[key] = self._model("dlm", fc, attention, 1).price(
+                contexts, (1,) * len(contexts))[0]
         return hit
 
     def price_round(self, role: str, contexts: list[int], caps: list[int], fc: str,
-                    attention: str, devices: int) -> list[Priced]:
+                    attention: str, devices: int) -> list[StepPrice]:
         """The prediction steps of a planned draft round: step s holds the requests i with
         ``caps[i] > s``, in order, each at context ``contexts[i] + s`` with one query. Not
         cached as whole steps: a round's steps are nearly all new."""
         model = self._model(role, fc, attention, devices)
-        steps: list[Priced] = []
+        steps: list[StepPrice] = []
         start = 0
         for stop in sorted(set(caps)):      # the drafting requests change where a cap ends
             if stop > start:
                 drafting = [c + start for c, cap in zip(contexts, caps) if cap > start]
-                steps += map(self._priced, model.price(drafting, (1,) * len(drafting), stop - start))
+                steps += model.price(drafting, (1,) * len(drafting), stop - start)
             start = stop
         self.calls += len(steps)
         return steps
-
-    def _priced(self, price: StepPrice) -> Priced:
-        # Steps of one memo key share their StepTimes, so their Work; on the GPU (whose keys
-        # fix the operation counts too) often the whole price.
-        booked = self._booked.get(price)
-        if booked is None:
-            t = price.times
-            found = self._works.get(t)
-            if found is None:
-                found = self.cache.remember(self._works, t, (
-                    Work(t.time_ps, t.gpu_busy_ps, t.pim_busy_ps, t.devices),
-                    round((t.energy_pj - t.energy[-1]) * 1000)))        # static is last
-            work, energy_fj = found
-            booked = self.cache.remember(self._booked, price, Priced(
-                work=work, energy_fj=energy_fj, attention_ps=t.attention_ps, fc_ps=t.fc_ps,
-                comm_ps=t.comm_ps, flops=price.flops, pim_flops=price.pim_flops))
-        return booked
 
     def _model(self, role: str, fc: str, attention: str, devices: int) -> StepModel:
         kind = (role, fc, attention, devices)

@@ -1,6 +1,7 @@
 """Devices as shared resources, with a fluid model of two models running at once.
 
-A step of a model (one DLM prediction step, one TLM verification pass) is a ``Work``: how long
+A step of a model (one DLM prediction step, one TLM verification pass) is a ``Work``
+(``sim.cost.step``): how long
 it takes alone (``time_ps``, which already contains the serialisation of its operators between
 GPU, PIM and links) and how long it keeps each GPU and each PIM device busy. Steps that run
 alone simply take ``time_ps``.
@@ -18,36 +19,17 @@ from __future__ import annotations
 import math
 from array import array
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import partial
 
 import numpy as np
 
+from sim.cost.step import Work
 from sim.engine.events import EventQueue
 
 # Completion events run before start events at the same instant, so a freed device is seen
 # as free by whatever the completion triggers.
 DONE_PRIORITY = 0
-
-
-@dataclass(frozen=True)
-class Work:
-    """One step's demand. ``gpu_ps``/``pim_ps`` are busy time per device it spans;
-    ``shares``: the (GPU, PIM) busy fractions of its duration."""
-    time_ps: int
-    gpu_ps: int
-    pim_ps: int
-    devices: int = 1
-    shares: tuple[float, float] = field(init=False, repr=False, compare=False)
-
-    def __post_init__(self) -> None:
-        if self.time_ps < 0 or self.gpu_ps < 0 or self.pim_ps < 0:
-            raise ValueError(f"negative work {self}")
-        if self.gpu_ps > self.time_ps or self.pim_ps > self.time_ps:
-            raise ValueError(f"a device is busy longer than the step lasts: {self}")
-        # Asked for every background step's rate while a pass runs: computed once.
-        t = self.time_ps
-        object.__setattr__(self, "shares", (self.gpu_ps / t, self.pim_ps / t) if t else (0.0, 0.0))
 
 
 @dataclass(slots=True)

@@ -1,14 +1,13 @@
-"""Where the runs of a grid or a sweep are simulated: a small registry of backends.
+"""Where the runs of a grid or a sweep are simulated: ``BACKENDS`` by name.
 
-A backend maps a function over tasks and yields ``(task, value, error)`` for each as soon as it
-is done, in any order (the callers put results back in grid order; a run's result never depends
+A backend's ``map(fn, tasks)`` yields ``(task, value, error)`` for each task as soon as it is
+done, in any order (the callers put results back in grid order; a run's result never depends
 on where or when it ran). ``error`` is None, or says why the backend lost the task (a Ray task
-whose worker died more often than it is retried); the function itself reports its own errors
-in ``value``. A new backend is one class with ``@register("name")``.
+whose worker died more often than it is retried); ``fn`` reports its own errors in ``value``.
 
-- ``local``: worker processes on this machine (``--jobs``), as ``saddle run --jobs``: forked on
-  Linux when this process runs no other thread, so they start with what it has read (the
-  traces), else spawned (``start_method``).
+- ``local``: worker processes on this machine (``--jobs``): forked on Linux when this process
+  runs no other thread, so they start with what it has read (the traces), else spawned
+  (``start_method``).
 - ``ray``: Ray tasks on the cluster at ``address`` (``ray://HOST:10001`` or ``HOST:6379``), or on
   a local cluster of ``jobs`` CPUs started for the call and stopped after it. Needs the ``ray``
   extra (``pip install -e '.[ray]'``; a ``ray://`` address needs ``ray[client]``); every node
@@ -19,19 +18,13 @@ from __future__ import annotations
 import os
 import signal
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from functools import partial
 
 from common.errors import SaddleError
 
-BACKENDS: dict[str, type[Backend]] = {}
 # A Ray task is run again this many times when its worker process dies (killed, out of memory).
 RAY_RETRIES = 3
-
-
-def register(name: str):
-    def add(cls):
-        BACKENDS[name] = cls
-        return cls
-    return add
 
 
 def make(name: str, jobs: int, address: str | None = None) -> Backend:
@@ -44,16 +37,15 @@ def make(name: str, jobs: int, address: str | None = None) -> Backend:
     return BACKENDS[name](jobs, address)
 
 
+@dataclass
 class Backend:
-    def __init__(self, jobs: int, address: str | None = None) -> None:
-        self.jobs = jobs
-        self.address = address
+    jobs: int
+    address: str | None = None
 
     def map(self, fn: Callable, tasks: list) -> Iterator[tuple[object, object, str | None]]:
         raise NotImplementedError
 
 
-@register("local")
 class LocalBackend(Backend):
     def map(self, fn, tasks):
         if self.jobs == 1 or len(tasks) < 2:        # no pool for one worker's worth of work
@@ -74,28 +66,21 @@ class LocalBackend(Backend):
                 signal.signal(signal.SIGINT, previous)
         with pool:
             # imap_unordered keeps the task order: pair each value with its task by position.
-            for i, value in pool.imap_unordered(_Indexed(fn), enumerate(tasks)):
+            for i, value in pool.imap_unordered(partial(_indexed, fn), enumerate(tasks)):
                 yield tasks[i], value, None
 
 
-class _Indexed:
-    """``fn`` over ``(i, task)``, returning ``(i, value)`` (picklable, unlike a closure)."""
-
-    def __init__(self, fn):
-        self.fn = fn
-
-    def __call__(self, item):
-        return item[0], self.fn(item[1])
+def _indexed(fn: Callable, item: tuple) -> tuple:
+    """``(i, fn(task))`` of ``item = (i, task)`` (picklable, unlike a closure)."""
+    return item[0], fn(item[1])
 
 
 def start_method() -> str:
-    """How the local backend starts its workers. ``fork`` on Linux: a forked worker starts
-    with the parent's caches (the traces the grid's check read, about 2 s of reading and
-    validation per worker and grid otherwise) and without importing the project again.
-    ``spawn`` elsewhere (forking is unsafe on macOS), whenever this process runs another
-    Python thread (a fork copies the locks that thread may hold, never released in the child)
-    and once Ray is imported: its threads are not Python's, and a forked worker inherits its
-    SIGTERM handler, which hangs when the pool stops the worker (seen in the test suite)."""
+    """How the local backend starts its workers: ``fork`` on Linux, so a worker starts with the
+    parent's caches (the traces the grid's check read) and without importing the project
+    again; ``spawn`` elsewhere (forking is unsafe on macOS), whenever this process runs another
+    Python thread (a fork copies the locks it may hold) and once Ray is imported (a forked
+    worker inherits its SIGTERM handler, which hangs when the pool stops the worker)."""
     import sys
     import threading
     alone = threading.active_count() == 1 and "ray" not in sys.modules
@@ -103,11 +88,13 @@ def start_method() -> str:
 
 
 def _worker_init() -> None:
-    # Ctrl-C goes to the whole process group: let the parent alone stop the pool.
+    # Ctrl-C and a hangup go to the whole process group: the parent alone stops the pool, by
+    # SIGTERM (a forked worker would have inherited the parent's handler of it).
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
 
-@register("ray")
 class RayBackend(Backend):
     def map(self, fn, tasks):
         if not tasks:
@@ -146,3 +133,5 @@ class RayBackend(Backend):
             if started:
                 ray.shutdown()
 
+
+BACKENDS: dict[str, type[Backend]] = {"local": LocalBackend, "ray": RayBackend}

@@ -2,19 +2,17 @@
 shape of the motivation experiment (SADDLE (HPCA 2026), fig3), the one result we may fit to.
 
 Knob. One number, delta: every category's ``accept_start`` and ``accept_end`` in
-``configs/traces/PAIR.yaml`` move by delta in log-odds (the relative shape across categories,
-over a request's life, bursts, calibration and off-path behaviour stay as the traces engineer
-set them). Each candidate delta writes a variant config under ``build/calibration/`` and a
-trace from it (``traces.synth``, the generator of the shipped traces, same seed and splits).
+``configs/traces/PAIR.yaml`` move by delta in log-odds (every other part of the shape stays).
+Each candidate writes a variant config under ``build/calibration/`` and a trace from it
+(``traces.synth``, the generator of the shipped traces, same seed and splits).
 
-Criteria, on the 4-GPU SpecPIM system with the VALIDATION split and fig3's workload (every
-request decoding until its context reaches ``sequence_length``, the pair's maximum by default;
-``configs/experiments/calibrate.yaml``): speedup s_d(b) = tokens/s of specpim-sd with fixed d over specpim-ad at batch
-b. Constraints: s_8(b) > 1 for b in 8, 16, 32; s_8(b) < 1 for b in 64, 128; s_12(64) < 1;
-s_4(64) > s_8(64) and s_4(64) > s_12(64). Score = (violated constraints, |ln(s_4(64) / 1.41)|),
-lexicographically; the lowest wins. ``--write`` stores the winner's values in
-``configs/traces/PAIR.yaml``, regenerates the shipped trace, and records every candidate in
-``configs/calibration/PAIR.yaml``.
+Criteria, on the 4-GPU SpecPIM system with the validation split and fig3's workload
+(``configs/experiments/calibrate.yaml``): speedup s_d(b) = tokens/s of specpim-sd with fixed d
+over specpim-ad at batch b. Constraints: s_8(b) > 1 for b in 8, 16, 32; s_8(b) < 1 for b in 64,
+128; s_12(64) < 1; s_4(64) > s_8(64) and s_4(64) > s_12(64). Score = (violated constraints,
+|ln(s_4(64) / 1.41)|), lexicographically; the lowest wins. ``--write`` stores the winner's
+values in ``configs/traces/PAIR.yaml``, regenerates the shipped trace, and records every
+candidate in ``configs/calibration/PAIR.yaml``.
 """
 from __future__ import annotations
 
@@ -73,7 +71,6 @@ def evaluate(pair: str, trace: Path, settings: dict, src: str) -> dict:
     batches = get(settings, "batches", list, source=src)
     check_sequence_length(settings.get("sequence_length"), f"{src}: sequence_length")
     seq = resolve_sequence_length(settings.get("sequence_length"), pair)
-    speed = {}
 
     def tps(system, batch, d=None):
         m, _ = simulate(RunParams(system=system, pair=pair, batch=batch, draft_length=d,
@@ -82,11 +79,8 @@ def evaluate(pair: str, trace: Path, settings: dict, src: str) -> dict:
         return m.to_dict()["tokens_per_s"]
 
     ad = {b: tps("specpim-ad", b) for b in batches}
-    for b in batches:
-        speed[f"s8@{b}"] = tps("specpim-sd", b, 8) / ad[b]
-    for d in (4, 12):
-        speed[f"s{d}@64"] = tps("specpim-sd", 64, d) / ad[64]
-    return speed
+    speed = {f"s8@{b}": tps("specpim-sd", b, 8) / ad[b] for b in batches}
+    return speed | {f"s{d}@64": tps("specpim-sd", 64, d) / ad[64] for d in (4, 12)}
 
 
 def shape_violations(trace: Path, shape: dict) -> tuple[int, dict]:
@@ -116,13 +110,8 @@ _LOG_LINE = re.compile(r"^delta ([+-][0-9.]+): violations \d+, (.*)$")
 def read_log(path: str | Path) -> dict[float, dict]:
     """Candidates printed by an earlier ``saddle calibrate`` run (its standard output), so
     ``--write --from-log`` stores a finished evaluation without simulating it again."""
-    found = {}
-    for line in Path(path).read_text().splitlines():
-        m = _LOG_LINE.match(line)
-        if m:
-            found[float(m.group(1))] = {k: float(v) for k, v in
-                                        (item.split("=") for item in m.group(2).split())}
-    return found
+    return {float(m.group(1)): {k: float(v) for k, v in (item.split("=") for item in m.group(2).split())}
+            for line in Path(path).read_text().splitlines() if (m := _LOG_LINE.match(line))}
 
 
 def check_settings(path: Path, pair: str, from_log: str | None = None) -> tuple[dict, dict | None]:
@@ -150,9 +139,8 @@ def check_settings(path: Path, pair: str, from_log: str | None = None) -> tuple[
         if not isinstance(shape, dict):
             raise ConfigError(f"{src}: {at}: expected a mapping, found {shape!r}")
         check_keys(shape, SHAPE_KEYS, source=src, where=at)
-        for key in SHAPE_KEYS:
-            if key not in shape:
-                raise ConfigError(f"{src}: {at}: missing key {key!r}")
+        if missing := [key for key in SHAPE_KEYS if key not in shape]:
+            raise ConfigError(f"{src}: {at}: missing key {missing[0]!r}")
     if from_log and not Path(from_log).is_file():
         raise ConfigError(f"--from-log {from_log}: no such file")
     return settings, shapes.get(pair)
@@ -173,9 +161,8 @@ def calibrate(pair: str, write: bool, from_log: str | None = None) -> float:
         broken, measured = shape_violations(trace, shape) if shape else (0, {})
         bad, gap = score(speed)
         results[float(delta)] = ((bad + broken, gap), speed | measured)
-        shown = " ".join(f"{k}={v:.2f}" for k, v in speed.items())
-        extra = "".join(f" {k}={v:.2f}" for k, v in measured.items())
-        print(f"delta {delta:+.2f}: violations {bad + broken}, {shown}{extra}")
+        shown = " ".join(f"{k}={v:.2f}" for k, v in (speed | measured).items())
+        print(f"delta {delta:+.2f}: violations {bad + broken}, {shown}")
     best = min(results, key=lambda d: (results[d][0], abs(d)))
     print(f"chosen delta for {pair}: {best:+.2f}")
     if write:

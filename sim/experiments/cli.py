@@ -101,7 +101,7 @@ def _jobs(text: str) -> int:
 
 
 def run_handler(args) -> int:
-    from common.paths import results_dir
+    from common.paths import check_output, results_dir
     from sim.experiments.grid import load_experiment, resolve_path
     from sim.experiments.runner import default_jobs, execute, table, write_results
 
@@ -110,12 +110,11 @@ def run_handler(args) -> int:
         raise SaddleError("--timeline-run chooses the run of --timeline FILE.json; give --timeline too")
     experiment, runs = load_experiment(path, trace=args.trace, requests=args.requests)
     out = Path(args.out) if args.out else results_dir() / experiment["name"]
-    if out.exists() and not out.is_dir():
-        raise SaddleError(f"--out {out}: exists and is not a folder")
+    check_output(out, "--out" if args.out else "results folder", folder=True)
     timeline = Path(args.timeline) if args.timeline else None
     chosen = timeline_run(runs, args.timeline_run, str(path)) if timeline else 0
-    if timeline is not None and (timeline.is_dir() or not timeline.parent.is_dir()):
-        raise SaddleError(f"--timeline {timeline}: expected a file in an existing folder")
+    if timeline is not None:
+        check_output(timeline, "--timeline", folder=False)
     records = execute(experiment["name"], runs, out, progress=not args.json and sys.stderr.isatty(),
                       timeline=timeline, timeline_run=chosen, jobs=args.jobs or default_jobs(),
                       backend=args.backend, address=args.address)
@@ -127,10 +126,8 @@ def run_handler(args) -> int:
                      f"{p.pair}, batch {p.batch}"
                      + (f", d={p.draft_length}" if p.draft_length is not None else "")
                      + (f", L={p.sequence_length}" if p.sequence_length is not None else "") + ")")
-    plots = []
-    if not args.no_plot:
-        from sim.experiments.plots import plot_all
-        plots = plot_all(out, experiment, records)
+    from sim.experiments.plots import plot_all
+    plots = [] if args.no_plot else plot_all(out, experiment, records)
     if args.json:
         print(json.dumps({"experiment": experiment["name"], "runs": records}, sort_keys=True))
         for note in notes:          # stdout is the JSON object alone
@@ -139,13 +136,12 @@ def run_handler(args) -> int:
         print(table(records))
         if "published" in experiment:
             from sim.experiments import published
-            print()
-            print(published.table(experiment["published"],
-                                  published.compare(experiment["published"], records)))
+            claims = experiment["published"]
+            print("\n" + published.table(claims, published.compare(claims, records)))
         if "compare" in experiment:
             from sim.experiments import compare
-            print()
-            print(compare.text(experiment["compare"], compare.rows(experiment["compare"], records)))
+            spec = experiment["compare"]
+            print("\n" + compare.text(spec, compare.rows(spec, records)))
         print(f"\nresults: {out}/results.json, results.csv, config.yaml"
               + "".join(f"\nplot: {p}" for p in plots) + "".join(f"\n{n}" for n in notes))
     return 0
@@ -169,29 +165,23 @@ def timeline_run(runs: list, rule: dict | None, source: str) -> int:
 
 
 def _describe(p) -> str:
-    text = f"system={p.label or p.system},pair={p.pair},batch={p.batch}"
-    if p.draft_length is not None:
-        text += f",draft_length={p.draft_length}"
-    if p.sequence_length is not None:
-        text += f",sequence_length={p.sequence_length}"
-    return text
+    fields = dict(system=p.label or p.system, pair=p.pair, batch=p.batch,
+                  draft_length=p.draft_length, sequence_length=p.sequence_length)
+    return ",".join(f"{k}={v}" for k, v in fields.items() if v is not None)
 
 
-def tune_handler(args) -> int:
+def tune_handler(args) -> None:
     from sim.experiments.tune import tune_tau
     tune_tau(args.pair, args.config, write=not args.dry_run, from_log=args.from_log)
-    return 0
 
 
-def tune_stop_handler(args) -> int:
+def tune_stop_handler(args) -> None:
     from sim.experiments.runner import default_jobs
     from sim.experiments.tune import tune_stop
     tune_stop(args.pair, args.rule, args.config, write=not args.dry_run,
               jobs=args.jobs or default_jobs())
-    return 0
 
 
-def calibrate_handler(args) -> int:
+def calibrate_handler(args) -> None:
     from sim.experiments.calibrate import calibrate
     calibrate(args.pair, write=args.write, from_log=args.from_log)
-    return 0

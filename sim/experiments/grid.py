@@ -6,39 +6,33 @@ An experiment (``configs/experiments/NAME.yaml``)::
     description: ...
     pairs: [opt-66b+opt-1.3b]
     batches: [64]
-    systems:                         # one entry per system; draft_length: N, [N, ...] or search;
-                                     # optional per-entry batches: [...] (subset of batches)
+    systems:                         # one entry per system (more keys below)
       - {system: gpu-ad}
-      - {system: gpu-sd, draft_length: search}
-                                     # per entry also tau, max_draft_len, capacity_rule,
-                                     # capacity_slack (with capacity_rule fc_slack),
-                                     # issue_rule, label (the name records and plots use,
-                                     # e.g. pim-sd-best for a second pim-sd entry), stop (a
-                                     # rule of sim/systems/registry.py in place of the
-                                     # system's adaptive one) and stop_param (its parameter;
-                                     # default configs/stopping/<pair>.yaml),
-                                     # dlm_fc_threshold, tlm_attention_threshold (the
-                                     # Scheduler's; default: measured offline),
-                                     # aging_passes: K or [K, ...] (the Shared Pool's aging,
-                                     # sim/manager/shared_pool.py; one run per K)
+      - {system: gpu-sd, draft_length: search}    # N, [N, ...] or search
     workload: {split: test, requests: 256, batching: continuous, seed: 0}
                                      # or requests_per_batch: K (K x batch requests per run)
-    sequence_length: [1024, 2048]    # optional sweep: every request decodes until its context
+    sequence_length: [1024, 2048]    # optional: every request decodes until its context
                                      # reaches this (sim/workload.py); max = the pair's
                                      # max_sequence_length (configs/models/pairs); null = natural
     overrides: {hardware.links.nvlink.step_latency_ns: 2000}
                                      # optional: config-file values for every run (sim/overrides.py)
-    published: {...}                 # optional: published values to print ours beside
-                                     # (sim/experiments/published.py)
-    compare: {reference: S, baseline: S}   # optional: every system's gap to S at every point
-                                     # (sim/experiments/compare.py)
+    published: {...}                 # optional: sim/experiments/published.py
+    compare: {reference: S, baseline: S}   # optional: sim/experiments/compare.py
     select: [{pair: P, batch: [1, 2]}]  # optional: keep only runs matching one rule
     plot: {x: batch, metric: tokens_per_s, normalize: gpu-ad}   # or a list of such, each with
                                      # optional name and where: {batch: 64}
 
-The grid is pairs x sequence_length x batches x systems (x draft lengths). Each run is written to
-``runs/<key>.json`` as soon as it ends, so an interrupted grid resumes where it stopped: a run
-whose file exists with the same parameters is not run again.
+An entry of ``systems`` may also give ``batches`` (a subset of the experiment's), ``tau``,
+``max_draft_len``, ``capacity_rule``, ``capacity_slack`` (with ``fc_slack``), ``issue_rule``,
+``label`` (the name records and plots use, e.g. pim-sd-best for a second pim-sd entry), ``stop``
+and ``stop_param`` (a rule of sim/systems/registry.py in place of the system's adaptive one, and
+its parameter; default configs/stopping/<pair>.yaml), ``dlm_fc_threshold`` and
+``tlm_attention_threshold`` (the Scheduler's; default: measured offline) and ``aging_passes: K``
+or ``[K, ...]`` (the Shared Pool's aging, sim/manager/shared_pool.py; one run per K).
+
+The grid is pairs x sequence_length x batches x systems (x draft lengths x aging). Each run is
+written to ``runs/<key>.json`` as soon as it ends, so an interrupted grid resumes where it
+stopped: a run whose file exists with the same parameters is not run again.
 """
 from __future__ import annotations
 
@@ -53,7 +47,7 @@ from sim.config import BASE, Configs
 from sim.experiments.plots import PLOT_KEYS, check_spec
 from sim.manager.config import ManagerConfig
 from sim.model import load_pair
-from sim.overrides import normalize
+from sim.overrides import blamed, normalize
 from sim.systems import resolve as rules
 from sim.systems.registry import STOP_RULES, check_entropy, reads_tau
 from sim.systems.resolve import RunParams, adapter, check_int, check_probability, workload
@@ -79,6 +73,8 @@ RUN_FIELDS = ("pair", "batch", "system", "sequence_length", "draft_length", "agi
 def resolve_path(name_or_path: str | None) -> Path:
     if name_or_path is None:
         return config_path("experiments", "default")
+    if not name_or_path.strip():
+        raise ConfigError(f"expected an experiment name or file, found {name_or_path!r}")
     path = Path(name_or_path)
     if path.suffix in (".yaml", ".yml") or path.exists() or "/" in name_or_path:
         if path.is_dir():
@@ -143,36 +139,79 @@ def check_system(name, source: str, where: str, configs: Configs = BASE) -> Syst
     return spec
 
 
-def check_trace_file(path, what: str) -> Path:
-    """A trace path given by hand (``what`` says where: ``--trace``) that exists and is a file."""
-    path = Path(path)
-    if path.is_dir():
-        raise ConfigError(f"{what} {path}: is a directory, expected a trace file (.jsonl or .jsonl.gz)")
-    if not path.is_file():
-        raise ConfigError(f"{what} {path}: no such trace file")
-    return path
-
-
 def load_experiment(path: Path, trace: str | None = None, requests: int | str | None = None,
                     data: dict | None = None) -> tuple[dict, list[RunParams]]:
-    """The experiment's runs, every setting checked before anything runs (unknown keys with
-    the closest known one suggested, unknown pair / system / model / hardware / split names,
-    values, and every file a run will read: each trace is read and its split and request
+    """The experiment's runs, every setting checked before anything runs (keys, names, values,
+    and every file a run will read, overrides set: each trace is read and its split and request
     count checked). Errors name the file and the key path (``systems[2].draft_length``).
     ``trace`` replaces the (single) pair's trace; ``requests`` replaces ``workload.requests``
     (an int, or ``"all"`` for the whole split). ``data``: the experiment's contents, when they
-    are not ``path``'s (a sweep's point, sim/sweeps/); errors still name ``path``.
-
-    ``overrides: {config key: value}`` (sim/overrides.py) sets config-file values for every
-    run; every check reads the files with them set, so a value a loader refuses stops it."""
+    are not ``path``'s (a sweep's point, sim/sweeps/); errors still name ``path``."""
     data = load_yaml(path) if data is None else data
     src = str(path)
     check_keys(data, EXPERIMENT_KEYS, source=src)
     overrides = normalize(get(data, "overrides", dict, source=src, default={}), f"{src}: overrides")
-    experiment, runs = _load(data, src, trace, requests, overrides)
+    try:
+        return _load(data, src, trace, requests, overrides)
+    except ConfigError as exc:
+        flag = f"{src}: requests: "         # the command line's value, not the file's
+        if requests is not None and str(exc).startswith(flag):
+            raise ConfigError(f"--requests {requests}: {str(exc).removeprefix(flag)}") from None
+        raise blamed(exc, overrides, f"{src}: overrides") from None
+
+
+def _load(data: dict, src: str, trace: str | None, requests: int | str | None,
+          overrides: tuple[tuple[str, object], ...]) -> tuple[dict, list[RunParams]]:
+    configs = Configs.of(overrides)
+    name = check_name(data, src)
+    pairs, batches, systems = (get(data, key, list, source=src)
+                               for key in ("pairs", "batches", "systems"))
+    seqs = _list(get(data, "sequence_length", (int, str, list), source=src, default=[None]))
+    tau = get(data, "tau", float, source=src, default=None)
+    if tau is not None:
+        check_probability(tau, f"{src}: tau")
+    for key, items in (("pairs", pairs), ("systems", systems)):
+        if not items:
+            raise ConfigError(f"{src}: {key}: expected a non-empty list")
+    for i, pair in enumerate(pairs):
+        check_pair(pair, src, f"pairs[{i}]", configs)
+    if len(set(pairs)) != len(pairs):
+        raise ConfigError(f"{src}: pairs: {pairs} names a pair twice")
+    if trace is not None:
+        trace = _check_trace(trace, len(pairs), src)
+    check_batches(batches, src)
+    shared, n_requests, per_batch = _workload_settings(data, src, requests)
+    for i, seq in enumerate(seqs):
+        check_sequence_length(seq, f"{src}: sequence_length[{i}]")
+    entries: list[_Entry] = []
+    for i, entry in enumerate(systems):
+        entries.append(_check_entry(entry, f"systems[{i}]", src, pairs, batches, tau, configs))
+        _check_distinct(entries, src)
+    runs = [RunParams(pair=pair, batch=batch, sequence_length=seq, draft_length=d, aging_passes=k,
+                      requests=n_requests if per_batch is None else per_batch * batch,
+                      trace=trace, source=src, overrides=overrides, **shared, **e.fields)
+            for pair in pairs for seq in (resolve_sequence_length(s, pair, configs) for s in seqs)
+            for batch in batches for e in entries if batch in e.batches
+            for d in e.draft_lengths for k in e.aging]
+    runs = _select(data, src, runs)
+    plot = get(data, "plot", (dict, list), source=src, default={"x": "batch", "metric": "tokens_per_s"})
+    _check_extras(data, src, plot, list(dict.fromkeys(p.label or p.system for p in runs)))
+    check_workloads(runs)
     if overrides:
         check_costs(runs, f"{src}: overrides")
-    return experiment, runs
+    return dict(data, name=name, plot=plot), runs
+
+
+def _check_trace(trace, n_pairs: int, src: str) -> str:
+    """``--trace``: an existing file, for an experiment of one pair."""
+    if n_pairs != 1:
+        raise ConfigError(f"{src}: --trace replaces the trace of one pair; this experiment has {n_pairs}")
+    path = Path(trace)
+    if path.is_dir():
+        raise ConfigError(f"--trace {path}: is a directory, expected a trace file (.jsonl or .jsonl.gz)")
+    if not path.is_file():
+        raise ConfigError(f"--trace {path}: no such trace file")
+    return str(path)
 
 
 def check_costs(runs: list[RunParams], where: str) -> None:
@@ -193,54 +232,6 @@ def check_costs(runs: list[RunParams], where: str) -> None:
                               f"({type(exc).__name__}: {exc})") from None
 
 
-def _load(data: dict, src: str, trace, requests, overrides: tuple) -> tuple[dict, list[RunParams]]:
-    configs = Configs.of(overrides)
-    name = check_name(data, src)
-    pairs = get(data, "pairs", list, source=src)
-    batches = get(data, "batches", list, source=src)
-    systems = get(data, "systems", list, source=src)
-    seqs = _list(get(data, "sequence_length", (int, str, list), source=src, default=[None]))
-    tau = get(data, "tau", float, source=src, default=None)
-    if tau is not None:
-        check_probability(tau, f"{src}: tau")
-    for key, items in (("pairs", pairs), ("systems", systems)):
-        if not items:
-            raise ConfigError(f"{src}: {key}: expected a non-empty list")
-    for i, pair in enumerate(pairs):
-        check_pair(pair, src, f"pairs[{i}]", configs)
-    if len(set(pairs)) != len(pairs):
-        raise ConfigError(f"{src}: pairs: {pairs} names a pair twice")
-    if trace is not None:
-        if len(pairs) != 1:
-            raise ConfigError(f"{src}: --trace replaces the trace of one pair; this experiment has {len(pairs)}")
-        trace = str(check_trace_file(trace, "--trace"))
-    check_batches(batches, src)
-    shared, n_requests, per_batch = _workload_settings(data, src, requests)
-    for i, seq in enumerate(seqs):
-        check_sequence_length(seq, f"{src}: sequence_length[{i}]")
-    entries: list[_Entry] = []
-    for i, entry in enumerate(systems):
-        entries.append(_check_entry(entry, f"systems[{i}]", src, pairs, batches, tau, configs))
-        _check_distinct(entries, src)
-    runs = [RunParams(pair=pair, batch=batch, sequence_length=seq, draft_length=d, aging_passes=k,
-                      requests=n_requests if per_batch is None else per_batch * batch,
-                      trace=trace, source=src, overrides=overrides, **shared, **e.fields(tau))
-            for pair in pairs for seq in (resolve_sequence_length(s, pair, configs) for s in seqs)
-            for batch in batches for e in entries if batch in e.batches
-            for d in e.draft_lengths for k in e.aging]
-    runs = _select(data, src, runs)
-    plot = get(data, "plot", (dict, list), source=src, default={"x": "batch", "metric": "tokens_per_s"})
-    _check_plots(plot, src, {p.label or p.system for p in runs})
-    if "published" in data:
-        from sim.experiments.published import check
-        check(data["published"], src)
-    if "compare" in data:
-        from sim.experiments import compare
-        compare.check(data["compare"], list(dict.fromkeys(p.label or p.system for p in runs)), src)
-    check_workloads(runs)
-    return dict(data, name=name, plot=plot), runs
-
-
 def _workload_settings(data: dict, src: str, requests) -> tuple[dict, int | None, int | None]:
     """``workload:``'s settings as RunParams fields, its request count and its requests per
     batch (``requests``: the command line's, which replaces both)."""
@@ -256,48 +247,31 @@ def _workload_settings(data: dict, src: str, requests) -> tuple[dict, int | None
         raise ConfigError(f"{src}: workload: give requests or requests_per_batch, not both")
     if requests is not None:
         n_requests, per_batch = (None if requests == "all" else requests), None
-    split = w("split", str, "test")
-    if split not in SPLITS:
-        raise ConfigError(f"{src}: workload.split: unknown split {split!r}{suggest(split, SPLITS)}; "
-                          f"expected one of {', '.join(SPLITS)}")
-    batching = w("batching", str, "continuous")
-    if batching not in BATCHING:
-        raise ConfigError(f"{src}: workload.batching: unknown batching {batching!r}"
-                          f"{suggest(batching, BATCHING)}; expected one of {', '.join(BATCHING)}")
-    seed = w("seed", int, 0)
-    fraction = w("validation_fraction", float, 0.5)
-    if not 0 < fraction < 1:
+    settings = dict(split=w("split", str, "test"), batching=w("batching", str, "continuous"),
+                    seed=w("seed", int, 0), validation_fraction=w("validation_fraction", float, 0.5))
+    for key, choices in (("split", SPLITS), ("batching", BATCHING)):
+        if settings[key] not in choices:
+            raise ConfigError(f"{src}: workload.{key}: unknown {key} {settings[key]!r}"
+                              f"{suggest(settings[key], choices)}; expected one of {', '.join(choices)}")
+    if not 0 < settings["validation_fraction"] < 1:
         raise ConfigError(f"{src}: workload.validation_fraction: expected a number in (0, 1), "
-                          f"found {fraction!r}")
-    settings = dict(split=split, batching=batching, seed=seed, validation_fraction=fraction)
+                          f"found {settings['validation_fraction']!r}")
     return settings, n_requests, per_batch
 
 
 @dataclasses.dataclass
 class _Entry:
-    """One checked entry of ``systems:``."""
+    """One checked entry of ``systems:``: its RunParams fields, batches, d and aging values."""
 
     at: str                                 # systems[i]
-    entry: dict
-    spec: SystemSpec
+    fields: dict
     batches: list
     draft_lengths: list
     aging: list
 
     @property
     def name(self) -> str:
-        return self.entry.get("label") or self.spec.name
-
-    def fields(self, tau: float | None) -> dict:
-        """The entry's RunParams fields (``tau``: the experiment's)."""
-        e = self.entry
-        number = lambda key: float(e[key]) if key in e else None
-        return dict(system=self.spec.name, tau=number("tau") if "tau" in e else tau,
-                    max_draft_len=e.get("max_draft_len"), capacity_rule=e.get("capacity_rule"),
-                    capacity_slack=number("capacity_slack"), issue_rule=e.get("issue_rule"),
-                    label=e.get("label"), stop=e.get("stop"), stop_param=number("stop_param"),
-                    dlm_fc_threshold=e.get("dlm_fc_threshold"),
-                    tlm_attention_threshold=e.get("tlm_attention_threshold"))
+        return self.fields["label"] or self.fields["system"]
 
 
 def _check_entry(entry, at: str, src: str, pairs: list, batches: list, tau: float | None,
@@ -311,50 +285,57 @@ def _check_entry(entry, at: str, src: str, pairs: list, batches: list, tau: floa
         raise ConfigError(f"{src}: {at}: missing key 'system'")
     spec = check_system(entry["system"], src, f"{at}.system", configs)
     where = f"{src}: {at}."
-    value = lambda key, kind: get(entry, key, kind, source=src, prefix=at)
-    own = get(entry, "batches", list, source=src, prefix=at, default=None)
+    value = lambda key, kind: get(entry, key, kind, source=src, prefix=at, default=None)
+    own = value("batches", list)
     for j, b in enumerate(own or []):
         if b not in batches:
             raise ConfigError(f"{src}: {at}.batches[{j}]: {b!r} is not one of the experiment's "
                               f"batches {batches}")
-    ds = _list(entry.get("draft_length"))
-    for j, d in enumerate(ds):
-        index = f"[{j}]" if isinstance(entry.get("draft_length"), list) else ""
-        rules.check_draft_length(d, spec, f"{where}draft_length{index}")
-    stop = spec.stop
-    if "stop" in entry:
-        stop = value("stop", str)
+    ds = _each(entry, "draft_length", lambda d, w: rules.check_draft_length(d, spec, w), where)
+    stop = value("stop", str)
+    if stop is not None:
         rules.check_stop(stop, spec, f"{src}: {at}")
-    if "stop_param" in entry:
-        rules.check_stop_param(value("stop_param", float), stop, f"{where}stop_param")
-    if "tau" in entry:
-        check_probability(value("tau", float), f"{where}tau")
-        if not reads_tau(stop):
-            raise ConfigError(f"{where}tau: system {spec.name} has no stopping threshold (its "
-                              f"stop rule {stop!r} does not read tau); leave tau out")
-    for key in ("dlm_fc_threshold", "tlm_attention_threshold"):
+    stop = stop or spec.stop
+    threshold = lambda v, w: rules.check_threshold(v, spec, w)
+    checks = {"stop_param": (float, lambda v, w: rules.check_stop_param(v, stop, w)),
+              "tau": (float, lambda v, w: _check_tau(v, stop, spec, w)),
+              "dlm_fc_threshold": (int, threshold), "tlm_attention_threshold": (int, threshold),
+              "max_draft_len": (int, check_int)}
+    for key, (kind, check) in checks.items():
         if key in entry:
-            rules.check_threshold(value(key, int), spec, f"{where}{key}")
-    if "max_draft_len" in entry:
-        check_int(value("max_draft_len", int), f"{where}max_draft_len")
-    rules.check_capacity(spec, value("capacity_rule", str) if "capacity_rule" in entry else None,
-                         value("capacity_slack", float) if "capacity_slack" in entry else None,
-                         where)
-    if "issue_rule" in entry:
-        rules.check_issue_rule(value("issue_rule", str), spec, f"{where}issue_rule")
-    ks = _list(entry.get("aging_passes"))
-    for j, k in enumerate(ks if "aging_passes" in entry else []):
-        index = f"[{j}]" if isinstance(entry["aging_passes"], list) else ""
-        rules.check_aging(k, spec, f"{where}aging_passes{index}")
-    if get(entry, "label", str, source=src, prefix=at, default=None) == "":
+            check(value(key, kind), where + key)
+    rules.check_capacity(spec, value("capacity_rule", str), value("capacity_slack", float), where)
+    rules.check_issue_rule(value("issue_rule", str), spec, f"{where}issue_rule")
+    ks = _each(entry, "aging_passes", lambda k, w: rules.check_aging(k, spec, w), where) \
+        if "aging_passes" in entry else [None]
+    if value("label", str) == "":
         raise ConfigError(f"{where}label: expected a non-empty name")
-    _check_tuned(stop, "stop_param" in entry, get(entry, "tau", float, source=src, prefix=at,
-                                                  default=tau), pairs, f"{src}: {at}")
+    _check_tuned(stop, "stop_param" in entry, get(entry, "tau", float, source=src, prefix=at, default=tau),
+                 pairs, f"{src}: {at}")
     cfg = ManagerConfig.load(None, configs=configs)
     for j, b in enumerate(own or batches):
         rules.check_slots(b, spec, cfg, None, f"{src}: {at}.batches[{j}]" if own
                           else f"{src}: batches[{j}]", f" ({at})")
-    return _Entry(at, entry, spec, own or batches, ds, ks)
+    fields = {k: entry.get(k) for k in ENTRY_KEYS
+              if k not in ("system", "draft_length", "batches", "aging_passes")}
+    fields.update({k: float(entry[k]) for k in ("capacity_slack", "stop_param") if k in entry},
+                  system=spec.name, tau=float(entry["tau"]) if "tau" in entry else tau)
+    return _Entry(at, fields, own or batches, ds, ks)
+
+
+def _each(entry: dict, key: str, check, where: str) -> list:
+    """The entry's values of ``key`` (one, or a list), each checked as ``key[j]``."""
+    values = _list(entry.get(key))
+    for j, v in enumerate(values):
+        check(v, f"{where}{key}" + (f"[{j}]" if isinstance(entry.get(key), list) else ""))
+    return values
+
+
+def _check_tau(tau: float, stop: str | None, spec: SystemSpec, where: str) -> None:
+    check_probability(tau, where)
+    if not reads_tau(stop):
+        raise ConfigError(f"{where}: system {spec.name} has no stopping threshold (its "
+                          f"stop rule {stop!r} does not read tau); leave tau out")
 
 
 def _check_distinct(entries: list[_Entry], src: str) -> None:
@@ -372,7 +353,7 @@ def _check_distinct(entries: list[_Entry], src: str) -> None:
 def _check_tuned(stop: str | None, has_param: bool, tau: float | None, pairs: list,
                  where: str) -> None:
     """What a rule reads from configs/ when the entry does not give it (a rule's tuned
-    parameter, the threshold rule's tau) exists for every pair before anything runs."""
+    parameter, the threshold rule's tau) exists for every pair."""
     for pair in pairs:
         try:
             if stop is not None and not has_param and STOP_RULES[stop].param_name is not None:
@@ -399,7 +380,8 @@ def _select(data: dict, src: str, runs: list[RunParams]) -> list[RunParams]:
     return runs
 
 
-def _check_plots(plot, src: str, names: set[str]) -> None:
+def _check_extras(data: dict, src: str, plot, names: list[str]) -> None:
+    """The plot specs, ``published:`` and ``compare:`` (``names``: the runs' systems)."""
     for i, spec in enumerate(plot if isinstance(plot, list) else [plot]):
         at = "plot" + (f"[{i}]" if isinstance(plot, list) else "")
         where = f"{src}: {at}"
@@ -417,12 +399,18 @@ def _check_plots(plot, src: str, names: set[str]) -> None:
         if not isinstance(plot_where, dict):
             raise ConfigError(f"{where}.where: expected a mapping of run field -> value, found {plot_where!r}")
         check_keys(plot_where, RUN_FIELDS, source=src, where=f"{at}.where")
+    if "published" in data:
+        from sim.experiments.published import check
+        check(data["published"], src)
+    if "compare" in data:
+        from sim.experiments import compare
+        compare.check(data["compare"], names, src)
 
 
 def check_workloads(runs: list[RunParams]) -> None:
     """Read every trace the runs replay and take each run's requests from it, as the run will
-    (cached: the runs in this process reuse it), so a bad trace, a split the trace lacks, too
-    few requests or a too short trace stop the experiment before its first run, once."""
+    (cached), so a bad trace, a missing split, too few requests or a too short trace stop the
+    experiment before its first run."""
     seen = set()
     for p in runs:
         trace = p.trace_path()

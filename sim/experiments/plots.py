@@ -1,24 +1,18 @@
 """Plots of an experiment's results (matplotlib, headless): one panel per pair.
 
 ``plot.x`` = ``system``: grouped bars, one group per (batch, sequence length), one bar per
-system; ``batch`` / ``sequence_length``: one line per system; ``draft_length``: one line per
-fixed-d system against d, systems without a fixed d as horizontal lines; ``aging_passes``
-likewise against the Shared Pool's aging K, runs without aging as horizontal lines. With
-several batches in a panel these two draw one line per (system, batch) and no horizontal
-lines (normalise to the reference system instead). With ``normalize`` each
-value is divided by that system's value at the same pair, batch and sequence length. A system
-appearing with several fixed d at the same point is split into one series per d.
+system (a single group: each bar named on the axis, the point in the panel title); ``batch`` /
+``sequence_length``: one line per system; ``draft_length`` / ``aging_passes``: one line per
+system against d / the Shared Pool's aging K, runs without it as horizontal lines (with several
+batches: a line per (system, batch), no horizontal lines). ``normalize``: each value divided by
+that system's at the same pair, batch and sequence length. A system with several fixed d at the
+same point is split into one series per d.
 
-With ``x: system`` a spec may name several metrics instead of one: ``stack: [m1, m2, ...]``
-draws one stacked bar per (system, batch, sequence length), a segment per metric (with
-``fraction: true`` each bar is scaled to sum to 1, e.g. a latency breakdown as shares of the run
-time); ``metrics: [m1, m2, ...]`` draws the metrics side by side, one bar each (e.g. GPU and PIM
-utilisation). ``labels`` names the segments / bars (default: the metric's last part).
-
-``ylabel`` replaces the y axis title (default: the metric's name in words, e.g. "throughput
-(tokens/s)", "throughput relative to gpu-ad" with ``normalize``). Every legend stands beside
-the last panel, never over the data; with ``x: system`` and a single (batch, sequence length)
-each bar is named on the axis and the point goes in the panel title.
+With ``x: system``, ``stack: [m1, m2, ...]`` draws one stacked bar per (system, batch, sequence
+length), a segment per metric (``fraction: true``: each bar scaled to sum to 1);
+``metrics: [m1, m2, ...]`` draws the metrics side by side. ``labels`` names the segments / bars
+(default: the metric's last part); ``ylabel`` the y axis (default: the metric in words). Every
+legend stands beside the last panel, never over the data.
 """
 from __future__ import annotations
 
@@ -29,10 +23,13 @@ from common.errors import ConfigError
 # Every key a plot spec may have (sim/experiments/grid.py refuses others).
 PLOT_KEYS = ("name", "x", "metric", "normalize", "where", "stack", "metrics", "labels", "fraction",
              "ylabel")
+# A legend's place: beside the axes' right edge, never over the data.
+BESIDE = dict(loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
 
 
 def plot_all(out: Path, experiment: dict, records: list[dict]) -> list[Path]:
-    """``plot`` may be one spec or a list; a spec's ``where`` keeps matching records only."""
+    """``plot`` may be one spec or a list; a spec's ``where`` keeps matching records only. With
+    ``published:``, ours beside the published ratios too."""
     specs = experiment["plot"] if isinstance(experiment["plot"], list) else [experiment["plot"]]
     paths = []
     for i, spec in enumerate(specs):
@@ -43,8 +40,8 @@ def plot_all(out: Path, experiment: dict, records: list[dict]) -> list[Path]:
                           references=records))
     if "published" in experiment:
         from sim.experiments import published
-        path = published.plot(out, experiment["name"],
-                              published.compare(experiment["published"], records))
+        path = _published(out, experiment["name"],
+                          published.compare(experiment["published"], records))
         if path is not None:
             paths.append(path)
     return paths
@@ -103,17 +100,13 @@ def plot(path: Path, experiment: dict, spec: dict, records: list[dict],
          references: list[dict] | None = None) -> Path:
     """``references``: where ``normalize`` finds its system (default ``records``; plot_all
     passes every record, so a ``where`` that leaves the reference out still normalises)."""
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
     x_key, metric, norm = spec.get("x", "batch"), spec.get("metric", "tokens_per_s"), spec.get("normalize")
     pairs = list(dict.fromkeys(r["pair"] for r in records))
     # Wide enough for the bars of the widest panel to keep their labels apart.
     bars = max((len({(r["system"], r["draft_length"], r["batch"], r.get("sequence_length"))
                      for r in records if r["pair"] == pair}) for pair in pairs), default=1)
     width = max(6.5, 0.8 * bars) if ("stack" in spec or "metrics" in spec) else 6.5
-    fig, axes = plt.subplots(1, max(1, len(pairs)), figsize=(width * max(1, len(pairs)), 3.6), squeeze=False)
+    fig, axes = subplots(1, max(1, len(pairs)), figsize=(width * max(1, len(pairs)), 3.6), squeeze=False)
     refs = {_point(r): r for r in (records if references is None else references)
             if norm and r["system"] == norm}
 
@@ -135,8 +128,41 @@ def plot(path: Path, experiment: dict, spec: dict, records: list[dict],
             ax.axhline(1.0, color="0.3", linewidth=0.8, linestyle=":")
     _legend_beside(axes[0])
     fig.suptitle(experiment.get("description", experiment["name"]), fontsize=9)
+    return save(fig, path)
+
+
+def _published(out: Path, name: str, rows: list[dict]) -> Path | None:
+    """Bars of ours next to published for the numeric claims (ratios); None if there is none."""
+    numeric = [r for r in rows if isinstance(r["published"], (int, float)) and isinstance(r["ours"], float)]
+    if not numeric:
+        return None
+    fig, ax = subplots(figsize=(max(5.5, 1.3 * len(numeric) + 1.5), 3.8))
+    x = range(len(numeric))
+    ax.bar([i - 0.2 for i in x], [r["published"] for r in numeric], 0.4, label="published")
+    ax.bar([i + 0.2 for i in x], [r["ours"] for r in numeric], 0.4, label="ours")
+    ax.axhline(1.0, color="grey", lw=0.8)
+    ax.set_xticks(list(x))
+    ax.set_xticklabels([r["claim"] for r in numeric], rotation=20, ha="right", fontsize=8)
+    ax.set_ylabel("claimed ratio")
+    ax.set_xlabel("published claim")
+    ax.grid(alpha=0.3, axis="y")
+    ax.legend(fontsize=8, **BESIDE)
+    ax.set_title(f"{name}: ours vs published", fontsize=10)
+    return save(fig, out / f"{name}-published.png")
+
+
+def subplots(*args, **kwargs):
+    """``matplotlib.pyplot.subplots`` on the headless backend."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    return plt.subplots(*args, **kwargs)
+
+
+def save(fig, path: Path, dpi: int = 120) -> Path:
+    import matplotlib.pyplot as plt
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    fig.savefig(path, dpi=dpi)
     plt.close(fig)
     return path
 
@@ -160,14 +186,23 @@ def _panel(ax, rows: list[dict], spec: dict, x_key: str, value) -> tuple[str, st
     return "", X_TITLES.get(x_key, x_key)
 
 
+def _groups(rows: list[dict]) -> list[tuple]:
+    return list(dict.fromkeys((r["batch"], r.get("sequence_length")) for r in rows))
+
+
+def _at(rows: list[dict], names: dict[int, str], name: str, batch, seq) -> dict | None:
+    """The first row of series ``name`` at (batch, sequence length), if any."""
+    return next((r for r in rows if names[id(r)] == name and r["batch"] == batch
+                 and r.get("sequence_length") == seq), None)
+
+
 def _system_bars(ax, rows: list[dict], names: dict[int, str], series: list[str],
                  value) -> tuple[str, str]:
-    groups = list(dict.fromkeys((r["batch"], r.get("sequence_length")) for r in rows))
+    groups = _groups(rows)
     if len(groups) == 1:
         # One point: a bar per system, named on the axis; the point goes in the title.
         for j, name in enumerate(series):
-            match = [r for r in rows if names[id(r)] == name]
-            ax.bar(j, value(match[0]), 0.7, color=f"C{j % 10}")
+            ax.bar(j, value(_at(rows, names, name, *groups[0])), 0.7, color=f"C{j % 10}")
         ax.set_xticks(range(len(series)))
         ax.set_xticklabels(series, rotation=30 if len(series) > 4 else 0,
                            ha="right" if len(series) > 4 else "center", fontsize=8)
@@ -176,12 +211,10 @@ def _system_bars(ax, rows: list[dict], names: dict[int, str], series: list[str],
     width = 0.8 / max(1, len(series))
     for j, name in enumerate(series):
         xs, ys = [], []
-        for g, (batch, seq) in enumerate(groups):
-            match = [r for r in rows if names[id(r)] == name and r["batch"] == batch
-                     and r.get("sequence_length") == seq]
-            if match:
+        for g, group in enumerate(groups):
+            if (r := _at(rows, names, name, *group)) is not None:
                 xs.append(g + (j - (len(series) - 1) / 2) * width)
-                ys.append(value(match[0]))
+                ys.append(value(r))
         ax.bar(xs, ys, width, label=name)
     ax.set_xticks(range(len(groups)))
     ax.set_xticklabels([f"{b}" + (f", L={s}" if s else "") for b, s in groups])
@@ -215,8 +248,7 @@ def _legend_beside(axes) -> None:
         for handle, label in zip(*ax.get_legend_handles_labels()):
             legend.setdefault(label, handle)
     if legend:
-        axes[-1].legend(legend.values(), legend.keys(), fontsize=7, loc="upper left",
-                        bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
+        axes[-1].legend(legend.values(), legend.keys(), fontsize=7, **BESIDE)
 
 
 X_TITLES = {"batch": "batch size", "draft_length": "draft length d",
@@ -267,18 +299,16 @@ def _multi_bars(ax, rows: list[dict], names: dict[int, str], series: list[str],
     """One position per (batch, sequence length) x series; stacked segments or side-by-side
     bars. Returns what the panel title adds and the x axis title: a batch or sequence length
     shared by every bar goes in the title, the others label the bars."""
-    groups = list(dict.fromkeys((r["batch"], r.get("sequence_length")) for r in rows))
+    groups = _groups(rows)
     batches = {b for b, _ in groups}
     seqs = {s for _, s in groups}
     bars = []       # (x label, record)
     for batch, seq in groups:
         for name in series:
-            match = [r for r in rows if names[id(r)] == name and r["batch"] == batch
-                     and r.get("sequence_length") == seq]
-            if match:
+            if (r := _at(rows, names, name, batch, seq)) is not None:
                 tag = " ".join(([f"b{batch}"] if len(batches) > 1 else [])
                                + ([f"L{seq}"] if len(seqs) > 1 and seq else []))
-                bars.append((f"{name}\n{tag}" if tag else name, match[0]))
+                bars.append((f"{name}\n{tag}" if tag else name, r))
     xs = range(len(bars))
     if "stack" in spec:
         metrics, labels = spec["stack"], _labels(spec, "stack")

@@ -14,19 +14,15 @@
            where: {batch: 64}, value: 1.41}
         - {kind: argmax, system: specpim-sd, over: draft_length, where: {batch: 64}, value: 4}
 
-A system reference is a name (a record's ``system``, i.e. the entry's label if it has one) or
-a mapping of record fields. Records are matched into points by (pair, batch, sequence_length);
-a ratio is taken per point, a mean_ratio is the geometric mean of the per-point ratios (the
-arithmetic mean is reported beside it; the paper does not say which it uses). ``where``
-restricts the points. Every claim gives one row: the claim, the published value, ours, and
-whether ours agrees (mean_ratio and ratio: within ``tolerance``, default 10 %).
-
-A mean_ratio that does not agree is decomposed (``decompose``) into four measured factors whose
-product is the ratio at every point, so their geometric means multiply to ours: tokens per
-verification pass (how much each TLM pass yields: acceptance, draft length, batch occupancy),
-pass time (the priced TLM pass, den / num: what the extra queries cost), verifying share (the
-run's time the TLM is busy: drafting and decisions not hidden behind verification) and window
-(the full-batch window against the whole run).
+A system reference is a name (a record's ``system``: the entry's label if it has one) or a
+mapping of record fields. Records are matched into points by (pair, batch, sequence_length),
+``where`` restricts the points; a ratio is taken per point, a mean_ratio is the geometric mean
+of the per-point ratios (the arithmetic mean reported beside it). Every claim gives one row:
+the claim, the published value, ours, and whether ours agrees (ratios: within ``tolerance``,
+default 10 %). A mean_ratio that does not agree is decomposed (``decompose``) into four measured
+factors whose geometric means multiply to ours: tokens per verification pass, pass time (den /
+num), verifying share (the run's time the TLM is busy) and window (the full-batch window
+against the whole run).
 """
 from __future__ import annotations
 
@@ -37,9 +33,14 @@ from pathlib import Path
 from common.config import check_keys
 from common.errors import ConfigError
 
-KINDS = ("mean_ratio", "ratio", "best_count", "below", "argmax")
+# Each kind of claim and the keys it needs.
+NEEDS = {"mean_ratio": ("num", "den", "value"), "ratio": ("num", "den", "value"),
+         "best_count": ("systems", "best", "value"), "below": ("lower", "higher", "value"),
+         "argmax": ("system", "over", "value")}
+KINDS = tuple(NEEDS)
 FACTORS = ("tokens per pass", "pass time", "verifying share", "window")
 POINT = ("pair", "batch", "sequence_length")
+ROW = ("claim", "published", "ours", "agrees", "detail")     # a claim's row (and factors)
 
 
 def check(published: dict, src: str) -> None:
@@ -48,29 +49,21 @@ def check(published: dict, src: str) -> None:
         raise ConfigError(f"{src}: published: expected a mapping with source and claims: [...]")
     if not isinstance(published.get("source"), str) or not published["source"]:
         raise ConfigError(f"{src}: published.source: expected the text saying where the values come from")
-    need = {"mean_ratio": ("num", "den", "value"), "ratio": ("num", "den", "value"),
-            "best_count": ("systems", "best", "value"), "below": ("lower", "higher", "value"),
-            "argmax": ("system", "over", "value")}
     check_keys(published, ("source", "metric", "claims"), source=src, where="published")
     for i, claim in enumerate(published["claims"]):
         where = f"{src}: published.claims[{i}]"
         if not isinstance(claim, dict) or claim.get("kind") not in KINDS:
             raise ConfigError(f"{where}: expected a mapping with kind one of {list(KINDS)}")
-        missing = [k for k in need[claim["kind"]] if k not in claim]
+        missing = [k for k in NEEDS[claim["kind"]] if k not in claim]
         if missing:
             raise ConfigError(f"{where}: kind {claim['kind']} needs {missing}")
-        check_keys(claim, need[claim["kind"]] + ("kind", "label", "where", "tolerance"),
+        check_keys(claim, NEEDS[claim["kind"]] + ("kind", "label", "where", "tolerance"),
                    source=src, where=f"published.claims[{i}]")
 
 
 def _matches(record: dict, ref, where: dict) -> bool:
-    want = dict(where)
-    want.update({"system": ref} if isinstance(ref, str) else ref)
-    for key, value in want.items():
-        allowed = value if isinstance(value, list) else [value]
-        if record.get(key) not in allowed:
-            return False
-    return True
+    want = where | ({"system": ref} if isinstance(ref, str) else ref)
+    return all(record.get(k) in (v if isinstance(v, list) else [v]) for k, v in want.items())
 
 
 def _points(records: list[dict], ref, where: dict, metric: str | None) -> dict[tuple, float]:
@@ -95,13 +88,6 @@ def _paired(records: list[dict], a, b, where: dict, metric: str | None) -> tuple
     """The points of references ``a`` and ``b`` (``_points``) and the points both have."""
     pa, pb = _points(records, a, where, metric), _points(records, b, where, metric)
     return pa, pb, sorted(set(pa) & set(pb), key=str)
-
-
-def _ratios(records, claim, metric) -> list[float]:
-    num, den, keys = _paired(records, claim["num"], claim["den"], claim.get("where", {}), metric)
-    if not keys:
-        raise ConfigError(f"published: no point has both {_name(claim['num'])} and {_name(claim['den'])}")
-    return [num[k] / den[k] for k in keys]
 
 
 def _factors(r: dict) -> tuple[float, float, float, float]:
@@ -135,9 +121,12 @@ def compare(published: dict, records: list[dict]) -> list[dict]:
     for claim in published["claims"]:
         kind, where = claim["kind"], claim.get("where", {})
         scope = "".join(f", {k} {v}" for k, v in where.items())
-        tol = claim.get("tolerance", 0.10)
         if kind in ("mean_ratio", "ratio"):
-            ratios = _ratios(records, claim, metric)
+            num, den, keys = _paired(records, claim["num"], claim["den"], where, metric)
+            if not keys:
+                raise ConfigError(f"published: no point has both {_name(claim['num'])} and "
+                                  f"{_name(claim['den'])}")
+            ratios = [num[k] / den[k] for k in keys]
             text = claim.get("label") or f"{_name(claim['num'])} / {_name(claim['den'])}"
             if kind == "mean_ratio":
                 geo = math.exp(sum(map(math.log, ratios)) / len(ratios))
@@ -146,14 +135,8 @@ def compare(published: dict, records: list[dict]) -> list[dict]:
                 if len(ratios) != 1:
                     raise ConfigError(f"published: ratio {text}{scope}: expected one point, found {len(ratios)}")
                 ours, detail = ratios[0], ""
-            agrees = abs(ours / claim["value"] - 1) <= tol
-            row = {"claim": f"{text}{scope}", "published": claim["value"], "ours": round(ours, 3),
-                   "agrees": agrees, "detail": detail}
-            factors = decompose(records, claim) if kind == "mean_ratio" and not agrees \
-                and metric == "tokens_per_s" else None
-            if factors:
-                row["factors"] = {k: round(v, 3) for k, v in factors.items()}
-            rows.append(row)
+            row = (f"{text}{scope}", claim["value"], round(ours, 3),
+                   abs(ours / claim["value"] - 1) <= claim.get("tolerance", 0.10), detail)
         elif kind == "best_count":
             per = {}
             for s in claim["systems"]:
@@ -161,26 +144,30 @@ def compare(published: dict, records: list[dict]) -> list[dict]:
                     per.setdefault(key, {})[_name(s)] = v
             full = [p for p in per.values() if len(p) == len(claim["systems"])]
             wins = sum(max(p, key=p.get) == _name(claim["best"]) for p in full)
-            rows.append({"claim": f"{_name(claim['best'])} best of {len(claim['systems'])} systems{scope}",
-                         "published": f"{claim['value']} of {len(full)}", "ours": f"{wins} of {len(full)}",
-                         "agrees": wins == claim["value"], "detail": ""})
+            row = (f"{_name(claim['best'])} best of {len(claim['systems'])} systems{scope}",
+                   f"{claim['value']} of {len(full)}", f"{wins} of {len(full)}",
+                   wins == claim["value"], "")
         elif kind == "below":
             lo, hi, keys = _paired(records, claim["lower"], claim["higher"], where, metric)
             held = [k for k in keys if lo[k] < hi[k]]
             want = len(keys) if claim["value"] == "all" else claim["value"]
             detail = ", ".join(f"{k[0]} b{k[1]}: {lo[k] / hi[k]:.2f}" for k in keys)
-            rows.append({"claim": f"{_name(claim['lower'])} < {_name(claim['higher'])}{scope}",
-                         "published": f"{want} of {len(keys)}", "ours": f"{len(held)} of {len(keys)}",
-                         "agrees": len(held) == want, "detail": f"ratio {detail}"})
+            row = (f"{_name(claim['lower'])} < {_name(claim['higher'])}{scope}",
+                   f"{want} of {len(keys)}", f"{len(held)} of {len(keys)}", len(held) == want,
+                   f"ratio {detail}")
         else:   # argmax
             over = claim["over"]
             vals = {r[over]: r[metric] for r in records if _matches(r, claim["system"], where)}
             if not vals:
                 raise ConfigError(f"published: argmax: no run of {_name(claim['system'])}{scope}")
             best = max(vals, key=vals.get)
-            rows.append({"claim": f"best {over} of {_name(claim['system'])}{scope}",
-                         "published": claim["value"], "ours": best, "agrees": best == claim["value"],
-                         "detail": ""})
+            row = (f"best {over} of {_name(claim['system'])}{scope}", claim["value"], best,
+                   best == claim["value"], "")
+        rows.append(dict(zip(ROW, row)))
+        if kind == "mean_ratio" and not rows[-1]["agrees"] and metric == "tokens_per_s":
+            factors = decompose(records, claim)
+            if factors:
+                rows[-1]["factors"] = {k: round(v, 3) for k, v in factors.items()}
     return rows
 
 
@@ -204,36 +191,6 @@ def table(published: dict, rows: list[dict]) -> str:
 def write(out: Path, rows: list[dict]) -> None:
     with (out / "published.csv").open("w", newline="") as f:
         w = csv.writer(f)
-        w.writerow(("claim", "published", "ours", "agrees", "detail") + FACTORS)
-        for r in rows:
-            factors = r.get("factors", {})
-            w.writerow((r["claim"], r["published"], r["ours"], r["agrees"], r["detail"])
-                       + tuple(factors.get(f, "") for f in FACTORS))
-
-
-def plot(out: Path, name: str, rows: list[dict]) -> Path | None:
-    """Bars of ours next to published for the numeric claims (ratios); None if there is none."""
-    numeric = [r for r in rows if isinstance(r["published"], (int, float)) and isinstance(r["ours"], float)]
-    if not numeric:
-        return None
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(max(5.5, 1.3 * len(numeric) + 1.5), 3.8))
-    x = range(len(numeric))
-    ax.bar([i - 0.2 for i in x], [r["published"] for r in numeric], 0.4, label="published")
-    ax.bar([i + 0.2 for i in x], [r["ours"] for r in numeric], 0.4, label="ours")
-    ax.axhline(1.0, color="grey", lw=0.8)
-    ax.set_xticks(list(x))
-    ax.set_xticklabels([r["claim"] for r in numeric], rotation=20, ha="right", fontsize=8)
-    ax.set_ylabel("claimed ratio")
-    ax.set_xlabel("published claim")
-    ax.grid(alpha=0.3, axis="y")
-    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
-    ax.set_title(f"{name}: ours vs published", fontsize=10)
-    fig.tight_layout()
-    path = out / f"{name}-published.png"
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return path
+        w.writerow(ROW + FACTORS)
+        w.writerows([r[k] for k in ROW] + [r.get("factors", {}).get(f, "") for f in FACTORS]
+                    for r in rows)

@@ -21,14 +21,13 @@ from common.errors import SaddleError
 from common.paths import CONFIGS, ROOT
 from sim.experiments.backends import Backend, make
 from sim.experiments.grid import params_dict, run_key
-from sim.metrics import RunRecord
+from sim.metrics import CSV_FIELDS
 from sim.systems.registry import STOP_RULES, reads_tau
 from sim.systems.run import RunParams, load_stop_param, load_tau, simulate
 from sim.systems.spec import load_system
 
 MAX_DEFAULT_JOBS = 8
 MAX_FAILURES_SHOWN = 5
-CSV_FIELDS = RunRecord.csv_fields()
 
 
 @cache
@@ -40,9 +39,8 @@ def _file_digest(path: str) -> str:
 
 
 def portable(path: str | Path) -> str:
-    """A path as saved results store it: relative to the project when inside it (so a results
-    folder, its cache included, moves to another checkout or machine), else absolute. Runs
-    are matched by the trace's content digest, never by this path."""
+    """A path as saved results store it: relative to the project when inside it (a results
+    folder moves to another checkout), else absolute. Runs are matched by the trace's digest."""
     path = Path(path).resolve()
     try:
         return path.relative_to(ROOT).as_posix()
@@ -72,11 +70,6 @@ def _saved_params(p: RunParams) -> dict:
                              "configs_sha256": _configs_digest(p.manager)}
 
 
-def _same_run(saved: dict | None, params: dict) -> bool:
-    """A saved run is this run: same parameters and trace content, wherever the trace is."""
-    return isinstance(saved, dict) and saved | {"trace": None} == params | {"trace": None}
-
-
 def resolved(p: RunParams) -> RunParams:
     """Fill in what the files decide (tau, a stop rule's parameter, trace), so a changed config
     is a new run."""
@@ -91,7 +84,7 @@ def resolved(p: RunParams) -> RunParams:
 
 def default_jobs() -> int:
     """Worker processes of a grid by default: the CPUs this process may use, at most
-    ``MAX_DEFAULT_JOBS`` (a grid's runs are independent and single-threaded)."""
+    ``MAX_DEFAULT_JOBS``."""
     try:
         cpus = len(os.sched_getaffinity(0))
     except AttributeError:          # not on Linux
@@ -103,14 +96,11 @@ def execute(name: str, runs: list[RunParams], out: Path, *, progress: bool = Tru
             timeline: Path | None = None, timeline_run: int = 0, jobs: int = 1,
             backend: str = "local", address: str | None = None) -> list[dict]:
     """Simulate every run of the grid not already in ``out/runs/`` and return the records in
-    grid order. ``jobs`` > 1 spreads the runs over that many worker processes (one run at a
-    time each; ``backend``/``address``: elsewhere, sim/experiments/backends.py); the
-    records, the run files and everything written from them are the same bytes as with
-    ``jobs`` = 1. A failing run does not stop the others: when all are done,
-    a ``SaddleError`` names every failed run (the finished ones are saved, so a rerun resumes;
-    an error all failed runs share is said once). ``timeline``: write a Perfetto trace of run
-    number ``timeline_run`` (an index into ``runs``) there; that run is simulated again even
-    when saved."""
+    grid order, the same bytes whatever ``jobs``, ``backend`` and ``address``
+    (sim/experiments/backends.py). A failing run does not stop the others: when all are done,
+    a ``SaddleError`` names every failed run (the finished ones are saved; an error all share
+    is said once). ``timeline``: write a Perfetto trace of run number ``timeline_run`` there
+    (simulated again even when saved)."""
     runner = make(backend, jobs, address)
     todo, records, pending = plan(runs, out, timeline, timeline_run)
     failures: list[tuple[int, str]] = []
@@ -150,8 +140,10 @@ def plan(runs: list[RunParams], out: Path, timeline: Path | None = None,
                 saved = json.loads(path.read_text())
             except (OSError, ValueError):       # a damaged run file: run it again
                 saved = {}
-            if isinstance(saved, dict) and _same_run(saved.get("params"), params) \
-                    and isinstance(saved.get("result"), dict):
+            # The same parameters and trace content, wherever the trace is.
+            same = isinstance(saved, dict) and isinstance(saved.get("params"), dict) \
+                and saved["params"] | {"trace": None} == params | {"trace": None}
+            if same and isinstance(saved.get("result"), dict):
                 records[i] = saved["result"]
                 continue
         pending.append(_Task(i, p, params, str(path), str(timeline) if recorded else None))
@@ -161,9 +153,8 @@ def plan(runs: list[RunParams], out: Path, timeline: Path | None = None,
 def dispatch(name: str, pending: list[_Task], total: int, done, runner: Backend, *,
              progress: bool = True) -> None:
     """Simulate ``pending`` (``total`` runs in all, the others saved) on ``runner``; each run's
-    file is written here as soon as it ends (whatever machine simulated it), then
-    ``done(task, record, error)`` is called. A progress bar shows runs done and failed and the
-    time left."""
+    file is written here as soon as it ends, then ``done(task, record, error)`` is called. A
+    progress bar shows runs done and failed and the time left."""
     bar = None
     if progress:
         from tqdm import tqdm
@@ -230,10 +221,8 @@ class _Task:
 
 
 def _run_task(task: _Task) -> tuple[dict | None, str | None]:
-    """Simulate one run: ``(record, None)``, or ``(None, error)`` with the error as text naming
-    what failed (internal errors with their traceback), so one run cannot take the others
-    down. Runs wherever the backend puts it: only the timeline (an in-process run) is written
-    here."""
+    """Simulate one run: ``(record, None)``, or ``(None, error)`` naming what failed (internal
+    errors with their traceback), so one run cannot take the others down."""
     p = task.params
     try:
         metrics, run = simulate(p)
@@ -254,11 +243,15 @@ def write_whole(path: Path, text: str) -> None:
     tmp.replace(path)
 
 
-def _flat(record: dict, key: str):
-    value = record
-    for part in key.split("."):
-        value = value.get(part) if isinstance(value, dict) else None
-    return value
+def flat(record: dict, prefix: str = "") -> dict:
+    """``record`` with nested mappings as dotted keys."""
+    out = {}
+    for key, value in record.items():
+        if isinstance(value, dict):
+            out.update(flat(value, f"{prefix}{key}."))
+        else:
+            out[f"{prefix}{key}"] = value
+    return out
 
 
 def write_results(out: Path, experiment: dict, runs: list[RunParams], records: list[dict]) -> None:
@@ -278,8 +271,7 @@ def write_results(out: Path, experiment: dict, runs: list[RunParams], records: l
     with (out / "results.csv").open("w", newline="") as f:
         w = csv.writer(f)
         w.writerow(CSV_FIELDS)
-        for r in records:
-            w.writerow([_flat(r, k) for k in CSV_FIELDS])
+        w.writerows([row.get(k) for k in CSV_FIELDS] for row in map(flat, records))
     resolved_cfg = dict(experiment)
     resolved_cfg["resolved_runs"] = [_saved_params(resolved(p)) for p in runs]
     (out / "config.yaml").write_text(yaml.safe_dump(resolved_cfg, sort_keys=False))

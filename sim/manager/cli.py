@@ -45,7 +45,7 @@ def _replay(args: argparse.Namespace) -> int:
     from sim.manager.txlog import read_txlog, replay
 
     log = read_txlog(args.log)
-    model = Manager(log.config)
+    model = Manager(log.config, log.softmax)
     mismatch = replay(log, model.apply)
     if mismatch is not None:
         print(f"{args.log}: outputs differ at {mismatch.describe()}")

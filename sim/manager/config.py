@@ -25,16 +25,18 @@ from sim.manager.transactions import Device
 
 DEFAULT_PATH = CONFIGS / "manager.yaml"
 
-# Field -> key path in the YAML file, so that validation errors name what the user wrote.
-_KEYS = {
-    "max_requests": "controller.max_requests", "max_draft_len": "controller.max_draft_len",
-    "tau": "controller.tau (raw UQ1.16)", "shared_entries": "pools.shared_entries",
-    "eager_entries": "pools.eager_entries", "micro_batches": "pools.micro_batches",
-    "dlm_fc_threshold": "scheduler.dlm_fc_threshold",
-    "tlm_attention_threshold": "scheduler.tlm_attention_threshold",
-    "aging_passes": "pools.aging_passes",
-    "static_dlm_fc": "scheduler.static.dlm_fc", "static_tlm_attention": "scheduler.static.tlm_attention",
-    "acceptance_table": "controller.acceptance_table (raw UQ1.16)",
+# Integer field -> (its key path in the YAML file, lowest, highest): the ranges of the formats
+# the RTL is built with. Errors name the key path, so that they name what the user wrote.
+_BOUNDS = {
+    "max_requests": ("controller.max_requests", 1, REQUEST_ID.max_raw + 1),
+    "max_draft_len": ("controller.max_draft_len", 1, POSITION.max_raw),
+    "tau": ("controller.tau (raw UQ1.16)", 0, TAU.max_raw),
+    "shared_entries": ("pools.shared_entries", 1, POOL_COUNT.max_raw),
+    "eager_entries": ("pools.eager_entries", 0, POOL_COUNT.max_raw),
+    "micro_batches": ("pools.micro_batches", 1, MICROBATCH_ID.max_raw + 1),
+    "dlm_fc_threshold": ("scheduler.dlm_fc_threshold", 0, THRESHOLD.max_raw),
+    "tlm_attention_threshold": ("scheduler.tlm_attention_threshold", 0, THRESHOLD.max_raw),
+    "aging_passes": ("pools.aging_passes", 1, AGE.max_raw),
 }
 
 
@@ -63,32 +65,7 @@ class ManagerConfig:
 
     def validate(self, source: str = "ManagerConfig") -> None:
         """Every value fits the formats the RTL is built with; ConfigError names the field."""
-        def bounded(name, low, high):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
-                raise ConfigError(f"{source}: {_KEYS[name]}: expected an integer in [{low}, {high}], found {value!r}")
-
-        bounded("max_requests", 1, REQUEST_ID.max_raw + 1)
-        bounded("max_draft_len", 1, POSITION.max_raw)
-        bounded("tau", 0, TAU.max_raw)
-        bounded("shared_entries", 1, POOL_COUNT.max_raw)
-        bounded("eager_entries", 0, POOL_COUNT.max_raw)
-        bounded("micro_batches", 1, MICROBATCH_ID.max_raw + 1)
-        bounded("dlm_fc_threshold", 0, THRESHOLD.max_raw)
-        bounded("tlm_attention_threshold", 0, THRESHOLD.max_raw)
-        if self.aging_passes is not None:
-            bounded("aging_passes", 1, AGE.max_raw)
-        if self.eager_entries % self.micro_batches:
-            raise ConfigError(f"{source}: pools.eager_entries: {self.eager_entries} does not split evenly "
-                              f"over {self.micro_batches} micro-batches")
-        table = self.acceptance_table
-        if table is not None and (not isinstance(table, tuple) or len(table) != ACCEPTANCE_BINS or not all(
-                type(v) is int and 0 <= v <= PROB_ONE for v in table)):
-            raise ConfigError(f"{source}: {_KEYS['acceptance_table']}: expected {ACCEPTANCE_BINS} integers "
-                              f"in [0, {PROB_ONE}], found {table!r}")
-        for name in ("static_dlm_fc", "static_tlm_attention"):
-            if not isinstance(getattr(self, name), Device):
-                raise ConfigError(f"{source}: {_KEYS[name]}: expected gpu or pim, found {getattr(self, name)!r}")
+        _check(vars(self), source)
 
     def to_dict(self) -> dict:
         """The YAML shape of ``configs/manager.yaml`` (``from_dict`` reads it back exactly)."""
@@ -116,39 +93,53 @@ class ManagerConfig:
 
     @classmethod
     def from_dict(cls, data: dict, source: str = "manager config") -> ManagerConfig:
-        ctl = get(data, "controller", dict, source=source)
-        pools = get(data, "pools", dict, source=source)
-        sched = get(data, "scheduler", dict, source=source)
-        static = get(sched, "static", dict, source=source, prefix="scheduler")
-        tau = get(ctl, "tau", float, source=source, prefix="controller")
+        sections = {key: get(data, key, dict, source=source)
+                    for key in ("controller", "pools", "scheduler")}
+        sections["scheduler.static"] = get(sections["scheduler"], "static", dict, source=source,
+                                           prefix="scheduler")
+
+        def read(path: str, kind: type | tuple[type, ...] = int, **kw):
+            prefix, key = path.rsplit(".", 1)
+            return get(sections[prefix], key, kind, source=source, prefix=prefix, **kw)
+
+        tau = read("controller.tau", float)
         if not 0.0 <= tau <= 1.0:
-            raise ConfigError(f"{source}: controller.tau: expected a probability in [0, 1], found {tau!r}")
+            raise ConfigError(f"{source}: controller.tau: expected a probability in [0, 1], "
+                              f"found {tau!r}")
+        values = {name: read(key) for name, (key, _, _) in _BOUNDS.items()
+                  if name not in ("tau", "aging_passes")}
+        table = sections["controller"].get("acceptance_table")
+        values.update(tau=quantize_prob(tau), dynamic_mapping=read("scheduler.dynamic", bool),
+                      aging_passes=read("pools.aging_passes", (int, type(None)), default=None),
+                      acceptance_table=tuple(table) if isinstance(table, list) else table)
+        for key in ("dlm_fc", "tlm_attention"):
+            value = read(f"scheduler.static.{key}", str)
+            if value not in ("gpu", "pim"):
+                raise ConfigError(f"{source}: scheduler.static.{key}: expected gpu or pim, "
+                                  f"found {value!r}")
+            values[f"static_{key}"] = Device(value)
+        _check(values, source)
+        return cls(**values)
 
-        def device(key):
-            value = get(static, key, str, source=source, prefix="scheduler.static")
-            try:
-                return Device(value)
-            except ValueError:
-                raise ConfigError(f"{source}: scheduler.static.{key}: expected gpu or pim, found {value!r}") from None
 
-        def ints(section: dict, prefix: str, *keys: str) -> dict:
-            return {key: get(section, key, int, source=source, prefix=prefix) for key in keys}
-
-        config = cls.__new__(cls)
-        values = dict(
-            **ints(ctl, "controller", "max_requests", "max_draft_len"),
-            tau=quantize_prob(tau),
-            **ints(pools, "pools", "shared_entries", "eager_entries", "micro_batches"),
-            aging_passes=get(pools, "aging_passes", (int, type(None)), source=source, prefix="pools",
-                             default=None),
-            dynamic_mapping=get(sched, "dynamic", bool, source=source, prefix="scheduler"),
-            **ints(sched, "scheduler", "dlm_fc_threshold", "tlm_attention_threshold"),
-            static_dlm_fc=device("dlm_fc"),
-            static_tlm_attention=device("tlm_attention"),
-            acceptance_table=(tuple(ctl["acceptance_table"]) if isinstance(ctl.get("acceptance_table"), list)
-                              else ctl.get("acceptance_table")),
-        )
-        for key, value in values.items():
-            object.__setattr__(config, key, value)
-        config.validate(source)
-        return config
+def _check(values: dict, source: str) -> None:
+    """``ManagerConfig.validate`` of the fields in ``values``."""
+    for name, (key, low, high) in _BOUNDS.items():
+        value = values[name]
+        if name == "aging_passes" and value is None:      # aging off
+            continue
+        if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+            raise ConfigError(f"{source}: {key}: expected an integer in [{low}, {high}], "
+                              f"found {value!r}")
+    if values["eager_entries"] % values["micro_batches"]:
+        raise ConfigError(f"{source}: pools.eager_entries: {values['eager_entries']} does not "
+                          f"split evenly over {values['micro_batches']} micro-batches")
+    table = values["acceptance_table"]
+    if table is not None and (not isinstance(table, tuple) or len(table) != ACCEPTANCE_BINS
+                              or not all(type(v) is int and 0 <= v <= PROB_ONE for v in table)):
+        raise ConfigError(f"{source}: controller.acceptance_table (raw UQ1.16): expected "
+                          f"{ACCEPTANCE_BINS} integers in [0, {PROB_ONE}], found {table!r}")
+    for name in ("static_dlm_fc", "static_tlm_attention"):
+        if not isinstance(values[name], Device):
+            raise ConfigError(f"{source}: scheduler.static.{name[7:]}: expected gpu or pim, "
+                              f"found {values[name]!r}")

@@ -1,11 +1,12 @@
 """Token conservation: every drafted token ends accepted, rejected, or discarded with a reason.
 
-The ``Ledger`` gives each token a serial number when a pool takes it and records exactly one
-fate per serial. ``check`` compares the open serials with the tokens the pools hold, so a token
-lost or double-counted anywhere in the Manager is caught, not just a mismatch of totals.
+The ``Ledger`` gives each token a serial when a pool takes it and records one fate per serial;
+``check`` compares the open serials with the tokens the pools hold, so a token lost or
+double-counted anywhere in the Manager is caught, not just a mismatch of totals.
 """
 from __future__ import annotations
 
+import dataclasses
 from collections import Counter
 from dataclasses import dataclass, field
 
@@ -30,8 +31,7 @@ class Conservation:
     pending: int
 
     def as_dict(self) -> dict:
-        return {"drafted": self.drafted, "accepted": self.accepted, "rejected": self.rejected,
-                "discarded": dict(self.discarded), "pending": self.pending}
+        return dataclasses.asdict(self)
 
 
 @dataclass
@@ -53,8 +53,7 @@ class Ledger:
         self._fates[fate] += 1
 
     def close_all(self, serials: list[int], fate: str) -> None:
-        """``close(serial, fate)`` for each of ``serials`` in one set operation (a verification
-        closes a request's tokens together): the same check, made on the count."""
+        """``close(serial, fate)`` for each of ``serials``, in one set operation."""
         if not serials:
             return
         open_ = self._open

@@ -1,15 +1,10 @@
 """The Controller: per-request cumulative probability H and the stop rule.
 
-H lives in formats.CUM_PROB (UQ1.16). At the start of every speculation round H_0 = 65536
-(1.0); after the t-th draft token of the round H_t = (H_{t-1} * p_t) >> 16 (floor), with p_t the
-token's raw UQ1.16 probability. Drafting stops after token t iff H_t < tau or t == max_draft_len;
-the token that made H_t < tau is drafted (it sits in a pool and will be verified). Because
-p_t <= 65536, H never increases within a round.
-
-With an acceptance table (the calibrated stop rule, sim/systems/registry.py) the multiplier
-takes the table's entry for p_t instead of p_t: H_t = (H_{t-1} * a[bin(p_t)]) >> 16, the
-estimated probability that every token of the round so far is accepted; ``acceptance_bin``
-is p's top four fraction bits (p = 1.0 in the last entry). Entries are UQ1.16 like p.
+H is UQ1.16 (formats.CUM_PROB). A round starts at H_0 = 65536 (1.0); its t-th draft token, of
+raw probability p_t, gives H_t = (H_{t-1} * p_t) >> 16, and drafting stops after that token
+(which is drafted) iff H_t < tau or t == max_draft_len. With an acceptance table (the calibrated
+stop rule, sim/systems/registry.py) the multiplier takes the table's UQ1.16 entry for p_t
+instead of p_t: H_t estimates the probability that every token of the round so far is accepted.
 """
 from __future__ import annotations
 
@@ -42,15 +37,13 @@ class RequestState(str, Enum):
     REJECTED = "rejected"     # a token of the round was rejected; a new round starts at Unlock
 
 
-# The states as module constants: every draft token and state change reads them, and a member
-# lookup on the enum class goes through its metaclass (about 0.1 us on Python 3.11).
+# Module constants: every draft token reads them (an enum member is a metaclass lookup).
 DRAFTING, STOPPED, REJECTED = RequestState.DRAFTING, RequestState.STOPPED, RequestState.REJECTED
 
 
 class RequestSlot:
-    """One request's registers. ``drafting`` is the Controller's count of DRAFTING slots per
-    micro-batch: every change of ``state`` keeps it, because the Scheduler reads it after every
-    prediction step and counting the micro-batch's slots there cost a scan per step."""
+    """One request's registers. Every change of ``state`` keeps ``drafting``, the Controller's
+    count of DRAFTING slots per micro-batch (the Scheduler reads it after every prediction step)."""
     __slots__ = ("microbatch", "h", "t", "pending", "next_token", "_state", "_drafting")
 
     def __init__(self, microbatch: int, drafting: dict[int, int]):
@@ -71,10 +64,6 @@ class RequestSlot:
     def state(self, state: RequestState) -> None:
         was, self._state = self._state is DRAFTING, state
         self._drafting[self.microbatch] += (state is DRAFTING) - was
-
-    def __repr__(self) -> str:
-        return (f"RequestSlot(microbatch={self.microbatch}, h={self.h}, t={self.t}, state={self._state}, "
-                f"pending={self.pending}, next_token={self.next_token})")
 
     def new_round(self) -> None:
         self.h = PROB_ONE

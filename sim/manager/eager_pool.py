@@ -1,14 +1,10 @@
 """The Eager Pools: one per micro-batch, splitting ``total_entries`` evenly.
 
-While the Shared Pool is locked, new draft tokens go to their micro-batch's Eager Pool (the DLM
-keeps drafting on the assumption that the in-flight tokens will be accepted). A request that
-still has eager tokens keeps sending new ones there even after the unlock, so that its tokens
-reach the Shared Pool in position order (the prefix property of the selection).
-
-On unlock, the eager tokens of requests with a rejection in the finished verification are
-discarded; the others move to the Shared Pool in ascending request id, then ascending position,
-while the Shared Pool has free entries. Tokens that do not fit stay and move at a later drain
-(next unlock or retirement), still in that order.
+They take the draft tokens of a micro-batch while the Shared Pool is locked, and those of a
+request that still has eager tokens (so that its tokens reach the Shared Pool in position
+order). At unlock the eager tokens of rejected requests are discarded and the others move to
+the Shared Pool in ascending request id, then position, while it has room; the rest move at a
+later drain (README.md, "Semantics").
 """
 from __future__ import annotations
 
@@ -17,17 +13,12 @@ from sim.manager.shared_pool import PoolEntry, SharedPool
 
 class EagerPools:
     def __init__(self, micro_batches: int, total_entries: int):
-        self.micro_batches = micro_batches
         self.capacity = total_entries // micro_batches
         self._entries: list[dict[int, list[PoolEntry]]] = [{} for _ in range(micro_batches)]
         self._count = [0] * micro_batches
 
     def count(self, microbatch: int) -> int:
         return self._count[microbatch]
-
-    @property
-    def total(self) -> int:
-        return sum(self._count)
 
     def free(self, microbatch: int) -> int:
         return self.capacity - self._count[microbatch]
@@ -62,11 +53,7 @@ class EagerPools:
                   ) -> tuple[dict[int, list[PoolEntry]], dict[int, list[PoolEntry]]]:
         """Discard the eager tokens of ``rejected`` (request -> micro-batch), drain the rest:
         (moved, discarded), each request -> entries in ascending position."""
-        discarded = {}
-        for request in sorted(rejected):
-            entries = self.take(request, rejected[request])
-            if entries:
-                discarded[request] = entries
+        discarded = {r: entries for r in sorted(rejected) if (entries := self.take(r, rejected[r]))}
         return self.drain_into(shared), discarded
 
     def drain_into(self, shared: SharedPool) -> dict[int, list[PoolEntry]]:

@@ -1,8 +1,6 @@
-"""Every fixed-point and integer format of the SADDLE Manager, defined once.
-
-The Python model (sim/manager/) computes with these raw integers and the RTL (hw/) sizes its
-signals from the same objects, so the two sides cannot drift apart. Floats appear only in the
-conversion helpers ``to_float`` / ``from_float`` / ``quantize_prob``.
+"""Every fixed-point and integer format of the SADDLE Manager, defined once: the model computes
+with their raw integers and the RTL (hw/) sizes its signals from the same objects. Floats appear
+only in ``to_float`` / ``from_float`` / ``quantize_prob``.
 """
 from __future__ import annotations
 
@@ -13,11 +11,8 @@ from functools import cached_property
 
 @dataclass(frozen=True)
 class FixedFormat:
-    """A two's-complement or unsigned fixed-point number: ``value = raw / 2**frac``.
-
-    ``bits`` is the total width including the sign bit; ``frac`` the fractional bits. Integer
-    formats (request ids, counts) are the ``frac = 0`` case.
-    """
+    """A two's-complement or unsigned fixed-point number ``raw / 2**frac``, ``bits`` wide (sign
+    bit included); integer formats (request ids, counts) have ``frac = 0``."""
 
     name: str
     bits: int
@@ -27,10 +22,6 @@ class FixedFormat:
     def __post_init__(self):
         if self.bits < 1 or not 0 <= self.frac <= self.bits:
             raise ValueError(f"format {self.name}: invalid bits={self.bits} frac={self.frac}")
-
-    @cached_property
-    def scale(self) -> int:
-        return 1 << self.frac
 
     @cached_property
     def min_raw(self) -> int:
@@ -45,18 +36,15 @@ class FixedFormat:
         """Q notation, e.g. ``UQ1.16`` (integer bits include the sign bit for signed formats)."""
         return f"{'Q' if self.signed else 'UQ'}{self.bits - self.frac}.{self.frac}"
 
-    def contains(self, raw: int) -> bool:
-        return type(raw) is int and self.min_raw <= raw <= self.max_raw     # bool is not an int here
-
     def check(self, raw: int, what: str) -> int:
-        """``raw`` if representable, else ValueError naming ``what`` and the range."""
-        if not self.contains(raw):
+        """``raw`` if representable (an int, not a bool), else ValueError naming ``what``."""
+        if type(raw) is not int or not self.min_raw <= raw <= self.max_raw:
             raise ValueError(f"{what}: expected an integer in [{self.min_raw}, {self.max_raw}] "
                              f"({self.name}, {self.q_name}), found {raw!r}")
         return raw
 
     def to_float(self, raw: int) -> float:
-        return self.check(raw, self.name) / self.scale
+        return self.check(raw, self.name) / (1 << self.frac)
 
     def from_float(self, x: float) -> int:
         """Round half up of ``x * 2**frac``, saturated to the format's range."""
@@ -64,7 +52,7 @@ class FixedFormat:
             raise ValueError(f"{self.name}: cannot represent NaN")
         if math.isinf(x):
             return self.max_raw if x > 0 else self.min_raw
-        raw = math.floor(x * self.scale + 0.5)
+        raw = math.floor(x * (1 << self.frac) + 0.5)
         return min(max(raw, self.min_raw), self.max_raw)
 
     def to_bits(self, raw: int) -> int:
@@ -88,46 +76,34 @@ CUM_PROB = FixedFormat("cum_prob", 17, 16)
 TAU = FixedFormat("tau", 17, 16)
 PROB_ONE = 1 << 16
 
-# Token ids: 17 bits covers the 128256-entry Llama-3 vocabulary (and OPT's 50272).
-TOKEN_ID = FixedFormat("token_id", 17, 0)
-# Request slots of the Controller: up to 128 requests in flight.
-REQUEST_ID = FixedFormat("request_id", 7, 0)
-# Micro-batches (one per SADDLE device; 8 in the paper's system, up to 16 here).
-MICROBATCH_ID = FixedFormat("microbatch_id", 4, 0)
-# Position of a draft token in its request's speculation round, 1-based; 0 is never a position.
-POSITION = FixedFormat("position", 6, 0)
-# Occupancy of a pool and capacity of one verification (0..1023; pools hold up to 512 here).
-POOL_COUNT = FixedFormat("pool_count", 10, 0)
-# Verification sequence number, wraps modulo 2**16.
-VERIFY_ID = FixedFormat("verify_id", 16, 0)
-# Scheduler thresholds (integers, see scheduler.py for their units).
-THRESHOLD = FixedFormat("threshold", 16, 0)
-# Aging of the Shared Pool's selection: K, the passes a token may be passed over before it is
-# served first, and each entry's count of such passes (saturating at K; shared_pool.py).
+TOKEN_ID = FixedFormat("token_id", 17, 0)           # the 128256 tokens of Llama-3 (OPT: 50272)
+REQUEST_ID = FixedFormat("request_id", 7, 0)        # Controller slots: up to 128 requests
+MICROBATCH_ID = FixedFormat("microbatch_id", 4, 0)  # one per SADDLE device (8 in the paper)
+POSITION = FixedFormat("position", 6, 0)            # of a draft token in its round, 1-based
+POOL_COUNT = FixedFormat("pool_count", 10, 0)       # pool occupancy, capacity of a verification
+VERIFY_ID = FixedFormat("verify_id", 16, 0)         # verification number, wraps modulo 2**16
+THRESHOLD = FixedFormat("threshold", 16, 0)         # Scheduler thresholds (units: scheduler.py)
+# Aging K, the passes a Shared Pool token may be passed over before it is served first, and
+# each entry's count of such passes (shared_pool.py).
 AGE = FixedFormat("age", 8, 0)
 
 # The DLM's entropy at a draft token, in nats, for the entropy stopping rule
 # (sim/systems/registry.py): UQ4.12 covers ln(128256) = 11.8 (the largest vocabulary's uniform
 # distribution) in steps of 1/4096.
 ENTROPY = FixedFormat("entropy", 16, 12)
+# DLM logits at the Controller's softmax unit (softmax.py): Q8.8, natural-log units, range
+# [-128, 128) in steps of 1/256. Logits are shift-invariant, so the GPU may subtract any offset
+# before quantizing; 1/256 of a logit is 0.4 % of a probability.
+LOGIT = FixedFormat("logit", 16, 8, signed=True)
 
 FORMATS = {f.name: f for f in (PROB, CUM_PROB, TAU, TOKEN_ID, REQUEST_ID, MICROBATCH_ID,
-                               POSITION, POOL_COUNT, VERIFY_ID, THRESHOLD, AGE, ENTROPY)}
+                               POSITION, POOL_COUNT, VERIFY_ID, THRESHOLD, AGE, ENTROPY, LOGIT)}
 
 
 def quantize_prob(x: float) -> int:
     """A probability as raw UQ1.16: round half up of ``x * 65536``, clamped to [0, 65536]."""
-    if 0.0 < x < 1.0:
-        # The common case first (one per draft token; NaN fails the test): x * 65536 + 0.5 is
-        # positive, so truncation is the floor.
+    if 0.0 < x < 1.0:       # the common case first (NaN fails it); int() is the floor here
         return int(x * PROB_ONE + 0.5)
     if math.isnan(x):
         raise ValueError("quantize_prob: probability is NaN")
     return PROB_ONE if x >= 1.0 else 0
-
-
-# DLM logits at the Controller's softmax unit (hw/manager/softmax.py, model sim/manager/softmax.py):
-# Q8.8, natural-log units, range [-128, 128) in steps of 1/256. Logits are shift-invariant, so
-# the GPU may subtract any offset before quantizing; 1/256 of a logit is 0.4 % of a probability.
-LOGIT = FixedFormat("logit", 16, 8, signed=True)
-FORMATS[LOGIT.name] = LOGIT

@@ -1,13 +1,12 @@
 """The SADDLE Manager: Controller, Shared Pool, Eager Pools and Scheduler behind one interface.
 
 ``Manager(config).apply(txn)`` takes one input transaction (transactions.INPUTS) and returns
-the list of output events it causes, in a documented order (README.md). It is deterministic:
-the same sequence of transactions gives the same events. Illegal transactions raise
-ProtocolError and leave the state unchanged; full pools are legal and answered with Refused.
+the list of output events it causes, in the order README.md documents. Illegal transactions
+raise ProtocolError and leave the state unchanged; a full pool is legal and answered with Refused.
 
 The five transactions a simulation sends most also have unboxed methods (``draft``, ``issue``,
 ``result``, ``unlock``, ``query``): fields as arguments, the answer without transaction or event
-objects; the same checks and state change, the code ``apply`` builds their events from.
+objects, from the same checks and state change ``apply`` builds their events from.
 """
 from __future__ import annotations
 
@@ -66,7 +65,7 @@ from sim.manager.transactions import (
 )
 
 # Module constants for the per-token paths: an enum member or value is a metaclass lookup or
-# a property, an attrgetter a C call.
+# a property.
 SHARED, EAGER = Pool.SHARED, Pool.EAGER
 _REJECTED_PREFIX, _SHARED_AFTER_REJECT, _EAGER_AFTER_REJECT = (
     DiscardReason.REJECTED_PREFIX.value, DiscardReason.SHARED_AFTER_REJECT.value,
@@ -126,9 +125,7 @@ class Manager:
     # ------------------------------------------------------------------ handlers
 
     def _microbatch(self, mb: int, what: str) -> None:
-        if isinstance(mb, bool) or not isinstance(mb, int) or not 0 <= mb < self.config.micro_batches:
-            raise ProtocolError(f"{what}: microbatch: expected an integer in "
-                                f"[0, {self.config.micro_batches - 1}], found {mb!r}")
+        _check_int(mb, 0, self._micro_batches - 1, f"{what}: microbatch")
 
     def _admit(self, txn: Admit) -> list:
         _field(REQUEST_ID, txn.request, "Admit.request")
@@ -145,7 +142,11 @@ class Manager:
                 and type(token) is int and type(prob) is int and 0 <= request <= _REQUEST_MAX
                 and 0 <= microbatch < self._micro_batches and 0 <= position <= _POSITION_MAX
                 and 0 <= token <= _TOKEN_MAX and 0 <= prob <= PROB_ONE):
-            self._check_draft_fields(request, microbatch, position, token, prob)
+            _field(REQUEST_ID, request, "DraftToken.request")
+            self._microbatch(microbatch, "DraftToken")
+            _field(POSITION, position, "DraftToken.position")
+            _field(TOKEN_ID, token, "DraftToken.token")
+            _check_int(prob, 0, PROB_ONE, "DraftToken.prob", "raw UQ1.16")
         slot = self.controller.expect_draft(request, microbatch, position)
         shared, eager = self.shared_pool, self.eager_pools
         if not shared.locked and not eager.holds(request, microbatch):
@@ -178,42 +179,29 @@ class Manager:
         token, prob = softmax_greedy(logits, self.softmax)
         return self._draft(DraftToken(txn.request, txn.microbatch, txn.position, token, prob))
 
-    def _check_draft_fields(self, request, microbatch, position, token, prob) -> None:
-        _field(REQUEST_ID, request, "DraftToken.request")
-        self._microbatch(microbatch, "DraftToken")
-        _field(POSITION, position, "DraftToken.position")
-        _field(TOKEN_ID, token, "DraftToken.token")
-        if type(prob) is not int or not 0 <= prob <= PROB_ONE:
-            raise ProtocolError(f"DraftToken.prob: expected raw UQ1.16 in [0, {PROB_ONE}], found {prob!r}")
-
     def issue(self, tlm_idle: bool, capacity: int) -> tuple[dict[int, list[int]], Device] | None:
         """``apply(VerifyIssue(...))`` unboxed: None for NotIssued, else (the Issued tokens'
         positions per request, ``positions_by_request``; the Mapping's TLM attention device)."""
         selection = self._select(tlm_idle, capacity)
         if isinstance(selection, NotIssued):
             return None
-        _, device, _, _ = selection
-        return self.shared_pool.in_flight_positions(), device
+        return positions_by_request(selection[0]), selection[1].device
 
     def _issue(self, txn: VerifyIssue) -> list:
         selection = self._select(txn.tlm_idle, txn.capacity)
         if isinstance(selection, NotIssued):
             return [selection]
-        chosen, device, num, den = selection
+        chosen, mapping = selection
         vid = self.verification
         return [Issued(vid, tuple(SelectedToken(e.request, e.position, e.token, e.h) for e in chosen)),
-                Locked(vid),
-                Mapping(Op.TLM_ATTENTION, device, num, den, -1)]
+                Locked(vid), mapping]
 
-    def _select(self, tlm_idle: bool, capacity: int) -> NotIssued | tuple[list[PoolEntry], Device, int, int]:
+    def _select(self, tlm_idle: bool, capacity: int) -> NotIssued | tuple[list[PoolEntry], Mapping]:
         """VerifyIssue's checks and state change: NotIssued, or (the selection in greedy order,
-        TLM attention's device, the estimate's numerator and denominator)."""
+        TLM attention's Mapping)."""
         if not isinstance(tlm_idle, bool):
             raise ProtocolError(f"VerifyIssue.tlm_idle: expected a boolean, found {tlm_idle!r}")
-        if isinstance(capacity, bool) or not isinstance(capacity, int) or \
-                not 1 <= capacity <= POOL_COUNT.max_raw:
-            raise ProtocolError(f"VerifyIssue.capacity: expected an integer in [1, {POOL_COUNT.max_raw}], "
-                                f"found {capacity!r}")
+        _check_int(capacity, 1, POOL_COUNT.max_raw, "VerifyIssue.capacity")
         shared = self.shared_pool
         if shared.locked:
             return NotIssued(NotIssuedReason.LOCKED, shared.waiting_count)
@@ -225,7 +213,7 @@ class Manager:
         chosen = shared.select(capacity)
         self._in_pass = set(map(_REQUEST_OF, chosen))
         num, den = tlm_attention_estimate(map(_REQUEST_OF, chosen))
-        return chosen, self.scheduler.tlm_attention(num, den), num, den
+        return chosen, Mapping(Op.TLM_ATTENTION, self.scheduler.tlm_attention(num, den), num, den, -1)
 
     def result(self, request: int, accepted: int, corrected_token: int) -> int:
         """``apply(VerifyResult(...))`` unboxed: how many waiting tokens it discarded
@@ -385,9 +373,13 @@ def positions_by_request(tokens) -> dict[int, list[int]]:
     return groups
 
 
+def _check_int(value, low: int, high: int, what: str, kind: str = "an integer") -> None:
+    if type(value) is not int or not low <= value <= high:
+        raise ProtocolError(f"{what}: expected {kind} in [{low}, {high}], found {value!r}")
+
+
 def _field(fmt, value, what: str) -> None:
-    if not fmt.contains(value):
-        raise ProtocolError(f"{what}: expected an integer in [{fmt.min_raw}, {fmt.max_raw}], found {value!r}")
+    _check_int(value, fmt.min_raw, fmt.max_raw, what)
 
 
 def _discarded(request: int, entries: list[PoolEntry], reason: DiscardReason) -> list:

@@ -1,17 +1,14 @@
 """Seeded constrained-random sequences of legal Manager transactions.
 
-The generator plays the Manager's environment (DLM, TLM and the simulator's request handling)
-against the model itself, so every transaction it emits is legal in the state the model is in:
-drafts only for drafting requests at their next position, results only for requests in the
-verification, Unlock only after every result. A refused token is retried later with the same
-token and probability, as a stalled DLM would. The RTL testbenches replay the inputs and
-compare the outputs with the model's events.
+The generator plays the Manager's environment (DLM, TLM, the simulator's request handling)
+against the model itself, so every transaction is legal in the model's state; a refused token
+is retried later with the same token and probability, as a stalled DLM would. The RTL
+testbenches replay the inputs and compare the outputs with the model's events.
 
-The sequence moves through phases that force the corner cases: ``flood`` (drafting without
-verifying: full Shared Pool, back-pressure), ``long_lock`` (a verification held open while the
-DLM drafts: full Eager Pools, long back-pressure, Issue while locked), ``reject_first`` (every
-result rejects the first token), ``accept_all``, ``ties`` (probabilities from a tiny set, so
-equal H across requests and, with p = 1.0, within a request) and ``steady``.
+Phases force the corner cases: ``flood`` (drafting without verifying: full Shared Pool),
+``long_lock`` (a verification held open while the DLM drafts: full Eager Pools, Issue while
+locked), ``reject_first``, ``accept_all``, ``ties`` (probabilities from a tiny set: equal H
+across and within requests) and ``steady``.
 """
 from __future__ import annotations
 
@@ -142,12 +139,8 @@ class _Environment:
             if payload is None:
                 use_logits = self.softmax is not None and rng.random() < 0.3
                 payload = (self.logits(),) if use_logits else (rng.randrange(VOCAB), self.prob())
-            txn: DraftLogits | DraftToken
-            if len(payload) == 1:
-                txn = DraftLogits(r, slot.microbatch, slot.t + 1, payload[0])
-            else:
-                txn = DraftToken(r, slot.microbatch, slot.t + 1, *payload)
-            if isinstance(self.apply(txn)[0], Refused):
+            kind = DraftLogits if len(payload) == 1 else DraftToken
+            if isinstance(self.apply(kind(r, slot.microbatch, slot.t + 1, *payload))[0], Refused):
                 self.retry[r] = payload
         elif action == "end":
             self.apply(EndRound(rng.choice(sorted(endable))))

@@ -5,23 +5,9 @@ replay. The unboxed calls a simulation makes (``draft``, ``issue``, ``query``, `
 plain Manager's do."""
 from __future__ import annotations
 
+from sim.manager import transactions as tx
 from sim.manager.manager import Manager, positions_by_request
-from sim.manager.transactions import (
-    Device,
-    Discarded,
-    DiscardReason,
-    DraftToken,
-    Issued,
-    Mapping,
-    Op,
-    Pool,
-    Refused,
-    Resumed,
-    SchedulerQuery,
-    Unlock,
-    VerifyIssue,
-    VerifyResult,
-)
+from sim.manager.transactions import Device, Mapping, Pool
 
 
 class RecordingManager(Manager):
@@ -36,26 +22,26 @@ class RecordingManager(Manager):
 
     def draft(self, request: int, microbatch: int, position: int, token: int, prob: int
               ) -> tuple[Pool, bool | None]:
-        (out,) = self.apply(DraftToken(request, microbatch, position, token, prob))
-        return out.pool, None if type(out) is Refused else out.stop
+        (out,) = self.apply(tx.DraftToken(request, microbatch, position, token, prob))
+        return out.pool, None if type(out) is tx.Refused else out.stop
 
     def issue(self, tlm_idle: bool, capacity: int) -> tuple[dict[int, list[int]], Device] | None:
-        out = self.apply(VerifyIssue(tlm_idle, capacity))
-        if type(out[0]) is not Issued:
+        out = self.apply(tx.VerifyIssue(tlm_idle, capacity))
+        if type(out[0]) is not tx.Issued:
             return None
-        (mapping,) = [e for e in out if type(e) is Mapping and e.op is Op.TLM_ATTENTION]
-        return positions_by_request(out[0].tokens), mapping.device
+        issued, _, mapping = out
+        return positions_by_request(issued.tokens), mapping.device
 
     def query(self, microbatch: int) -> Mapping:
-        (mapping,) = self.apply(SchedulerQuery(microbatch))
+        (mapping,) = self.apply(tx.SchedulerQuery(microbatch))
         return mapping
 
     def result(self, request: int, accepted: int, corrected_token: int) -> int:
-        out = self.apply(VerifyResult(request, accepted, corrected_token))
+        out = self.apply(tx.VerifyResult(request, accepted, corrected_token))
         return sum(len(e.positions) for e in out
-                   if type(e) is Discarded and e.reason is DiscardReason.SHARED_AFTER_REJECT)
+                   if type(e) is tx.Discarded and e.reason is tx.DiscardReason.SHARED_AFTER_REJECT)
 
     def unlock(self) -> tuple[list[int], list[int]]:
-        out = self.apply(Unlock())
-        return ([len(e.positions) for e in out if type(e) is Discarded],
-                [e.request for e in out if type(e) is Resumed])
+        out = self.apply(tx.Unlock())
+        return ([len(e.positions) for e in out if type(e) is tx.Discarded],
+                [e.request for e in out if type(e) is tx.Resumed])

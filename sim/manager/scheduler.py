@@ -1,16 +1,12 @@
 """The Scheduler: operation counts -> intensity estimates -> threshold comparison -> GPU or PIM.
 
-Only the two operators whose intensity moves at run time are scheduled; DLM attention stays on
-PIM and TLM FC on the GPU.
+Only DLM FC and TLM attention are scheduled (DLM attention stays on PIM, TLM FC on the GPU).
+Each estimate is ``numerator / denominator`` FLOP per byte up to a per-model constant, and the
+rule is GPU iff numerator >= threshold * denominator (no divider):
 
-- DLM FC after a prediction step of a micro-batch: each of the b requests still drafting feeds
-  one token through every FC matrix, so FC intensity with FP16 weights is about b FLOP/byte.
-  Estimate = b / 1. GPU iff b >= dlm_fc_threshold.
-- TLM attention before a verification: request i contributes q_i draft tokens as queries against
-  its own KV cache, so attention intensity is about mean(q_i) FLOP/byte (times the GQA group
-  size, a per-model constant folded into the measured threshold). Estimate = sum(q_i) / n over
-  the n requests of the verification. GPU iff sum(q_i) >= tlm_attention_threshold * n, which a
-  hardware block evaluates with one small multiplication and no division.
+- DLM FC after a prediction step: b / 1, b = the micro-batch's requests still drafting.
+- TLM attention before a verification: its tokens / its distinct requests (mean queries per
+  request; the GQA group size is folded into the threshold).
 
 Thresholds are integers measured offline from the cost model with exactly these estimates.
 With ``dynamic`` off (SADDLE-s) the static mapping is returned unchanged.

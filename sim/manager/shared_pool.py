@@ -2,22 +2,14 @@
 
 Entries are looked up and invalidated by request. ``select`` picks the tokens of one
 verification and locks the pool: no insert and no selection until ``unlock``. Selected tokens
-stay in their entries (in flight) until their request's result releases them, so a locked
-pool's occupancy includes them.
+stay in their entries (in flight) until their request's result releases them.
 
-Selection order: descending cumulative probability H, ties broken by ascending request id, then
-ascending position. H is non-increasing along a request's round, so the first ``n`` tokens in
-that order always include every earlier pooled token of a selected token's request (the prefix
-property); ``select`` asserts it.
-
-Aging (``aging_passes`` = K, None = off, the paper's selector): each waiting entry counts the
-selections made while it waited that chose no token of its request (saturating at K; 0 when it
-enters the pool, and 0 again for every waiting entry of a request a selection takes a token
-of). Entries whose count reached K (*aged*) come first, then the others, each group in the
-order above: a request passed over K times in a row is served first, and aged requests among
-themselves greedily by H. The prefix property holds: within a request an older token's count
-is never below a newer one's (both reset together, both count the same passes). The RTL keeps
-the count in each CAM entry (hw/manager/shared_pool.py).
+Selection order (``selection_key``): descending cumulative probability H, then ascending request
+id, then ascending position. With aging (``aging_passes`` = K, None = off, the paper's selector)
+each waiting entry counts the selections that passed its request over (``PoolEntry.age``,
+saturating at K) and the entries whose count reached K come first (``aged_selection_key``).
+README.md ("Greedy selection", "Aging") states the rules and why either order keeps the prefix
+property (a selected token's earlier pooled tokens are selected too), which ``select`` asserts.
 """
 from __future__ import annotations
 
@@ -55,39 +47,35 @@ class SharedPool:
         self.locked = False
         self._waiting: dict[int, list[PoolEntry]] = {}    # request -> entries, ascending position
         self._in_flight: dict[int, list[PoolEntry]] = {}
-        self._count = 0                                   # waiting + in flight
-
-    @property
-    def count(self) -> int:
-        return self._count
+        self.count = 0                                    # entries: waiting + in flight
 
     @property
     def free(self) -> int:
-        return self.capacity - self._count
+        return self.capacity - self.count
 
     @property
     def waiting_count(self) -> int:
-        return self._count - sum(len(v) for v in self._in_flight.values())
+        return self.count - sum(len(v) for v in self._in_flight.values())
 
     def insert(self, entry: PoolEntry) -> None:
-        assert not self.locked and self._count < self.capacity, "insert into a locked or full Shared Pool"
+        assert not self.locked and self.count < self.capacity, "insert into a locked or full Shared Pool"
         entries = self._waiting.get(entry.request)
         if not entries:
             self._waiting[entry.request] = [entry]
         else:
             assert entries[-1].position < entry.position, "positions out of order"
             entries.append(entry)
-        self._count += 1
+        self.count += 1
 
     def insert_all(self, entries: list[PoolEntry]) -> None:
         """``insert`` of each of ``entries``: one request's tokens in ascending position (an
         Eager Pool's drain), so only the junction with those already waiting is checked."""
-        assert not self.locked and self._count + len(entries) <= self.capacity, \
+        assert not self.locked and self.count + len(entries) <= self.capacity, \
             "insert into a locked or full Shared Pool"
         held = self._waiting.setdefault(entries[0].request, [])
         assert not held or held[-1].position < entries[0].position, "positions out of order"
         held += entries
-        self._count += len(entries)
+        self.count += len(entries)
 
     def lookup(self, request: int) -> list[PoolEntry]:
         """Waiting (not in flight) entries of the request, ascending position."""
@@ -99,11 +87,6 @@ class SharedPool:
     def in_flight_count(self, request: int) -> int:
         return len(self._in_flight.get(request, ()))
 
-    def in_flight_positions(self) -> dict[int, list[int]]:
-        """After ``select``: ``positions_by_request`` of its answer (manager.py), read from the
-        selection's own grouping."""
-        return {request: [e.position for e in entries] for request, entries in self._in_flight.items()}
-
     def serials(self) -> set[int]:
         """Ledger serials of every entry, waiting or in flight."""
         return {e.serial for group in (self._waiting, self._in_flight)
@@ -112,7 +95,7 @@ class SharedPool:
     def invalidate(self, request: int) -> list[PoolEntry]:
         """Remove and return the request's waiting entries."""
         entries = self._waiting.pop(request, [])
-        self._count -= len(entries)
+        self.count -= len(entries)
         return entries
 
     def select(self, n: int) -> list[PoolEntry]:
@@ -137,27 +120,21 @@ class SharedPool:
             assert all(map(is_, taken, entries)), f"prefix property broken for request {request}"
             self._in_flight[request] = taken
             if k == len(entries):
-                del self._waiting[request]
+                del waiting[request]
             else:
-                self._waiting[request] = entries[k:]
-        if self.aging_passes is not None:
-            self._age(per_request)
+                waiting[request] = entries[k:]
+        if aging is not None:
+            # The requests served restart their count, every other one counts this pass.
+            for request, entries in waiting.items():
+                for e in entries:
+                    e.age = 0 if request in per_request else min(e.age + 1, aging)
         self.locked = True
         return chosen
-
-    def _age(self, served: dict[int, list[PoolEntry]]) -> None:
-        """After a selection: the waiting entries of requests it served restart their count,
-        every other waiting entry counts one more pass (saturating at K)."""
-        k = self.aging_passes
-        assert k is not None
-        for request, entries in self._waiting.items():
-            for e in entries:
-                e.age = 0 if request in served else min(e.age + 1, k)
 
     def release(self, request: int) -> list[PoolEntry]:
         """Remove and return the request's in-flight entries (its result arrived)."""
         entries = self._in_flight.pop(request, [])
-        self._count -= len(entries)
+        self.count -= len(entries)
         return entries
 
     def unlock(self) -> None:

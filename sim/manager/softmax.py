@@ -64,7 +64,7 @@ class SoftmaxParams:
 
     @property
     def sum_bits(self) -> int:
-        return self.term_bits + max(1, (self.vocab - 1).bit_length())
+        return self.term_bits + self.index_bits
 
     @property
     def index_bits(self) -> int:
@@ -104,9 +104,6 @@ class SoftmaxModel:
 
     def __init__(self, params: SoftmaxParams):
         self.params = params
-        self.reset()
-
-    def reset(self) -> None:
         self.count = 0          # logits seen
         self.sum = 0
         self.ref = 0

@@ -1,18 +1,12 @@
-"""The SADDLE Manager's latency as the simulator charges it: the RTL's own cycle counts
+"""The SADDLE Manager's latency as the simulator charges it: the RTL's cycle counts
 (``configs/timing/manager.yaml``, written by ``saddle hw cycles --write`` from a simulation of
-hw/manager/) at the clock ``clock_ghz``.
+hw/manager/) at the one parameter not measured, the clock ``clock_ghz``.
 
-The cycle counts do not depend on the clock; the clock is the one parameter of the file that is
-not measured, and ``saddle hw timing`` checks the RTL against the same clock.
-
-* Monitoring (after a prediction step): the Controller's softmax unit streams each drafting
-  request's logits, ``softmax_lanes`` per cycle, one request after the other; a vector occupies
-  the unit ceil(vocab / lanes) + ``softmax_vector_cycles`` cycles (its pipeline, the divider's
-  normalization, the result's transfer), and after the last vector the Manager still takes
-  ``decide_cycles`` (the H multiply and the stop compare of its DraftLogits, the event beats).
+* Monitoring (after a prediction step): the softmax unit streams each drafting request's
+  logits, ``softmax_lanes`` per cycle, ceil(vocab / lanes) + ``softmax_vector_cycles`` cycles a
+  vector, then ``decide_cycles`` (the last DraftLogits' multiply, compare and event beats).
 * Decision (before a verification): an Issue of k tokens takes
-  ``select_token_cycles`` x k + ``select_fixed_cycles`` cycles (the RTL: one token per cycle,
-  plus accept, checks, end of selection, ISSUED, LOCKED, MAPPING, DONE).
+  ``select_token_cycles`` x k + ``select_fixed_cycles`` cycles.
 """
 from __future__ import annotations
 
@@ -22,8 +16,7 @@ from dataclasses import dataclass
 from common.config import config_path, get
 from sim.config import BASE, Configs
 
-# The keys of configs/timing/manager.yaml that ``saddle hw cycles`` measures (every one but
-# clock_ghz), in the order it writes them.
+# The keys ``saddle hw cycles`` measures (all but clock_ghz), in the order it writes them.
 MEASURED_KEYS = ("softmax_lanes", "softmax_vector_cycles", "decide_cycles",
                  "select_token_cycles", "select_fixed_cycles")
 

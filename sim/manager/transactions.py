@@ -1,12 +1,10 @@
 """The Manager's transaction-level interface: input transactions and output events.
 
-Both are frozen dataclasses of plain integers, booleans and strings (and tuples of them), so a
-run can be logged as JSON, replayed, and compared field by field with the RTL. ``to_dict`` /
-``from_dict`` convert either kind to and from ``{"type": CLASS_NAME, field: value, ...}``.
-
-Field conventions: ``request`` is a Controller slot (REQUEST_ID), ``position`` the 1-based index
-of a draft token in its request's speculation round (POSITION), probabilities and H are raw
-UQ1.16 integers (formats.PROB / CUM_PROB). See README.md for the semantics of each transaction.
+Both are frozen dataclasses of plain integers, booleans, strings and tuples of them, so a run
+can be logged as JSON (``to_dict`` / ``from_dict``: ``{"type": CLASS_NAME, field: value, ...}``),
+replayed, and compared field by field with the RTL. ``request`` is a Controller slot,
+``position`` the 1-based index of a draft token in its request's round, probabilities and H are
+raw UQ1.16. README.md gives the semantics of each transaction.
 """
 import dataclasses
 from dataclasses import dataclass
@@ -17,10 +15,8 @@ from common.errors import SaddleError
 
 
 class ProtocolError(SaddleError):
-    """An illegal input transaction (unknown request, wrong position, field out of range, ...).
-
-    Distinct from back-pressure: a full pool is legal and answered with a ``Refused`` event.
-    """
+    """An illegal input transaction (unknown request, wrong position, field out of range, ...);
+    not back-pressure: a full pool is legal and answered with a ``Refused`` event."""
 
 
 class Pool(str, Enum):
@@ -39,19 +35,14 @@ class Op(str, Enum):
 
 
 class DiscardReason(str, Enum):
-    """Why a drafted token left the Manager without being verified as accepted or rejected."""
+    """Why a drafted token left without being verified as accepted or rejected (README.md)."""
 
-    # Selected for the verification, but an earlier token of its request in the same pass was
-    # rejected: the TLM computed it, its result is meaningless.
-    REJECTED_PREFIX = "rejected_prefix"
-    # Waiting in the Shared Pool (not selected) when an earlier token of its request was rejected.
-    SHARED_AFTER_REJECT = "shared_after_reject"
-    # Drafted eagerly while its request's tokens were in flight, and one of those was rejected.
-    EAGER_AFTER_REJECT = "eager_after_reject"
-    # Still in a pool when the simulator retired its request (output complete).
-    REQUEST_RETIRED = "request_retired"
-    # Drafted by a prediction step that outlived its round (the request was rejected or retired
-    # while the step ran): the simulator drops it before it reaches the Manager.
+    REJECTED_PREFIX = "rejected_prefix"           # in the pass, after its request's rejected token
+    SHARED_AFTER_REJECT = "shared_after_reject"   # waiting in the Shared Pool at that rejection
+    EAGER_AFTER_REJECT = "eager_after_reject"     # in an Eager Pool at that rejection
+    REQUEST_RETIRED = "request_retired"           # still pooled when its request was retired
+    # Drafted by a prediction step that outlived its round: dropped by the simulator before it
+    # reaches the Manager.
     STALE_CONTEXT = "stale_context"
 
 
@@ -70,16 +61,14 @@ class NotIssuedReason(str, Enum):
 
 @dataclass(frozen=True, slots=True)
 class Admit:
-    """A request enters the Controller (slot ``request``) in micro-batch ``microbatch``; its first
-    speculation round starts with H = 1.0."""
+    """Request ``request`` takes its Controller slot in ``microbatch``; its first round starts."""
     request: int
     microbatch: int
 
 
 @dataclass(frozen=True, slots=True)
 class DraftToken:
-    """The DLM sampled ``token`` with probability ``prob`` (raw UQ1.16) at round position
-    ``position`` for ``request``."""
+    """The DLM's ``token``, of probability ``prob`` (raw UQ1.16), at ``position`` of the round."""
     request: int
     microbatch: int
     position: int
@@ -89,9 +78,8 @@ class DraftToken:
 
 @dataclass(frozen=True, slots=True)
 class DraftLogits:
-    """A draft token given as the DLM's logits (raw formats.LOGIT, vocabulary order): the
-    Controller's softmax unit picks the greedy token and its UQ1.16 probability
-    (sim/manager/softmax.py), then it is a DraftToken."""
+    """A draft token as the DLM's logits (raw LOGIT, vocabulary order): the softmax unit
+    (softmax.py) picks the greedy token and its probability, then it is a DraftToken."""
     request: int
     microbatch: int
     position: int
@@ -306,29 +294,21 @@ def _build(cls, data: dict, where: str):
 
 
 def _convert(kind, value, where: str):
-    if kind is bool:
-        if not isinstance(value, bool):
-            raise ProtocolError(f"{where}: expected true or false, found {value!r}")
+    if kind is bool or kind is int:
+        if type(value) is not kind:             # a bool is not an int here
+            expected = "true or false" if kind is bool else "an integer"
+            raise ProtocolError(f"{where}: expected {expected}, found {value!r}")
         return value
-    if kind is int:
-        if not isinstance(value, int) or isinstance(value, bool):
-            raise ProtocolError(f"{where}: expected an integer, found {value!r}")
-        return value
+    if dataclasses.is_dataclass(kind):
+        if not isinstance(value, dict):
+            raise ProtocolError(f"{where}: expected an object, found {value!r}")
+        return _build(kind, value, where)
     if isinstance(kind, type) and issubclass(kind, Enum):
         try:
             return kind(value)
         except ValueError:
             allowed = ", ".join(m.value for m in kind)
             raise ProtocolError(f"{where}: expected one of {allowed}, found {value!r}") from None
-    # tuple[X, ...]
-    (item,) = {a for a in kind.__args__ if a is not Ellipsis}
-    if not isinstance(value, list):
+    if not isinstance(value, list):                                      # tuple[X, ...]
         raise ProtocolError(f"{where}: expected a list, found {value!r}")
-    if dataclasses.is_dataclass(item):
-        out = []
-        for i, v in enumerate(value):
-            if not isinstance(v, dict):
-                raise ProtocolError(f"{where}[{i}]: expected an object, found {v!r}")
-            out.append(_build(item, v, f"{where}[{i}]"))
-        return tuple(out)
-    return tuple(_convert(item, v, f"{where}[{i}]") for i, v in enumerate(value))
+    return tuple(_convert(kind.__args__[0], v, f"{where}[{i}]") for i, v in enumerate(value))

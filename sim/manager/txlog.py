@@ -1,17 +1,14 @@
 """Transaction logs: a Manager run as JSON Lines, for replay and RTL co-verification.
 
-Line 1 is a header ``{"format": "saddle-manager-txlog", "version": 1, "config": {...}}`` whose
-``config`` has the shape of ``configs/manager.yaml``. Every further line is one input
-transaction and, optionally, the events it produced::
-
-    {"in": {"type": "DraftToken", ...}, "out": [{"type": "Drafted", ...}]}
-
-A log with outputs is a golden reference: ``replay`` feeds its inputs to a fresh model (or to
-any other implementation, e.g. the RTL behind a testbench adapter) and reports the first line
-whose outputs differ. Same inputs, same bytes: keys keep the dataclass field order.
+Line 1 is a header ``{"format": "saddle-manager-txlog", "version": 1, "config": {...}}`` (the
+shape of ``configs/manager.yaml``; ``"softmax": {...}`` for DraftLogits), every further line
+one input and optionally its events, ``{"in": {"type": "DraftToken", ...}, "out": [...]}``.
+``replay`` feeds the inputs to a fresh model (or another implementation, e.g. the RTL behind a
+testbench adapter) and reports the first line whose outputs differ. Same inputs, same bytes.
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
@@ -38,8 +35,7 @@ def write_txlog(path: str | Path, config: ManagerConfig, pairs: Iterable[tuple[o
     path.parent.mkdir(parents=True, exist_ok=True)
     header = {"format": FORMAT, "version": VERSION, "config": config.to_dict()}
     if softmax is not None:
-        header["softmax"] = {"lanes": softmax.lanes, "vocab": softmax.vocab,
-                             "exp_frac_bits": softmax.exp_frac_bits}
+        header["softmax"] = dataclasses.asdict(softmax)
     with path.open("w") as f:
         f.write(_line(header))
         for txn, events in pairs:
@@ -99,7 +95,7 @@ def read_txlog(path: str | Path) -> TxLog:
 
 
 def _softmax(data, where: str) -> SoftmaxParams:
-    keys = ("lanes", "vocab", "exp_frac_bits")
+    keys = [f.name for f in dataclasses.fields(SoftmaxParams)]
     if not isinstance(data, dict) or set(data) != set(keys):
         raise SaddleError(f"{where}: expected an object with keys {', '.join(keys)}")
     try:

@@ -5,8 +5,6 @@ import json
 import sys
 from pathlib import Path
 
-from common.errors import SaddleError
-
 
 def register(subparsers) -> None:
     from sim.experiments.cli import _jobs, add_backend_args
@@ -27,7 +25,7 @@ def register(subparsers) -> None:
 
 
 def sweep_handler(args) -> int:
-    from common.paths import results_dir
+    from common.paths import check_output, results_dir
     from sim.experiments.backends import make
     from sim.experiments.runner import default_jobs
     from sim.sweeps.plots import plot_sweep
@@ -37,8 +35,7 @@ def sweep_handler(args) -> int:
     runner = make(args.backend, args.jobs or default_jobs(), args.address)
     sweep = load_sweep(resolve_sweep(args.file))
     out = Path(args.out) if args.out else results_dir() / "sweeps" / sweep.name
-    if out.exists() and not out.is_dir():
-        raise SaddleError(f"--out {out}: exists and is not a folder")
+    check_output(out, "--out" if args.out else "results folder", folder=True)
     summary, rows = run_sweep(sweep, out, runner, progress=not args.json and sys.stderr.isatty())
     write_outputs(sweep, out, summary, rows)
     plots = [] if args.no_plot else plot_sweep(out, sweep.name, sweep.plot, rows)

@@ -1,16 +1,16 @@
 """Plots of a sweep's rows: one figure per metric (``<name>-<metric>.png``).
 
 One axis (``x``): a line per facet value (``facet``, or the system when the base has several)
-over x. Two axes (``x``, ``y``): a heatmap per facet value, one panel each; rows that do not
-fill a grid (sampled points) are drawn as a scatter coloured by the metric. The best point of
-each line or panel (``best: max`` or ``min``; ``best_per: y``: of each row of a heatmap) is
-marked with a star.
+over x. Two axes (``x``, ``y``): a heatmap per facet value, one panel each (sampled points that
+do not fill a grid: a scatter coloured by the metric). The best point of each line or panel
+(``best: max`` or ``min``; ``best_per: y``: of each row of a heatmap) is marked with a star.
 Failed runs are left out.
 """
 from __future__ import annotations
 
 from pathlib import Path
 
+from sim.experiments.plots import save, subplots
 from sim.sweeps.spec import SYSTEM
 
 
@@ -41,10 +41,6 @@ def best(rows: list[dict], plot: dict, metric: str) -> dict:
 def plot_sweep(out: Path, name: str, plot: dict | None, rows: list[dict]) -> list[Path]:
     if plot is None:
         return []
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
     ok = [r for r in rows if r["status"] == "ok"]
     paths = []
     for metric in plot["metrics"]:
@@ -54,7 +50,7 @@ def plot_sweep(out: Path, name: str, plot: dict | None, rows: list[dict]) -> lis
         facets = list(dict.fromkeys(_get(r, plot["facet"]) for r in have))
         marks = best(have, plot, metric)
         if plot["y"] is None:
-            fig, ax = plt.subplots(figsize=(6, 4))
+            fig, ax = subplots(figsize=(6, 4))
             for facet in facets:
                 line = sorted(((_get(r, plot["x"]), r["metrics"][metric]) for r in have
                                if _get(r, plot["facet"]) == facet), key=lambda item: _order(item[0]))
@@ -69,7 +65,7 @@ def plot_sweep(out: Path, name: str, plot: dict | None, rows: list[dict]) -> lis
             if plot["facet"]:
                 ax.legend(fontsize=8)
         else:
-            fig, axes = plt.subplots(1, len(facets), figsize=(4.6 * len(facets), 4), squeeze=False)
+            fig, axes = subplots(1, len(facets), figsize=(4.6 * len(facets), 4), squeeze=False)
             for ax, facet in zip(axes[0], facets):
                 cells = {(_get(r, plot["x"]), _get(r, plot["y"])): r["metrics"][metric]
                          for r in have if _get(r, plot["facet"]) == facet}
@@ -80,11 +76,7 @@ def plot_sweep(out: Path, name: str, plot: dict | None, rows: list[dict]) -> lis
                 ax.set_ylabel(plot["y"])
                 ax.set_title(f"{plot['facet']}={facet}" if plot["facet"] else metric, fontsize=9)
         fig.suptitle(f"{name}: {metric} (best marked with a star)", fontsize=10)
-        fig.tight_layout()
-        path = out / f"{name}-{metric.replace('.', '_')}.png"
-        fig.savefig(path, dpi=110)
-        plt.close(fig)
-        paths.append(path)
+        paths.append(save(fig, out / f"{name}-{metric.replace('.', '_')}.png", dpi=110))
     return paths
 
 

@@ -22,7 +22,7 @@ from pathlib import Path
 import yaml
 
 from sim.experiments.backends import Backend, make
-from sim.experiments.runner import dispatch, plan, run_file, write_whole
+from sim.experiments.runner import dispatch, flat, plan, run_file, write_whole
 from sim.sweeps.spec import Sweep
 
 RUN_FIELDS = ("system", "pair", "batch", "draft_length", "sequence_length")
@@ -39,17 +39,6 @@ class Summary:
 
     def to_dict(self) -> dict:
         return dict(vars(self))
-
-
-def flat(record: dict, prefix: str = "") -> dict:
-    """``record`` with nested mappings as dotted keys."""
-    out = {}
-    for key, value in record.items():
-        if isinstance(value, dict):
-            out.update(flat(value, f"{prefix}{key}."))
-        else:
-            out[f"{prefix}{key}"] = value
-    return out
 
 
 def digest(saved_params: dict) -> str:
@@ -93,10 +82,8 @@ def run_sweep(sweep: Sweep, out: Path, runner: Backend | None = None, *,
             put(i, run_file(p)[0], records[i], None)
 
     def done(task, record, error) -> None:
-        if error is None:
-            summary.succeeded += 1
-        else:
-            summary.failed += 1
+        summary.succeeded += error is None
+        summary.failed += error is not None
         put(task.index, task.record_params, record, error)
 
     dispatch(sweep.name, pending, len(todo), done, runner, progress=progress)

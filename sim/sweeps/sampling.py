@@ -1,4 +1,4 @@
-"""Points drawn from ranges: a small registry of samplers (``sample.method`` of a sweep).
+"""Points drawn from ranges: the samplers of a sweep's ``sample.method`` (``SAMPLERS``).
 
 A sampler takes ``ranges`` ({key: (low, high)}), a point count and a seed and returns that
 many points ({key: value}). Integer bounds give integers (both ends included); other bounds
@@ -9,15 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-SAMPLERS = {}
 DIGITS = 6
-
-
-def register(name: str):
-    def add(fn):
-        SAMPLERS[name] = fn
-        return fn
-    return add
 
 
 def _value(low, high, u: float):
@@ -27,7 +19,6 @@ def _value(low, high, u: float):
     return float(f"{low + u * (high - low):.{DIGITS}g}")
 
 
-@register("random")
 def uniform(ranges: dict, points: int, seed: int) -> list[dict]:
     """Independent uniform draws of every key."""
     rng = np.random.default_rng(seed)
@@ -35,7 +26,6 @@ def uniform(ranges: dict, points: int, seed: int) -> list[dict]:
     return [{k: _value(*ranges[k], u[i, j]) for j, k in enumerate(ranges)} for i in range(points)]
 
 
-@register("lhs")
 def latin_hypercube(ranges: dict, points: int, seed: int) -> list[dict]:
     """Latin hypercube: each key's range cut into ``points`` equal strata, each stratum drawn
     once (at a uniform place inside it), the strata of the keys paired at random; so every
@@ -45,3 +35,6 @@ def latin_hypercube(ranges: dict, points: int, seed: int) -> list[dict]:
     for j in range(len(ranges)):
         u[:, j] = (rng.permutation(points) + rng.random(points)) / points
     return [{k: _value(*ranges[k], u[i, j]) for j, k in enumerate(ranges)} for i in range(points)]
+
+
+SAMPLERS = {"random": uniform, "lhs": latin_hypercube}

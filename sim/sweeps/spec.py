@@ -20,12 +20,10 @@ A sweep (``configs/sweeps/NAME.yaml``)::
                                      # optional (defaults: the axes in order); best: max or min;
                                      # best_per: facet (default) or y (a heatmap's best x per y)
 
-The points are grid x zip x sample (each part optional, at least one given). A key is either a
-key of the experiment (``RUN_KEYS``: the value replaces the experiment's, e.g. ``batch: 16``
-makes ``batches: [16]``) or a config-file key (sim/overrides.py: ``hardware.``, ``models.``,
-``systems.``, ``timing.``, ``manager.``), set through the experiment's ``overrides``. Each point
-is the base experiment so edited and checked completely, as ``saddle run`` checks one, before
-anything runs; a point with several runs (the base lists several systems) gives a row per run.
+The points are grid x zip x sample (at least one given). A key is a key of the experiment
+(``RUN_KEYS``: ``batch: 16`` makes ``batches: [16]``) or a config-file key (sim/overrides.py),
+set through the experiment's ``overrides``. Each point is the base experiment so edited and
+checked as ``saddle run`` checks one, before anything runs; it gives a row per run.
 """
 from __future__ import annotations
 
@@ -140,11 +138,9 @@ def points_of(data: dict, src: str) -> tuple[tuple[str, ...], list[dict]]:
     axes = list(grid) + list(zipped) + list(samples[0])
     if not axes:
         raise ConfigError(f"{src}: no axis: give grid, zip or sample")
-    seen = set()
-    for key in axes:
-        if key in seen:
-            raise ConfigError(f"{src}: {key}: an axis of more than one of grid, zip and sample")
-        seen.add(key)
+    twice = [key for i, key in enumerate(axes) if key in axes[:i]]
+    if twice:
+        raise ConfigError(f"{src}: {twice[0]}: an axis of more than one of grid, zip and sample")
     rows = [dict(zip(zipped, row)) for row in zip(*zipped.values())] or [{}]
     points = [dict(zip(grid, combo)) | row | drawn
               for combo in itertools.product(*grid.values()) for row in rows for drawn in samples]
@@ -201,7 +197,10 @@ def load_sweep(path: Path) -> Sweep:
     src = str(path)
     check_keys(data, SWEEP_KEYS, source=src)
     name = check_name(data, src)
-    base_path = resolve_path(get(data, "experiment", str, source=src))
+    try:
+        base_path = resolve_path(get(data, "experiment", str, source=src))
+    except ConfigError as exc:
+        raise ConfigError(f"{src}: experiment: {exc}") from None
     base = load_yaml(base_path)
     axes, points = points_of(data, src)
     runs: list[tuple[int, RunParams]] = []

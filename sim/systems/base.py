@@ -15,7 +15,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
-from sim.engine.costs import CostAdapter, Priced
+from sim.cost.step import StepPrice, Work
+from sim.engine.costs import CostAdapter
 from sim.engine.devices import DeviceSet, IntervalLog
 from sim.engine.events import EventQueue
 from sim.manager.config import ManagerConfig
@@ -128,20 +129,17 @@ class BaseRun:
     def join(self, traces: list[RequestTrace]) -> None:
         self.enter(self.admit(traces))
 
-    def commit(self, live: Live, accepted: int, tlm_token: bool) -> bool:
-        """Commit ``accepted`` verified draft tokens and, if ``tlm_token`` and the output is not
-        complete, the TLM's own token (correction or bonus). True when the request finished: it
-        has then left the batch."""
+    def commit(self, live: Live, accepted: int, tlm_tokens: int) -> bool:
+        """Commit ``accepted`` verified draft tokens and ``tlm_tokens`` of the TLM's own (its
+        correction or bonus token, one per pass; none past the output's end). True when the
+        request finished: it has then left the batch."""
         tokens = self.tokens
-        tokens.accepted += accepted
         t = live.t + accepted
-        if tlm_token and t < live.out_len:
-            t += 1
-            tokens.tlm_tokens += 1
-            tokens.generated += accepted + 1
-        else:
-            tokens.generated += accepted
-        live.t = t
+        tlm = min(tlm_tokens, live.out_len - t)
+        tokens.accepted += accepted
+        tokens.tlm_tokens += tlm
+        tokens.generated += accepted + tlm
+        live.t = t = t + tlm
         if t < live.out_len:
             return False
         self.on_finish(live)
@@ -174,31 +172,28 @@ class BaseRun:
             self.window = (self.queue.now, self.tokens.generated, self.energy_fj)
 
     # -- pricing and booking ---------------------------------------------------------------
-    def book(self, priced: Priced) -> None:
-        self.energy_fj += priced.energy_fj
-        self.flops += priced.flops
-        self.pim_flops += priced.pim_flops
+    def book(self, price: StepPrice) -> Work:
+        self.energy_fj += price.energy_fj
+        self.flops += price.flops
+        self.pim_flops += price.pim_flops
+        return price.work
 
-    def price_dlm(self, contexts: tuple[int, ...], fc: str | None = None) -> Priced:
+    def price_dlm(self, contexts: tuple[int, ...], fc: str | None = None) -> Work:
         """A DLM prediction step of one micro-batch: one query per request, at ``contexts``."""
         m = self.setup.mapping
-        priced = self.costs.price_draft(contexts, fc or m["dlm_fc"], m["dlm_attention"])
-        self.book(priced)
-        return priced
+        return self.book(self.costs.price_draft(contexts, fc or m["dlm_fc"], m["dlm_attention"]))
 
-    def price_tlm(self, requests: list[tuple[int, int]], attention: str | None = None) -> Priced:
+    def price_tlm(self, requests: list[tuple[int, int]], attention: str | None = None) -> Work:
         m = self.setup.mapping
-        priced = self.costs.price("tlm", tuple(requests), m["tlm_fc"],
-                                  attention or m["tlm_attention"], self.n_devices)
-        return self.book_tlm(priced)
+        return self.book_tlm(self.costs.price("tlm", tuple(requests), m["tlm_fc"],
+                                              attention or m["tlm_attention"], self.n_devices))
 
-    def book_tlm(self, priced: Priced) -> Priced:
+    def book_tlm(self, price: StepPrice) -> Work:
         """Book a TLM pass priced by the caller."""
-        self.book(priced)
-        self.verify_ps += priced.work.time_ps
-        self.verify_comm_ps += priced.comm_ps
+        self.verify_ps += price.work.time_ps
+        self.verify_comm_ps += price.cost.comm_ps
         self.passes += 1
-        return priced
+        return self.book(price)
 
     def monitoring(self, mb: int, n_requests: int, at: int | None = None) -> int:
         """Controller latency after a prediction step that ends ``at`` (default: now); 0

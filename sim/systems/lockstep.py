@@ -13,14 +13,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import partial
 
-from sim.engine.costs import Priced
 from sim.systems.base import BaseRun, Live
 
 
 @dataclass(slots=True)
 class LockstepLive(Live):
     drafted: int = 0      # draft tokens of the round in progress
-    accepted: int = 0     # how many of them the pass accepts (the trace's leading accepted run)
+    accepted: int = 0     # how many of them the pass accepts (at most ``drafted``)
 
 
 class LockstepRun(BaseRun):
@@ -30,34 +29,35 @@ class LockstepRun(BaseRun):
     def new_round(self, batch: list[LockstepLive]) -> None:
         """Every request of ``batch`` (slot order) starts a round."""
 
-    def draft(self, mb: int, start: int) -> int:
-        """Micro-batch ``mb``'s prediction steps of this round from ``start``; returns when the
-        last is done (``start`` when it drafts nothing)."""
+    def draft(self, mb: int, lives: list[LockstepLive], start: int) -> int:
+        """Micro-batch ``mb``'s prediction steps of this round (``lives``: its requests, in slot
+        order) from ``start``; returns when the last is done (``start`` when it drafts
+        nothing)."""
         return start
-
-    def price_pass(self, batch: list[LockstepLive]) -> Priced:
-        return self.price_tlm([(live.context(live.drafted), live.drafted + 1) for live in batch])
 
     def proceed(self) -> None:
         live = self.live
         batch = [live[slot] for slot in sorted(live)]
         self.new_round(batch)
+        by_mb: list[list[LockstepLive]] = [[] for _ in range(self.n_devices)]
+        for request in batch:
+            by_mb[request.mb].append(request)
         now = self.queue.now
-        end = max([self.draft(mb, now) for mb in range(self.n_devices)])
+        end = max([self.draft(mb, lives, now) for mb, lives in enumerate(by_mb)])
         self.queue.at(end, partial(self.verify, batch))
 
     def verify(self, batch: list[LockstepLive]) -> None:
-        priced = self.price_pass(batch)
-        self.devices.start_foreground("TLM", priced.work, partial(self.verified, batch))
+        work = self.price_tlm([(live.context(live.drafted), live.drafted + 1) for live in batch])
+        self.devices.start_foreground("TLM", work, partial(self.verified, batch))
 
-    def verified(self, batch: list[LockstepLive]) -> None:
-        """The pass is done: each request commits its accepted tokens and the TLM's token."""
+    def verified(self, batch: list[LockstepLive], passes: int = 1) -> None:
+        """The pass is done (an autoregressive run: its last ``passes``): each request commits
+        its accepted tokens and the TLM's token of each pass."""
         entering = []
         for live in batch:
-            drafted, accepted = live.drafted, min(live.accepted, live.drafted)
-            if accepted < drafted:
-                self.reject(drafted, accepted)
-            if self.commit(live, accepted, True):
+            if live.accepted < live.drafted:
+                self.reject(live.drafted, live.accepted)
+            if self.commit(live, live.accepted, passes):
                 entering += self.refill()
         self.settle_window()
         self.join(entering)

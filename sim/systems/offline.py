@@ -104,12 +104,12 @@ def verify_capacity(costs: CostAdapter, pool_entries: int, rule: CapacityRule | 
     limit = 0.0
     if rule is CapacityRule.FC_SLACK:
         assert slack is not None
-        limit = costs.price("tlm", ((2, 1),), "gpu", "gpu", costs.n_devices).fc_ps * (1 + slack)
+        limit = costs.price("tlm", ((2, 1),), "gpu", "gpu", costs.n_devices).cost.fc_ps * (1 + slack)
 
     def exceeds(n: int) -> bool:
         if rule is CapacityRule.RIDGE:
             return costs.tlm_fc_compute_bound(n)
-        return costs.price("tlm", ((n + 1, n),), "gpu", "gpu", costs.n_devices).fc_ps > limit
+        return costs.price("tlm", ((n + 1, n),), "gpu", "gpu", costs.n_devices).cost.fc_ps > limit
     n = 1
     while n < pool_entries and not exceeds(n + 1):
         n += 1

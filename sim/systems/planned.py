@@ -77,9 +77,9 @@ class PlannedRun(LockstepRun):
             drafted += cap
         self.tokens.drafted += drafted
 
-    def draft(self, mb: int, start: int) -> int:
+    def draft(self, mb, lives, start) -> int:
         """Request r drafts in steps 0 .. cap_r - 1, step s at context ``context(s)``."""
-        drafting = [self.live[slot] for slot in sorted(self.by_mb[mb]) if self.live[slot].drafted]
+        drafting = [live for live in lives if live.drafted]
         if not drafting:
             return start
         m = self.setup.mapping
@@ -98,7 +98,6 @@ class PlannedRun(LockstepRun):
         else:
             times = list(accumulate([step.work.time_ps for step in steps], initial=start))
             starts, ends, t = times[:-1], times[1:], times[-1]
-        self.devices.run_series(mb, self.dlm_lanes[mb], [step.work for step in steps], starts, ends)
-        for step in steps:
-            self.book(step)
+        self.devices.run_series(mb, self.dlm_lanes[mb], [self.book(step) for step in steps],
+                                starts, ends)
         return t

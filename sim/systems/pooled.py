@@ -172,11 +172,11 @@ class PooledRun(BaseRun):
         # In slot order: one C sort by key, not a sort of the slots and a lookup of each.
         rounds = self.stepping[mb] = sorted(ready.values(), key=_SLOT)
         fc = self.dlm_fc[mb]
-        priced = self.price_dlm(tuple([rnd.start + rnd.pos for rnd in rounds]), fc=fc)
+        work = self.price_dlm(tuple([rnd.start + rnd.pos for rnd in rounds]), fc=fc)
         if fc == "gpu" or self.dlm_attention_gpu:
             self.gpu_steps.add(mb)
         self.mb_wait[mb] = True
-        self.devices.start_background(mb, self.dlm_lanes[mb], priced.work, self.after_drafts[mb])
+        self.devices.start_background(mb, self.dlm_lanes[mb], work, self.after_drafts[mb])
 
     def after_draft(self, mb: int) -> None:
         self.gpu_steps.discard(mb)
@@ -268,8 +268,8 @@ class PooledRun(BaseRun):
             # k + 1 queries for a round's first chunk, k for a later one (module doc); the last
             # attends up to the chunk's end, the committed prefix (base + first - 1) plus k.
             requests.append((request.context(k), k + (positions[0] == 1)))
-        priced = self.price_tlm(requests, attention=attention)
-        self.devices.start_foreground("TLM", priced.work, partial(self.after_pass, groups, slots))
+        work = self.price_tlm(requests, attention=attention)
+        self.devices.start_foreground("TLM", work, partial(self.after_pass, groups, slots))
 
     def after_pass(self, groups: dict[int, list[int]], slots: list[int]) -> None:
         """The pass over ``groups`` (``slots``: its requests ascending) is done: a VerifyResult

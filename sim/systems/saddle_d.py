@@ -48,21 +48,22 @@ class SaddleDRun(LockstepRun):
             live.drafting = cap > 0
             self.controller.slots[live.slot].new_round()
 
-    def draft(self, mb: int, start: int) -> int:
+    def draft(self, mb, lives, start) -> int:
         """One step for the requests still drafting, each token to the Controller, until none
         is."""
-        members = [self.live[slot] for slot in sorted(self.by_mb[mb])]
         t = start
         while True:
-            lives = [live for live in members if live.drafting]
-            if not lives:
+            drafting = [live for live in lives if live.drafting]
+            if not drafting:
                 return t
-            priced = self.price_dlm(tuple([live.context(live.drafted) for live in lives]))
-            for live in lives:
+            work = self.price_dlm(tuple([live.context(live.drafted) for live in drafting]))
+            for live in drafting:
                 k = live.drafted = live.drafted + 1
                 slot = self.controller.expect_draft(live.slot, live.mb, k)
                 stop = self.controller.advance(slot, quantize_prob(live.probs[k - 1]))
-                live.drafting = not (stop or k >= live.cap)
-            self.tokens.drafted += len(lives)
-            done = self.devices.run_alone(mb, self.dlm_lanes[mb], priced.work, t)
-            t = done + self.monitoring(mb, len(lives), at=done)
+                if stop or k >= live.cap:
+                    live.drafting = False
+                    live.accepted = min(live.accepted, k)
+            self.tokens.drafted += len(drafting)
+            done = self.devices.run_alone(mb, self.dlm_lanes[mb], work, t)
+            t = done + self.monitoring(mb, len(drafting), at=done)

@@ -115,6 +115,28 @@ def test_nan_gets_its_own_message(tmp_path):
         read_trace(path)
 
 
+@pytest.mark.parametrize("gz", [False, True], ids=["jsonl", "gz"])
+@pytest.mark.parametrize("line, key", [(1, "max_seq_len"), (2, "prompt_len"), (3, "id")])
+def test_a_key_twice_in_a_record_is_an_error(tmp_path, line, key, gz):
+    lines = TINY.read_text().splitlines(keepends=True)
+    lines[line - 1] = lines[line - 1].replace(f'"{key}": ', f'"{key}": 7, "{key}": ', 1)
+    text = "".join(lines).encode()
+    path = tmp_path / ("dup.jsonl.gz" if gz else "dup.jsonl")
+    path.write_bytes(gzip.compress(text, mtime=0) if gz else text)
+    with pytest.raises(TraceError) as info:
+        read_trace(path)
+    assert str(info.value) == (f"{path}:{line}: {key}: found the key twice in one JSON object, "
+                               "expected each key once")
+
+
+def test_a_colon_inside_a_string_is_not_a_repeated_key(tmp_path):
+    lines = TINY.read_text().splitlines(keepends=True)
+    lines[0] = lines[0].replace('"hand-written"', '"hand: written"')
+    path = tmp_path / "colon.jsonl"
+    path.write_text("".join(lines))
+    assert read_trace(path)[0].dataset == "hand: written"
+
+
 def test_invalid_json_line(tmp_path):
     lines = TINY.read_text().splitlines(keepends=True)
     lines[2] = lines[2].rstrip().rstrip("}") + "\n"   # the object is never closed

@@ -122,7 +122,7 @@ def test_attacc_refresh_rule_by_hand():
     # still open, so the last ACT opens the first's V row: RCD 19 + 2 x 32 MACs x 4 + 2 context
     # groups x 9 = 293 cycles before the end, at 4811 < 5070. No refresh: 5104.
     # Ramulator2: 5113, last ACT at 4825, the REF issued at 5107 (the last MAC + RTP_L + 1).
-    assert pim.attacc_tail(512, 64, 1, 2, 4, paired=True) == 293
+    assert pim.attacc_tail(512, 64, 1, 2, False, paired=True) == 293
     skipped = pim.attention_channels([(512, 64, 1)] * 256, 2, False)
     assert (skipped.busy_cycles, skipped.cycles) == (5104, 5104)
     assert pim.with_refresh(5104) == 5104 + 456          # what the rule `every` charges
@@ -131,11 +131,11 @@ def test_attacc_refresh_rule_by_hand():
     # the second, 19 + 32 MACs x 4 + one context group x 9 = 156 before the end, at 5236 >=
     # 5070: the REF holds that ACT back, 5392 + 456 = 5848. Ramulator2: 5879 (5441 without
     # refresh; last ACT at 5283).
-    assert pim.attacc_tail(1024, 64, 1, 2, 4, paired=True) == 156
+    assert pim.attacc_tail(1024, 64, 1, 2, False, paired=True) == 156
     charged = pim.attention_channels([(1024, 64, 1)] * 128, 2, False)
     assert (charged.busy_cycles, charged.cycles) == (5392, 5848)
     # Alone on its channel (odd count) a one-row V is only its own context phase.
-    assert pim.attacc_tail(512, 64, 1, 2, 4, paired=False) == 19 + 32 * 4 + 9
+    assert pim.attacc_tail(512, 64, 1, 2, False, paired=False) == 19 + 32 * 4 + 9
     # The boundary: an ACT at REFI - 1 goes ahead, one at REFI waits for the refresh.
     assert pim.with_refresh(5069 + 100, 100) == 5169
     assert pim.with_refresh(5070 + 100, 100) == 5170 + 456

@@ -41,7 +41,7 @@ def test_a_draft_step_is_the_step_of_its_pairs(name, calibration):
 
 
 def test_the_adapters_draft_step_is_its_price():
-    """``Priced`` of ``price_draft`` against ``CostAdapter.price`` on a fresh adapter, and a
+    """``StepPrice`` of ``price_draft`` against ``CostAdapter.price`` on a fresh adapter, and a
     repeated step answered from the adapter's cache."""
     for fc in ("gpu", "pim"):
         drafts = CostAdapter.named("saddle", "opt-66b", "opt-1.3b")

@@ -19,7 +19,7 @@ def test_gemv_is_memory_bound_by_hand():
     nbytes = (8192 * 8192 + 8192 + 8192) * 2          # 134_250_496
     assert op.bytes_total == 134_250_496
     # memory: 134_250_496 B / (2039 GB/s x 0.85) = 77.460 us
-    assert A100.fc_ps(op) == math.ceil(nbytes / (BW * ME) * 1e12) == 77_460_403
+    assert A100.fc_kernel(op).ps == math.ceil(nbytes / (BW * ME) * 1e12) == 77_460_403
 
 
 def test_large_gemm_is_compute_bound_with_wave_quantization_by_hand():
@@ -27,8 +27,8 @@ def test_large_gemm_is_compute_bound_with_wave_quantization_by_hand():
     # tiles: 4096/64 x 8192/128 = 64 x 64 = 4096 -> ceil(4096/108) = 38 waves of 108
     factor = 38 * 108 / 4096
     compute = 2 * 4096 * 8192 * 8192 / (PEAK * CE) * factor
-    assert A100.fc_ps(op) == math.ceil(compute * 1e12)
-    assert A100.fc_ps(op) > op.flops / (PEAK * CE) * 1e12
+    assert A100.fc_kernel(op).ps == math.ceil(compute * 1e12)
+    assert A100.fc_kernel(op).ps > op.flops / (PEAK * CE) * 1e12
 
 
 def test_split_k_fills_the_sms_for_decoding_gemms():
@@ -50,7 +50,7 @@ def test_no_operator_beats_peak_compute_or_bandwidth():
     rng = random.Random(7)
     for _ in range(300):
         op = FC("x", 1, rng.randint(1, 4096), rng.randint(16, 20000), rng.randint(16, 60000), 2)
-        ps = A100.fc_ps(op)
+        ps = A100.fc_kernel(op).ps
         assert ps >= op.flops / PEAK * 1e12
         assert ps >= op.bytes_total / BW * 1e12
     for L, q in [(1, 1), (128, 9), (2048, 16), (4000, 1)]:

@@ -24,10 +24,9 @@ def test_gpu_pim_transfer_by_hand():
 
 def test_energy_figures_of_design():
     e = load_energy()
-    gpu = e.gpu(flops=2000, nbytes=100)
-    assert gpu == pytest.approx({"gpu_dram": 2872.0, "gpu_onchip": 100 * 3.68, "gpu_mac": 320.0})
-    pim = e.pim(column_reads=10, column_bytes=32, lanes=16)
-    assert pim == pytest.approx({"pim_bank": 10 * 32 * 4.4, "pim_mac": 10 * 16 * 0.32})
+    assert e.gpu_traffic_pj(flops=2000, nbytes=100) == pytest.approx((2872.0, 100 * 3.68, 320.0))
+    assert e.pim_pj(column_reads=10, column_bytes=32, lanes=16) == pytest.approx(
+        (10 * 32 * 4.4, 10 * 16 * 0.32))
     # 60 W x 1 us = 60 uJ = 6e7 pJ; a PIM stack 3 W
     assert e.static(1_000_000, gpus=1, stacks=0) == pytest.approx(6e7)
     assert e.static(1_000_000, gpus=0, stacks=5) == pytest.approx(1.5e7)

@@ -27,7 +27,7 @@ def _reference(system, model: str, reqs, fc: str, devices: int) -> tuple:
     load = pim.attention_channels(instances, shard.bpe, False,
                                   channels=pim.channels * system.stacks_per_device)
     att_ps = load.cycles * pim.tck_ps * layers
-    parts = system.energy.pim(load.column_reads, pim.column_bytes, pim.lanes)
+    bank_pj, mac_pj = system.energy.pim_pj(load.column_reads, pim.column_bytes, pim.lanes)
     q_bytes = tokens * shard.heads * shard.head_dim * shard.bpe
     down = q_bytes + tokens * shard.kv_heads * shard.head_dim * shard.bpe * 2
     comm_ps = (link.transfer_ps(down) + link.transfer_ps(q_bytes)) * layers
@@ -35,7 +35,7 @@ def _reference(system, model: str, reqs, fc: str, devices: int) -> tuple:
     if link.overlap_attention:
         h = shard.heads
         comm_ps = -(-comm_ps // h) if att_ps > comm_ps else comm_ps - att_ps + -(-att_ps // h)
-    att_energy = (0.0, 0.0, 0.0, parts["pim_bank"] * layers, parts["pim_mac"] * layers, link_pj, 0.0)
+    att_energy = (0.0, 0.0, 0.0, bank_pj * layers, mac_pj * layers, link_pj, 0.0)
     time_ps = att_ps + d.fc_ps + d.comm_ps + comm_ps + d.other_ps
     stacks = devices * system.stacks_per_device
     energy = tuple([((f + a) + o + r) * devices for f, a, o, r in zip(
@@ -98,8 +98,8 @@ def test_refresh_tails_decide_some_swept_steps():
 
 
 def test_the_engines_form_is_the_step_cost():
-    """The adapter's ``Priced`` equals the one made from ``price_step``'s ``StepCost``, on new
-    steps and memo hits."""
+    """The adapter's ``StepPrice`` is ``price_step``'s ``StepCost``, on new steps and memo
+    hits."""
     system = load_hardware("saddle", "attacc")
     adapter = CostAdapter.named("saddle", "opt-66b", "opt-1.3b")
     for reqs in _steps(11, 80, 2100):
@@ -108,4 +108,4 @@ def test_the_engines_form_is_the_step_cost():
         assert got.work.time_ps == cost.time_ps and got.work.gpu_ps == cost.gpu_busy_ps
         assert got.work.pim_ps == cost.pim_busy_ps and got.work.devices == 1
         assert got.energy_fj == round((cost.energy_pj - cost.energy[-1]) * 1000)
-        assert got[2:] == (cost.attention_ps, cost.fc_ps, cost.comm_ps, cost.flops, cost.pim_flops)
+        assert StepCost.of(got) == cost

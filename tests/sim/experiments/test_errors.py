@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import shutil
 import signal
@@ -426,3 +427,63 @@ def test_an_experiment_and_the_api_say_the_same(tmp_path, capsys, no_simulation,
         simulate(RunParams(system="saddle", pair=PAIR, batch=2, trace=trace, split="all",
                            source="api", **{field: value}))
     assert str(err.value) == f"api: {message}"
+
+
+@pytest.mark.parametrize("argv, line", [
+    (["run", "--jobs", "x"],
+     "saddle run: error: argument --jobs/-j: expected a positive integer, found 'x' "
+     "(see saddle run --help)"),
+    (["frobnicate"], "saddle: error: argument COMMAND: invalid choice: 'frobnicate'"),
+    (["trace", "synth", "--pair", "opt-66b+opt-1.3b"],
+     "saddle trace synth: error: the following arguments are required"),
+    (["hw", "timing", "--bogus"], "saddle: error: unrecognized arguments: --bogus"),
+])
+def test_an_argument_error_is_one_line(capsys, argv, line):
+    with pytest.raises(SystemExit) as info:
+        main(argv)
+    assert info.value.code == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith(line), err
+
+
+# -- outputs ------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("option, where", [
+    ("--out", "file/sub"), ("--out", "file"), ("--timeline", "file/t.json"), ("--timeline", "dir"),
+])
+def test_an_output_that_cannot_be_written_is_refused_before_any_run(tmp_path, capsys, trace,
+                                                                      no_simulation, option, where):
+    exp = _write(tmp_path, EXPERIMENT)
+    (tmp_path / "file").write_text("a regular file")
+    (tmp_path / "dir").mkdir()
+    argv = ["run", exp, "--trace", trace, "--jobs", 1, option, tmp_path / where]
+    if option == "--timeline":
+        argv += ["--out", tmp_path / "o"]
+    err = _fails(capsys, *argv)
+    assert err.startswith(f"saddle: error: {option} {tmp_path / where}: "), err
+
+
+def test_a_results_folder_from_the_environment_is_checked_too(tmp_path, capsys, trace,
+                                                              no_simulation, monkeypatch):
+    exp = _write(tmp_path, EXPERIMENT)
+    (tmp_path / "file").write_text("a regular file")
+    monkeypatch.setenv("SADDLE_RESULTS", str(tmp_path / "file"))
+    err = _fails(capsys, "run", exp, "--trace", trace, "--jobs", 1)
+    assert err.startswith(f"saddle: error: results folder {tmp_path / 'file' / 'small'}: ")
+    assert "is a file, not a folder" in err
+
+
+def test_a_failed_write_is_one_error_and_keeps_the_runs(tmp_path, capsys, trace, monkeypatch):
+    import errno
+
+    import sim.experiments.runner as runner
+    exp = _write(tmp_path, EXPERIMENT)
+
+    def disk_full(out, *args):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(out / "results.json"))
+    monkeypatch.setattr(runner, "write_results", disk_full)
+    out = tmp_path / "o"
+    err = _fails(capsys, "run", exp, "--trace", trace, "--jobs", 1, "--out", out)
+    assert err == (f"saddle: error: {out / 'results.json'}: No space left on device; results "
+                   "written before it are kept")
+    assert len(list((out / "runs").glob("*.json"))) == 3

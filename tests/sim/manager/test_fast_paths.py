@@ -1,8 +1,7 @@
 """The Manager model's fast paths against the plain arithmetic and the plain calls they stand
 for: ``quantize_prob``'s common case, ``Controller.advance`` with ``update_h`` and ``stops``
 written out, ``SharedPool.insert_all`` (an Eager Pool's drain), ``Manager.query``'s answer
-memoized per drafting count, and ``Manager.issue``'s positions read from the selection's
-grouping (``SharedPool.in_flight_positions``)."""
+memoized per drafting count, and ``Manager.issue``'s positions in the Issued event's order."""
 import math
 import random
 

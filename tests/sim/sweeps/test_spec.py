@@ -98,7 +98,8 @@ def test_a_sweep_resolves_to_one_run_per_point(write):
     ("grid: {draft_length: [3]}\n",
      r"point 1 \(draft_length=3\): .*systems\[0\].draft_length: system pim-ad does not take a fixed d"),
     ("grid: {hardware.links.nvlink.efficiency: [0.5, 2.0]}\n",
-     r"point 2 .*links.yaml: nvlink.efficiency: expected a fraction in \(0, 1\], found 2.0"),
+     r"point 2 \(hardware.links.nvlink.efficiency=2.0\): .*nvlink.efficiency: 2.0: expected a "
+     r"fraction in \(0, 1\], found 2.0 \(it replaces configs/hardware/links.yaml's value\)"),
     ("grid: {system: [pim-ad, pim-ad]}\n", r"point 2 \(system=pim-ad\): the same run as point 1"),
     ("grid: {dlm_fc_threshold: [3]}\n",
      r"systems\[0\].dlm_fc_threshold: system pim-ad has no Scheduler \(mapping: dynamic\)"),

@@ -123,7 +123,8 @@ class _SteppedCosts:
 
     def price(self, role, reqs, fc, attention, devices):
         (_, tokens), = reqs
-        return types.SimpleNamespace(fc_ps=1000 if tokens < 23 else 1200 + max(0, tokens - 150) * 10)
+        fc_ps = 1000 if tokens < 23 else 1200 + max(0, tokens - 150) * 10
+        return types.SimpleNamespace(cost=types.SimpleNamespace(fc_ps=fc_ps))
 
     def tlm_fc_compute_bound(self, tokens):
         return tokens > 150
