@@ -142,11 +142,14 @@ def corrupt_expected(pairs, index: int) -> tuple[list, int]:
 
 
 def coverify(config: ManagerConfig, pairs, *, source: str, softmax=None, stall: float = 0.2, seed: int = 0,
-             txlog: Path | None = None, simulator: str = "amaranth") -> CoverifyReport:
+             txlog: Path | None = None, simulator: str = "amaranth",
+             selector_stage_levels: int | None = None) -> CoverifyReport:
     """Replay ``pairs`` on the RTL sized by ``config`` (and ``softmax``, a ``SoftmaxParams``, if
     the sequence has DraftLogits) in ``simulator``: Amaranth's simulator on the design, or
     cocotb on Verilator on its exported Verilog (built once under build/cocotb/, which needs
-    ``txlog``). With ``txlog`` the pairs are written there first."""
+    ``txlog``). With ``txlog`` the pairs are written there first. The Shared Pool selector is
+    pipelined every ``selector_stage_levels`` tree levels (None: the shipped
+    configs/hardware/manager_rtl.yaml; 0: combinational)."""
     from sim.manager.random_txns import CORNERS, coverage
     from sim.manager.txlog import write_txlog
 
@@ -164,12 +167,14 @@ def coverify(config: ManagerConfig, pairs, *, source: str, softmax=None, stall: 
     if simulator == "amaranth":
         from hw.flow.manager_replay import replay
 
-        result = replay(config, pairs, softmax=softmax, stall=stall, seed=seed, name="coverify")
+        result = replay(config, pairs, softmax=softmax, stall=stall, seed=seed, name="coverify",
+                        selector_stage_levels=selector_stage_levels)
         report.compared, report.cycles, report.mismatch = result.transactions, result.total_cycles, result.mismatch
     else:
         if txlog is None:
             raise ValueError("the Verilator replay reads the pairs from a transaction log: give txlog")
-        report.compared, report.cycles, report.mismatch = _on_verilator(config, softmax, txlog, stall, seed)
+        report.compared, report.cycles, report.mismatch = _on_verilator(config, softmax, txlog, stall, seed,
+                                                                        selector_stage_levels)
     report.seconds = time.monotonic() - started
     return report
 
@@ -187,7 +192,8 @@ def design_name(config: ManagerConfig, softmax, selector_stage_levels: int | Non
             + (f"_k{selector_stage_levels}" if selector_stage_levels else ""))
 
 
-def _on_verilator(config: ManagerConfig, softmax, txlog: Path, stall: float, seed: int):
+def _on_verilator(config: ManagerConfig, softmax, txlog: Path, stall: float, seed: int,
+                  selector_stage_levels: int | None = None):
     import json
 
     from hw.flow.manager_replay import IDLE_SOFTMAX
@@ -195,7 +201,8 @@ def _on_verilator(config: ManagerConfig, softmax, txlog: Path, stall: float, see
     from hw.manager.manager import Manager
 
     unit = softmax or IDLE_SOFTMAX
-    design = built(design_name(config, unit), lambda: Manager.from_config(config, unit))
+    design = built(design_name(config, unit, selector_stage_levels),
+                   lambda: Manager.from_config(config, unit, selector_stage_levels=selector_stage_levels))
     report_path = Path(txlog).with_suffix(".verilator.json")
     report_path.unlink(missing_ok=True)
     bench = Path(__file__).with_name("testbench") / "manager_txlog.py"

@@ -86,6 +86,12 @@ def test_a_log_the_model_disagrees_with_is_refused(recorded, tmp_path):
         log_pairs(log)
 
 
+@pytest.fixture(scope="module")
+def shipped_runs():
+    """The shipped-size runs of hw.flow.coverify.SHIPPED_RUNS, recorded once (about a second)."""
+    return {kind: record_run(shipped_params(kind, source="test")) for kind in SHIPPED_CI_TRANSACTIONS}
+
+
 def test_a_wrong_expectation_fails_on_amaranth(recorded):
     """The comparison is live: one bit wrong in one expected event is a mismatch there."""
     config, pairs, _ = recorded
@@ -96,26 +102,17 @@ def test_a_wrong_expectation_fails_on_amaranth(recorded):
 
 
 @pytest.mark.slow
-def test_a_wrong_expectation_fails_on_verilator(recorded, tmp_path, monkeypatch, verilator_design):
+@pytest.mark.verilator_prebuild("hw.flow.coverify:shipped_design")
+def test_a_wrong_expectation_fails_on_verilator(shipped_runs, tmp_path, monkeypatch):
     """The same on Verilator, through the transaction-log bench and coverify's report: the bench
     corrupts the model's events (SADDLE_MGR_CORRUPT), the replay stops at that transaction. On
-    the reduced Manager's build (shared with tests/hw/manager/test_manager_verilator.py)."""
-    from hw.flow.coverify import design_name
-    from hw.flow.manager_replay import IDLE_SOFTMAX
-    from hw.manager.manager import Manager
-    config, pairs, _ = recorded
-    verilator_design(design_name(config, IDLE_SOFTMAX), lambda: Manager.from_config(config, IDLE_SOFTMAX))
-    _, at = corrupt_expected(pairs[:60], 30)
-    monkeypatch.setenv("SADDLE_MGR_CORRUPT", "30")
-    report = coverify(config, pairs[:60], source="test", txlog=tmp_path / "bad.jsonl", simulator="verilator", seed=5)
+    the shipped Manager's build (below)."""
+    config, pairs, _ = shipped_runs["real"]
+    _, at = corrupt_expected(pairs[:80], 40)
+    monkeypatch.setenv("SADDLE_MGR_CORRUPT", "40")
+    report = coverify(config, pairs[:80], source="test", txlog=tmp_path / "bad.jsonl", simulator="verilator", seed=5)
     assert not report.ok and report.compared == at
     assert report.mismatch.startswith(f"#{at} "), report.mismatch
-
-
-@pytest.fixture(scope="module")
-def shipped_runs():
-    """The shipped-size runs of hw.flow.coverify.SHIPPED_RUNS, recorded once (about a second)."""
-    return {kind: record_run(shipped_params(kind, source="test")) for kind in SHIPPED_CI_TRANSACTIONS}
 
 
 @pytest.mark.slow
@@ -173,13 +170,11 @@ def test_real_trace_run_with_aging_matches_the_rtl(tmp_path):
 
 
 @pytest.mark.slow
-def test_real_trace_run_with_aging_on_verilator(tmp_path, verilator_design):
-    """The exported Verilog of the Manager built with aging (its own build, ``_a1``)."""
-    from hw.flow.coverify import design_name
-    from hw.flow.manager_replay import IDLE_SOFTMAX
-    from hw.manager.manager import Manager
+def test_real_trace_run_with_aging_on_verilator(tmp_path):
+    """The exported Verilog of the Manager built with aging, its selector combinational: the
+    build of tests/hw/manager/test_manager_verilator.py's aging test (same name, one build)."""
     config, pairs = _aging_run(8, 16)
-    verilator_design(design_name(config, IDLE_SOFTMAX), lambda: Manager.from_config(config, IDLE_SOFTMAX))
-    report = coverify(config, pairs, source="test", txlog=tmp_path / "aging.jsonl", simulator="verilator", seed=5)
+    report = coverify(config, pairs, source="test", txlog=tmp_path / "aging.jsonl", simulator="verilator", seed=5,
+                      selector_stage_levels=0)
     assert report.ok, report.mismatch
     assert report.compared == len(pairs) > 2000
