@@ -192,34 +192,67 @@ def cached(section: str, compute: Callable[[], dict], run: bool = True, extra: s
     entry = {"key": key, **compute(), "cpu_s": None, "wall_s": None}
     entry["cpu_s"], entry["wall_s"] = round(_cpu_self() + _cpu_children() - cpu, 1), round(time.monotonic() - wall, 1)
     CACHE.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(entry, indent=1, sort_keys=True) + "\n")
+    # Not sorted: key order is the tables' row and column order (as in report.json).
+    path.write_text(json.dumps(entry, indent=1) + "\n")
     return entry
 
 
 def coverify_runs() -> dict:
     """The default co-verification run (``saddle hw coverify``: saddle, batch 16, 24 requests of
-    the real trace, the reduced Manager, Amaranth), and the coverage of every stimulus the RTL
-    tests and ``saddle hw mutate`` replay."""
-    from hw.flow.coverify import coverify, record_run
+    the real trace, the reduced Manager, Amaranth); the shipped-size runs
+    (``hw.flow.coverify.SHIPPED_RUNS``, 128 requests and 512 + 512 entries, Verilator) whole and
+    the prefixes CI replays, with the cost of the Verilator build they share; and the coverage
+    of every stimulus the RTL tests and ``saddle hw mutate`` replay."""
+    from hw.flow.coverify import (
+        SHIPPED_CI_TRANSACTIONS,
+        SHIPPED_SEED,
+        coverify,
+        occupancy,
+        record_run,
+        shipped_design,
+        shipped_params,
+    )
     from hw.flow.manager_stimulus import RANDOM_SEEDS, ROUND_BY_HAND, corner_pairs, random_pairs
+    from hw.flow.verilator_runner import built
     from sim.manager.random_txns import CORNERS, coverage
 
+    def measured(config, pairs, label, simulator, seed, **kw) -> dict:
+        cpu = _cpu_self() + _cpu_children()
+        report = coverify(config, pairs, source=label, stall=0.2, seed=seed, simulator=simulator, **kw)
+        return {"run": label, "manager": f"{config.max_requests} requests, {config.shared_entries} + "
+                                          f"{config.eager_entries} entries",
+                "simulator": simulator, **report.as_dict(), "config": None, **occupancy(config, pairs),
+                "cpu_s": round(_cpu_self() + _cpu_children() - cpu, 1)}
+
     params = default_coverify_params()
-    config, pairs, record = record_run(params)
-    report = coverify(config, pairs, source="saddle hw coverify (default run)", stall=0.2, seed=0)
+    config, default_pairs, record = record_run(params)
+    runs = [{**measured(config, default_pairs, f"{params.system}, batch {params.batch}, {params.requests} requests "
+                                               "of the real trace (`saddle hw coverify`)", "amaranth", 0),
+             "tokens_drafted": record["tokens"]["drafted"]}]
+    design = built(*shipped_design())
+    shipped, work = {}, CACHE / "coverify"
+    for kind, n in SHIPPED_CI_TRANSACTIONS.items():
+        sp = shipped_params(kind, source="saddle hw report")
+        config, pairs, record = record_run(sp)
+        shipped[kind] = pairs
+        what = ("every request of the real trace" if kind == "real"
+                else f"{sp.requests} requests of the synthetic {sp.pair} trace")
+        label = f"{sp.system}, batch {sp.batch}, {what}"
+        runs.append({**measured(config, pairs, label, "verilator", SHIPPED_SEED, txlog=work / f"{kind}.jsonl"),
+                     "tokens_drafted": record["tokens"]["drafted"]})
+        runs.append({**measured(config, pairs[:n], f"{label}: its first {_fmt(n)} (CI)", "verilator", SHIPPED_SEED,
+                                txlog=work / f"{kind}_ci.jsonl"), "ci": True})
     random = [random_pairs(seed)[0] for seed in RANDOM_SEEDS]
     stimuli = {
         "random": ("random, 2 x 700 on `SMALL` (Amaranth tests, mutate)", [p for r in random for p in r]),
-        "real": (f"real trace, `saddle hw coverify` default ({len(pairs)} transactions)", pairs),
+        "real": (f"real trace, `saddle hw coverify` default ({len(default_pairs)} transactions)", default_pairs),
+        "shipped_real": (f"real trace, shipped size ({len(shipped['real'])} transactions)", shipped["real"]),
+        "shipped_synthetic": (f"synthetic trace, shipped size ({len(shipped['synthetic'])} transactions)",
+                              shipped["synthetic"]),
         "directed": ("directed (round by hand + corners)", list(ROUND_BY_HAND) + corner_pairs()),
     }
     cov = {key: {"label": label, "hits": dict(coverage(p))} for key, (label, p) in stimuli.items()}
-    return {"runs": [{"run": f"{params.system}, batch {params.batch}, {params.requests} requests of the "
-                             f"real trace (`saddle hw coverify`)",
-                      "manager": f"{config.max_requests} requests, {config.shared_entries} + "
-                                 f"{config.eager_entries} entries",
-                      "simulator": "amaranth", **report.as_dict(), "config": None,
-                      "tokens_drafted": record["tokens"]["drafted"]}],
+    return {"runs": runs, "build": {"design": design.name, **(design.stats or {})},
             "corners": dict(CORNERS), "coverage": cov}
 
 
@@ -314,10 +347,24 @@ def render_coverify(data: dict | None) -> str:
     rows = []
     for r in data["runs"]:
         inputs = ", ".join(f"{_fmt(n)} {k}" for k, n in sorted(r["inputs"].items(), key=lambda kv: -kv[1])[:4])
-        rows.append([r["run"], r["manager"], f"{_fmt(r['transactions'])} ({inputs})", _fmt(r["cycles"]),
-                     r["simulator"], "every event equal" if r["ok"] else f"MISMATCH at {r['compared'] + 1}"])
-    return _table(["run", "Manager", "transactions", "RTL cycles", "simulator", "result"],
-                  ["l", "l", "r", "r", "l", "l"], rows)
+        used = (f"{r['requests']} / {r['peak_shared']} / {r['peak_eager']}" if "requests" in r else "-")
+        rows.append([r["run"], r["manager"], f"{_fmt(r['transactions'])} ({inputs})", used, _fmt(r["cycles"]),
+                     r["simulator"], _fmt(r.get("cpu_s")),
+                     "every event equal" if r["ok"] else f"MISMATCH at {r['compared'] + 1}"])
+    out = _table(["run", "Manager", "transactions", "requests / peak Shared / peak Eager", "RTL cycles", "simulator",
+                  "CPU s", "result"], ["l", "l", "r", "r", "r", "l", "r", "l"], rows)
+    build = data.get("build")
+    if build:
+        compile_ = build.get("last_compilation") or (build if build.get("compiled") else None)
+        ci = [r for r in data["runs"] if r.get("ci")]
+        out += (f"\nThe Verilator runs share one build, `{build['design']}` (the shipped sizes, the idle softmax of "
+                f"every co-verification; {build['verilog_bytes'] / 1e6:.1f} MB of Verilog): export "
+                f"{_fmt(build['export_cpu_s'])} s CPU, Verilator and g++ -O0 "
+                + (f"{_fmt(compile_['verilator_cpu_s'])} s CPU" if compile_ else "not measured") + ". "
+                + (f"CI replays the first transactions of each shipped-size run "
+                   f"({' + '.join(_fmt(r['cycles']) for r in ci)} cycles, "
+                   f"{_fmt(sum(r['cpu_s'] for r in ci))} s CPU) on that build.\n" if ci else "\n"))
+    return out
 
 
 def render_coverage(data: dict | None) -> str:
@@ -462,7 +509,7 @@ def build_report(sections=SECTIONS, blocks: list[str] | None = None, mappings=MA
     if "coverify" in sections or "coverage" in sections:
         log("co-verification and coverage")
         entry = cached("coverify", coverify_runs, run)
-        report["coverify"] = entry and {"runs": entry["runs"]}
+        report["coverify"] = entry and {"runs": entry["runs"], "build": entry.get("build")}
         report["coverage"] = entry and {"corners": entry["corners"], "coverage": entry["coverage"]}
     if "mutation" in sections:
         log("mutation (each mutant up to its first failing check)")
