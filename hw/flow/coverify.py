@@ -116,7 +116,8 @@ def occupancy(config: ManagerConfig, pairs) -> dict:
         model.apply(txn)
         if getattr(txn, "request", None) is not None:
             requests.add(txn.request)
-        shared, eager = max(shared, model.shared_pool.count), max(eager, model.eager_pools.total)
+        pooled = sum(model.eager_pools.count(mb) for mb in range(config.micro_batches))
+        shared, eager = max(shared, model.shared_pool.count), max(eager, pooled)
     return {"requests": len(requests), "max_request": max(requests, default=-1), "peak_shared": shared,
             "peak_eager": eager}
 
