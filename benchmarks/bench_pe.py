@@ -2,7 +2,7 @@
 
     .venv/bin/python benchmarks/bench_pe.py [--rtl]
 
-model: sim/pe_ref.accumulate over 1024 PEs (one HBM3 stack) x 64 MAC commands x 16 lanes,
+model: hw/pe/reference.accumulate over 1024 PEs (one HBM3 stack) x 64 MAC commands x 16 lanes,
        in MAC commands per second (each = 16 FP16 MACs), both modes
 --rtl: also cycles per second of the 4-lane PE in Amaranth's simulator on a random program
        (the Verilator figure is in the cocotb summary of tests/hw/pe/test_pe_verilator.py)
@@ -15,7 +15,7 @@ import time
 import numpy as np
 
 from hw.flow.testbench.pe_vectors import finite_fp16, random_program
-from sim.pe_ref import Mode, accumulate
+from hw.pe.reference import Mode, accumulate
 
 
 def bench_model() -> None:

@@ -11,7 +11,7 @@ from collections.abc import Callable
 
 def _bank_pe():
     from hw.pe.bank_pe import BankPE
-    from sim.pe_ref import load_params
+    from hw.pe.reference import load_params
 
     return BankPE(lanes=load_params().lanes)
 
@@ -22,10 +22,11 @@ def _fp16_mul():
     return FP16Mul()
 
 
-def _fp32_add():
-    from hw.pe.fp32_add import FP32Add
+def _fixed_to_fp32():
+    from hw.pe.fixed_to_fp32 import FixedToFP32
+    from hw.pe.reference import ACC_BITS, FRAC_BITS
 
-    return FP32Add()
+    return FixedToFP32(ACC_BITS, FRAC_BITS)
 
 
 def _fp16_round():
@@ -75,7 +76,7 @@ def _manager(block: str) -> Callable[[], object]:
 BLOCKS: dict[str, Callable[[], object]] = {
     "bank_pe": _bank_pe,
     "fp16_mul": _fp16_mul,
-    "fp32_add": _fp32_add,
+    "fixed_to_fp32": _fixed_to_fp32,
     "fp16_round": _fp16_round,
     "softmax": _manager("softmax"),
     "controller": _manager("controller"),

@@ -15,6 +15,13 @@ transaction mix a real run produces (long rounds of a confident draft model, bur
 rejections, pools that fill while a verification is in flight, retirements and refills). The
 report counts the functional-coverage corners the sequence reached
 (``sim.manager.random_txns.CORNERS``).
+
+At the shipped size (``configs/manager.yaml``: 128 requests, 512 + 512 pool entries) only
+Verilator is fast enough; ``SHIPPED_RUNS`` are the two runs that size is checked on (every
+request of the real trace at batch 128, and 128 requests of the pair's synthetic trace at batch
+128, which fills both 512-entry pools and uses all 128 request slots). CI
+(tests/hw/flow/test_coverify.py) replays the first ``SHIPPED_CI_TRANSACTIONS`` of each on one
+Verilator build; `saddle hw report` replays them whole.
 """
 from __future__ import annotations
 
@@ -61,14 +68,89 @@ def record_run(params) -> tuple[ManagerConfig, list[tuple[object, list]], dict]:
 
 
 SIMULATORS = ("amaranth", "verilator")
+REAL_TRACE = "smollm2-135m.self24.real.jsonl.gz"         # in traces/data/
+# Shipped-size runs: trace ("real": REAL_TRACE; "synthetic": the pair's), batch, requests (None: all).
+SHIPPED_RUNS = {"real": ("real", 128, None), "synthetic": ("synthetic", 128, 128)}
+# What CI replays of each (a prefix of a legal sequence is legal). The build of the shipped
+# Manager takes about 140 s of CPU and a cycle about 1.6 ms of it (-O0; hw/README.md), so a few
+# thousand transactions is what the test suite's budget holds. The real run's first 1400 have
+# all 64 of its requests in flight and up to 152 tokens in each pool, and reach every corner
+# the whole run reaches but the Unlock with nothing pooled (its last); the synthetic run's first
+# 1300 use all 128 request slots and fill all eight 64-entry Eager Pools (refused drafts, released
+# on a retry), with up to 465 tokens in the Shared Pool.
+SHIPPED_CI_TRANSACTIONS = {"real": 1400, "synthetic": 1300}
+SHIPPED_SEED = 7                  # the back-pressure pattern of the shipped-size replays
+
+
+def shipped_params(kind: str, source: str = "shipped-size co-verification"):
+    """``RunParams`` of the shipped-size run ``kind`` (``SHIPPED_RUNS``): saddle on
+    opt-66b+opt-1.3b's costs with the Manager of configs/manager.yaml."""
+    from common.paths import CONFIGS, TRACE_DATA
+    from sim.systems.run import RunParams
+
+    trace, batch, requests = SHIPPED_RUNS[kind]
+    return RunParams(system="saddle", pair="opt-66b+opt-1.3b", batch=batch, split="all", requests=requests,
+                     trace=str(TRACE_DATA / REAL_TRACE) if trace == "real" else None,
+                     manager=str(CONFIGS / "manager.yaml"), source=source)
+
+
+def shipped_design():
+    """(name, factory) of the Verilator build the shipped-size runs replay on: the Manager of
+    configs/manager.yaml with the idle softmax of every co-verification (the runs have no
+    DraftLogits). `_on_verilator` builds the same design under the same name."""
+    from common.paths import CONFIGS
+    from hw.flow.manager_replay import IDLE_SOFTMAX
+    from hw.manager.manager import Manager
+
+    config = ManagerConfig.load(CONFIGS / "manager.yaml")
+    return design_name(config, IDLE_SOFTMAX), lambda: Manager.from_config(config, IDLE_SOFTMAX)
+
+
+def occupancy(config: ManagerConfig, pairs) -> dict:
+    """How much of the Manager a sequence used (replayed on the model): distinct request ids, the
+    highest request id, the most tokens the Shared Pool and the Eager Pools held at once."""
+    from sim.manager.manager import Manager
+
+    model, requests, shared, eager = Manager(config), set(), 0, 0
+    for txn, _ in pairs:
+        model.apply(txn)
+        if getattr(txn, "request", None) is not None:
+            requests.add(txn.request)
+        pooled = sum(model.eager_pools.count(mb) for mb in range(config.micro_batches))
+        shared, eager = max(shared, model.shared_pool.count), max(eager, pooled)
+    return {"requests": len(requests), "max_request": max(requests, default=-1), "peak_shared": shared,
+            "peak_eager": eager}
+
+
+def corrupt_expected(pairs, index: int) -> tuple[list, int]:
+    """A copy of ``pairs`` whose expected events are wrong in one bit: the first event of the
+    first transaction from ``index`` on that has events gets its first integer field XOR 1.
+    Returns (pairs, position of that transaction). The self-test that the comparison fails on a
+    wrong expectation (tests/hw/flow/test_coverify.py; SADDLE_MGR_CORRUPT in the Verilator bench)."""
+    import dataclasses
+
+    out = list(pairs)
+    for i in range(index, len(out)):
+        txn, events = out[i]
+        if isinstance(events, Exception) or not events:
+            continue
+        first = events[0]
+        name = next(f.name for f in dataclasses.fields(first)
+                    if isinstance(getattr(first, f.name), int) and not isinstance(getattr(first, f.name), bool))
+        out[i] = (txn, [dataclasses.replace(first, **{name: getattr(first, name) ^ 1}), *events[1:]])
+        return out, i
+    raise ValueError(f"no transaction with events from {index} on")
 
 
 def coverify(config: ManagerConfig, pairs, *, source: str, softmax=None, stall: float = 0.2, seed: int = 0,
-             txlog: Path | None = None, simulator: str = "amaranth") -> CoverifyReport:
+             txlog: Path | None = None, simulator: str = "amaranth",
+             selector_stage_levels: int | None = None) -> CoverifyReport:
     """Replay ``pairs`` on the RTL sized by ``config`` (and ``softmax``, a ``SoftmaxParams``, if
     the sequence has DraftLogits) in ``simulator``: Amaranth's simulator on the design, or
     cocotb on Verilator on its exported Verilog (built once under build/cocotb/, which needs
-    ``txlog``). With ``txlog`` the pairs are written there first."""
+    ``txlog``). With ``txlog`` the pairs are written there first. The Shared Pool selector is
+    pipelined every ``selector_stage_levels`` tree levels (None: the shipped
+    configs/hardware/manager_rtl.yaml; 0: combinational)."""
     from sim.manager.random_txns import CORNERS, coverage
     from sim.manager.txlog import write_txlog
 
@@ -86,12 +168,14 @@ def coverify(config: ManagerConfig, pairs, *, source: str, softmax=None, stall: 
     if simulator == "amaranth":
         from hw.flow.manager_replay import replay
 
-        result = replay(config, pairs, softmax=softmax, stall=stall, seed=seed, name="coverify")
+        result = replay(config, pairs, softmax=softmax, stall=stall, seed=seed, name="coverify",
+                        selector_stage_levels=selector_stage_levels)
         report.compared, report.cycles, report.mismatch = result.transactions, result.total_cycles, result.mismatch
     else:
         if txlog is None:
             raise ValueError("the Verilator replay reads the pairs from a transaction log: give txlog")
-        report.compared, report.cycles, report.mismatch = _on_verilator(config, softmax, txlog, stall, seed)
+        report.compared, report.cycles, report.mismatch = _on_verilator(config, softmax, txlog, stall, seed,
+                                                                        selector_stage_levels)
     report.seconds = time.monotonic() - started
     return report
 
@@ -109,15 +193,17 @@ def design_name(config: ManagerConfig, softmax, selector_stage_levels: int | Non
             + (f"_k{selector_stage_levels}" if selector_stage_levels else ""))
 
 
-def _on_verilator(config: ManagerConfig, softmax, txlog: Path, stall: float, seed: int):
+def _on_verilator(config: ManagerConfig, softmax, txlog: Path, stall: float, seed: int,
+                  selector_stage_levels: int | None = None):
     import json
 
     from hw.flow.manager_replay import IDLE_SOFTMAX
-    from hw.flow.verilator_runner import VerilatorDesign
+    from hw.flow.verilator_runner import built
     from hw.manager.manager import Manager
 
     unit = softmax or IDLE_SOFTMAX
-    design = VerilatorDesign(design_name(config, unit), lambda: Manager.from_config(config, unit))
+    design = built(design_name(config, unit, selector_stage_levels),
+                   lambda: Manager.from_config(config, unit, selector_stage_levels=selector_stage_levels))
     report_path = Path(txlog).with_suffix(".verilator.json")
     report_path.unlink(missing_ok=True)
     bench = Path(__file__).with_name("testbench") / "manager_txlog.py"

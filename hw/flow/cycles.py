@@ -148,7 +148,7 @@ def measure_pe() -> dict[str, int]:
     tests/hw/pe/test_pe_config.py)."""
     from hw.flow.pe_replay import run_program
     from hw.flow.testbench.pe_vectors import Command
-    from sim.pe_ref import Mode, Op, load_params
+    from hw.pe.reference import Mode, Op, load_params
 
     lanes = load_params().lanes
     one = (0x3C00,) * lanes    # binary16 1.0
@@ -214,8 +214,8 @@ def write(cycles: Cycles, timing_path: Path | None = None, pe_path: Path | None 
 
 def differences(cycles: Cycles) -> list[str]:
     """Where the config files disagree with the measured cycles (empty: they agree)."""
+    from hw.pe.reference import load_params
     from sim.manager.timing import load_manager_timing
-    from sim.pe_ref import load_params
 
     out = []
     config = load_manager_timing().measured()

@@ -46,8 +46,9 @@ EQUIVALENT = {
         "non-waiting entries, and then best_valid is low: SELECT changes nothing and the "
         "sequencer ends the selection without using best_*.",
     "start_mode_from_register":
-        "The stage-1 mode reaches only two places, both taken for MAC commands alone: lane 0's "
-        "addend (tree sum or product) and whether lanes 1.. accumulate. For a MAC the shipped "
+        "The stage-1 mode reaches only two places, both taken for MAC commands alone: whether "
+        "lanes 1.. enter lane 0's carry-save tree (and its special flags) and whether lanes 1.. "
+        "accumulate. For a MAC the shipped "
         "Mux(op == START, cmd.mode, mode) already selects the register, and the register holds "
         "the mode of the latest START (it is written at the START's clock edge, before any later "
         "MAC is in stage 1). A START's own stage-1 mode is read by nothing: START clears every "
@@ -131,7 +132,7 @@ def manager_checks() -> list[Check]:
 
 def pe_checks() -> list[Check]:
     from hw.flow.testbench.pe_vectors import corner_program, long_program, random_program
-    from sim.pe_ref import Mode
+    from hw.pe.reference import Mode
 
     return [
         program_check("corner cases, 4 lanes", corner_program(4), 4),

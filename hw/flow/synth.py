@@ -278,6 +278,12 @@ class DelayMapping:
     load_pf: float        # on each module output
     extra_map: str        # Yosys techmap rules replacing the default ones (a faster carry chain)
     booth: bool = False   # multipliers as radix-4 Booth partial products summed by a tree (synth -booth)
+    abc_script: str = ""  # ABC's commands ({D}: the delay target), none of them restructuring for area
+
+    def script(self) -> str:
+        """``abc -script`` argument: the commands with the target, comma-separated, after a +."""
+        return "+" + ";".join(cmd.strip().replace("{D}", f"-D {self.target_ps}").replace(" ", ",")
+                              for cmd in self.abc_script.split(";") if cmd.strip())
 
 
 def load_delay_mapping(path: Path | None = None) -> DelayMapping:
@@ -287,7 +293,8 @@ def load_delay_mapping(path: Path | None = None) -> DelayMapping:
     val = lambda key, kind, **kw: get(sec, key, kind, source=path, prefix="delay_mapping", **kw)  # noqa: E731
     return DelayMapping(int(val("target_ps", int, positive=True)), val("driving_cell", str),
                         float(val("load_pf", float, positive=True)), val("extra_map", str),
-                        bool(get(sec, "booth", bool, source=path, prefix="delay_mapping", default=False)))
+                        bool(get(sec, "booth", bool, source=path, prefix="delay_mapping", default=False)),
+                        val("abc_script", str))
 
 
 def synthesize(verilog: Path, top: str, *, liberty: Path | None, work_dir: Path,
@@ -320,7 +327,9 @@ def synthesize(verilog: Path, top: str, *, liberty: Path | None, work_dir: Path,
              "synth -noshare, hierarchy kept (each module optimized and mapped by itself, instances summed)")
     # Direct mapping: skip synth's generic-gate ABC, whose output only the generic method reads;
     # `abc -liberty` then maps Yosys' gates itself (about half the time, a little more area).
-    direct = liberty is not None and (block or top) in load_direct_mapping()
+    # The delay mapping always does: the generic ABC rewrites for area and turns the parallel-
+    # prefix carries back into ripple chains before the delay mapping sees them.
+    direct = liberty is not None and ((block or top) in load_direct_mapping() or delay is not None)
     if direct:
         shape += ", synth -noabc (direct mapping)"
     # The top's direct submodules as exported (the report's `parts`) -> the module mapped for each.
@@ -347,9 +356,9 @@ def synthesize(verilog: Path, top: str, *, liberty: Path | None, work_dir: Path,
         abc = f"abc -liberty {rel}"
         if delay:
             (work_dir / "abc.constr").write_text(f"set_driving_cell {delay.driving_cell}\nset_load {delay.load_pf}\n")
-            abc += f" -D {delay.target_ps} -constr abc.constr"
+            abc += f" -D {delay.target_ps} -constr abc.constr -script {delay.script()}"
             shape += (f", delay mapping ({delay.extra_map} carries{'; Booth multipliers' if delay.booth else ''}; "
-                      f"abc -D {delay.target_ps} -constr: "
+                      f"abc -D {delay.target_ps} -constr, script {delay.abc_script}: "
                       "buffering, gate sizing)")
         script += [f"dfflibmap -liberty {rel}", abc, "opt_clean",
                    f"tee -q -o mapped.json stat -json -liberty {rel}", f"write_verilog -noattr {MAPPED_NETLIST}"]

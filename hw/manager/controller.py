@@ -12,17 +12,21 @@ entry i in bits [17 i, 17 i + 17)).
 Interface (``lib.wiring`` Component):
 
 - configuration: ``tau`` (UQ1.16), ``max_draft_len``, ``calibrated``, ``acceptance``; held
-  stable while in use.
+  stable while in use (a change of ``calibrated`` or ``acceptance`` reaches a DRAFT with
+  ``use_logits`` one cycle later than one with ``prob``: that operand is registered).
 - command ``op`` (``CtlOp``) with ``req``, ``mb``, ``prob``, ``use_logits``, ``token``,
   ``reject``; ``op_ready`` is low only for a ``DRAFT`` with ``use_logits`` while the softmax
-  has no result. Each command completes in the cycle it is given with ``op_ready`` high:
+  has no result; ``draft_ready``: the same for a ``DRAFT`` or ``SKIP``, from ``use_logits``
+  alone (not from ``op``, which the user may decide late in the cycle). Each command completes in the cycle it is given with ``op_ready`` high:
   ``ADMIT`` (slot ``req`` in micro-batch ``mb``, round start), ``DRAFT`` (one token of
   probability ``prob``, or the softmax's greedy token with ``use_logits``), ``RESULT`` (the
   verification's TLM ``token`` is the next round's start; ``reject`` marks the round rejected),
   ``NEW_ROUND`` (H = 1.0, t = 0, drafting), ``END_ROUND`` (drafting of the round stops, as
   the model's EndRound), ``RETIRE``, ``SKIP`` (with ``use_logits``: drop the softmax result of a
   token the pools refused; the DLM sends its logits again).
-- ``pre_req``: the request of the next cycle's ``DRAFT`` (its H is read one cycle ahead).
+- ``pre_req``, ``pre_prob``: the request and the probability of the next cycle's ``DRAFT``
+  (its H is read and its multiplier operand derived one cycle ahead; ``prob`` itself then only
+  feeds ``sampled_prob``).
 - decision (combinational, for the ``DRAFT`` in this cycle): ``h_new``, ``t_new``, ``stop``,
   ``sampled_token``/``sampled_prob`` (softmax result or ``prob``).
 - read port: ``req`` -> ``rd_mb``, ``rd_state``, ``rd_h``, ``rd_t``, ``rd_next_token``,
@@ -80,6 +84,10 @@ class Controller(wiring.Component):
                                 "fraction bits) instead of the last entry",
         "acceptance_bin_low": "controller, calibrated rule: the acceptance entry is chosen by p_t's fraction "
                               "bits one position lower (bits 11..14 instead of 12..15)",
+        "logits_factor_stale": "controller: the softmax result's multiplier operand is registered from the "
+                               "quotient as it is, not as it will be (a cycle late)",
+        "prob_factor_late": "controller: the prob operand is registered from prob, not from pre_prob (the "
+                            "previous cycle's probability)",
     }
 
     def __init__(self, requests: int, softmax: SoftmaxParams, *, fault: str | None = None):
@@ -91,8 +99,8 @@ class Controller(wiring.Component):
         super().__init__({
             "tau": In(PROB.bits), "max_draft_len": In(t),
             "calibrated": In(1), "acceptance": In(ACCEPTANCE_BINS * PROB.bits),
-            "op": In(CtlOp), "op_ready": Out(1),
-            "req": In(REQUEST_ID.bits), "pre_req": In(REQUEST_ID.bits),
+            "op": In(CtlOp), "op_ready": Out(1), "draft_ready": Out(1),
+            "req": In(REQUEST_ID.bits), "pre_req": In(REQUEST_ID.bits), "pre_prob": In(PROB.bits),
             "mb": In(MICROBATCH_ID.bits), "prob": In(PROB.bits),
             "use_logits": In(1), "token": In(TOKEN_ID.bits), "reject": In(1),
             "h_new": Out(PROB.bits), "t_new": Out(t), "stop": Out(1),
@@ -138,28 +146,27 @@ class Controller(wiring.Component):
         m.d.sync += h_prev.eq(Mux(h_written & (self.req == self.pre_req), h_write, read(hs, self.pre_req)))
 
         # The decision path: one multiplier (its second operand p, or the acceptance table's
-        # entry for p) and two comparators.
+        # entry for p) and two comparators. Both operands are registers: the one of ``prob``
+        # derived a cycle ahead from ``pre_prob``, the one of a softmax result from the
+        # quotient's next state (so it is current whenever the result is).
         product = Signal(2 * PROB.bits)
         sampled = softmax.result.payload
-        entry = Signal(range(ACCEPTANCE_BINS))
         factor = Signal(PROB.bits)
-        bin_bits = ACCEPTANCE_BINS.bit_length() - 1
+        factor_logits, factor_prob = Signal(PROB.bits), Signal(PROB.bits)
+        m.d.sync += [factor_logits.eq(self._factor(m, softmax.result.payload.prob
+                                                   if self.fault == "logits_factor_stale" else softmax.prob_next,
+                                                   "logits")),
+                     factor_prob.eq(self._factor(m, self.prob if self.fault == "prob_factor_late" else self.pre_prob,
+                                                 "prob"))]
         m.d.comb += [
             self.sampled_prob.eq(Mux(self.use_logits, sampled.prob, self.prob)),
             self.sampled_token.eq(Mux(self.use_logits, sampled.token, 0)),
-            entry.eq(Mux(self.sampled_prob[PROB.frac], ACCEPTANCE_BINS - 1,
-                         self.sampled_prob[PROB.frac - bin_bits:PROB.frac])),
-            factor.eq(Mux(self.calibrated, self.acceptance.word_select(entry, PROB.bits), self.sampled_prob)),
+            factor.eq(Mux(self.use_logits, factor_logits, factor_prob)),
             product.eq(h_prev * factor),
             self.h_new.eq(product >> PROB.frac),
             self.t_new.eq(self.rd_t + 1),
             self.stop.eq((self.h_new < self.tau) | (self.t_new >= self.max_draft_len)),
         ]
-        if self.fault == "acceptance_one_wraps":
-            m.d.comb += entry.eq(self.sampled_prob[PROB.frac - bin_bits:PROB.frac])
-        if self.fault == "acceptance_bin_low":
-            m.d.comb += entry.eq(Mux(self.sampled_prob[PROB.frac], ACCEPTANCE_BINS - 1,
-                                     self.sampled_prob[PROB.frac - bin_bits - 1:PROB.frac - 1]))
         if self.fault == "h_compare_le":
             m.d.comb += self.stop.eq((self.h_new <= self.tau) | (self.t_new >= self.max_draft_len))
         elif self.fault == "max_len_compare_gt":
@@ -168,6 +175,7 @@ class Controller(wiring.Component):
         m.d.comb += [
             takes_result.eq(((self.op == CtlOp.DRAFT) | (self.op == CtlOp.SKIP)) & self.use_logits),
             self.op_ready.eq(~takes_result | softmax.result.valid),
+            self.draft_ready.eq(~self.use_logits | softmax.result.valid),
             softmax.result.ready.eq(takes_result),
         ]
 
@@ -199,6 +207,22 @@ class Controller(wiring.Component):
                     with m.Case(CtlOp.RETIRE):
                         m.d.sync += admitted[i].eq(0)
         return m
+
+    def _factor(self, m, prob, name: str):
+        """The multiplier's operand for probability ``prob``: ``prob``, or with ``calibrated``
+        the acceptance table's entry of its bin (p's top four fraction bits; 1.0 the last)."""
+        bin_bits = ACCEPTANCE_BINS.bit_length() - 1
+        entry = Signal(range(ACCEPTANCE_BINS), name=f"{name}_entry")
+        if self.fault == "acceptance_one_wraps":
+            m.d.comb += entry.eq(prob[PROB.frac - bin_bits:PROB.frac])
+        elif self.fault == "acceptance_bin_low":
+            m.d.comb += entry.eq(Mux(prob[PROB.frac], ACCEPTANCE_BINS - 1,
+                                     prob[PROB.frac - bin_bits - 1:PROB.frac - 1]))
+        else:
+            m.d.comb += entry.eq(Mux(prob[PROB.frac], ACCEPTANCE_BINS - 1, prob[PROB.frac - bin_bits:PROB.frac]))
+        factor = Signal(PROB.bits, name=f"{name}_factor")
+        m.d.comb += factor.eq(Mux(self.calibrated, self.acceptance.word_select(entry, PROB.bits), prob))
+        return factor
 
     @staticmethod
     def _new_round(m, h, t, state):

@@ -10,7 +10,8 @@ Interface (``lib.wiring`` Component, one command per cycle, each completes in it
   ``INSERT`` writes the lowest free entry of pool ``mb`` (the caller checks ``room``);
   ``TAKE`` removes the entry of (``req``, ``pos``) (one token moved to the Shared Pool);
   ``DROP`` removes every entry of ``req`` in pool ``mb`` (discard on a rejection or retirement).
-- ``room`` (pool ``mb`` has a free entry), ``look_hit``/``look_token``/``look_h``: the entry of
+- ``room`` (pool ``room_mb`` has a free entry: a query of its own, so that it does not wait
+  for the command's ``mb``), ``look_hit``/``look_token``/``look_h``: the entry of
   (``req``, ``pos``), combinational, by a match on request and position of every entry.
 - ``q_req`` -> ``q_n``: the request's eager count; ``holding``: one bit per request with
   eager tokens (the drain walks it with a priority encoder in ascending request order).
@@ -90,7 +91,7 @@ class EagerPools(wiring.Component):
             "op": In(EagerOp),
             "mb": In(MICROBATCH_ID.bits), "req": In(REQUEST_ID.bits), "pos": In(POSITION.bits),
             "token": In(TOKEN_ID.bits), "h": In(CUM_PROB.bits),
-            "room": Out(1),
+            "room_mb": In(MICROBATCH_ID.bits), "room": Out(1),
             "look_hit": Out(1), "look_token": Out(TOKEN_ID.bits), "look_h": Out(CUM_PROB.bits),
             "q_req": In(REQUEST_ID.bits), "q_n": Out(per_req),
             "holding": Out(requests),
@@ -105,7 +106,7 @@ class EagerPools(wiring.Component):
         occupancy = [Signal(range(c + 1), name=f"pool{k}_count") for k in range(self.pools)]
 
         m.d.comb += [
-            self.room.eq(read(occupancy, self.mb) < c),
+            self.room.eq(read(occupancy, self.room_mb) < c),
             self.q_n.eq(read(eager_n, self.q_req)),
             self.holding.eq(Cat(e != 0 for e in eager_n)),
         ]

@@ -47,7 +47,12 @@ register, and the pass's bookkeeping (requests in the pass, distinct requests) r
 on the registered winner (``sel_req``), so the selector's output drives no request lookup. The
 walks over requests (rejected, holding eager tokens, in the pass) address the blocks from
 registered scans (``lowest``): a walk step that changes its vector waits one cycle for the scan
-to see the change, so ``cur`` is a multiplexer of registers only.
+to see the change. ``cur``, the request every block is addressed by, is itself a register
+(``cur_r``, loaded with the request the next state reads, from the next values of those
+registers) or, in IDLE, the incoming command's request: no state decoding before the blocks'
+128-way reads. The Controller's operands come straight from the command register; decisions
+that only ask whether a request holds no token test its three counts for zero (no adder);
+SELECT's pool command does not wait for the winner (a SELECT without one is a no-op).
 
 Cycle cost (clock edges from the ``cmd`` transfer to the ``DONE`` transfer, both included,
 without back-pressure): one to accept, one per event beat, one more for the ``DONE`` transfer,
@@ -193,6 +198,12 @@ class Manager(wiring.Component):
         "retire_drains_while_locked": "manager: Retire during a verification drains the Eager Pools",
         "wait_cleared_on_accept": "manager: a fully accepted result also clears the request's waiting tokens",
         "refused_draft_updates_h": "manager: a refused draft still updates the request's H and t",
+        "cur_register_stale": "manager: the blocks' request register takes this cycle's request, not the one "
+                              "the next state reads",
+        "distinct_after_count": "manager: a selected token's request counts as new in the pass when its in-flight "
+                                "count is 1 (as if the Shared Pool counted a SELECT in the next cycle)",
+        "query_mask_stale": "manager: a SchedulerQuery's drafting mask is taken for the previous command's "
+                            "micro-batch (the command register's while the query is accepted)",
     }
     BLOCKS = (Controller, Softmax, SharedPool, ArgmaxNode, EagerPools, Scheduler)   # the blocks a fault goes to
 
@@ -271,6 +282,8 @@ class Manager(wiring.Component):
 
         c = Signal(command_layout)              # the transaction being executed
         no_eager = Signal()                     # its request held no eager token when accepted
+        reject_r = Signal()                     # a RESULT's accepted < in flight, when accepted
+        first_r = Signal(POSITION.bits)         # t - tail + 1 of its request, when accepted
         locked = Signal()
         vid = Signal(VERIFY_ID.bits)
         in_pass = Signal(self.requests)
@@ -292,18 +305,46 @@ class Manager(wiring.Component):
         sel_req = Signal(REQUEST_ID.bits)
         m.d.sync += sel_valid.eq(0)
 
-        # Every block is addressed by one request and one micro-batch at a time.
+        # The sequencer's next state, and the next values of the registers ``cur`` is taken from.
+        state_next = Signal(_State)
+        walk_req_next = Signal(REQUEST_ID.bits)
+        sel_req_next = Signal(REQUEST_ID.bits)
+        c_request_next = Signal(REQUEST_ID.bits)
+        m.d.comb += [state_next.eq(state), walk_req_next.eq(walk_req), sel_req_next.eq(sel_req),
+                     c_request_next.eq(c.request)]
+        m.d.sync += state.eq(state_next)
+
+        # Every block is addressed by one request and one micro-batch at a time. The request is
+        # a register (``cur_r``, the next cycle's request, chosen by the next state) or, in
+        # IDLE, the incoming command's: the blocks' reads start at a flip-flop or a port.
         cur = Signal(REQUEST_ID.bits)
+        cur_r = Signal(REQUEST_ID.bits)
+        idle_r = Signal(init=1)
         cur_mb = Signal(MICROBATCH_ID.bits)
-        m.d.comb += [cur.eq(c.request), cur_mb.eq(c.microbatch)]
+        m.d.comb += [cur.eq(Mux(idle_r, self.cmd.payload.request, cur_r)), cur_mb.eq(c.microbatch)]
         # A DRAFT's request, a cycle ahead for the Controller's read of H: the command's
         # while it is accepted, then the transaction's own.
-        m.d.comb += ctl.pre_req.eq(Mux(state == _State.IDLE, self.cmd.payload.request, c.request))
+        m.d.comb += [ctl.pre_req.eq(Mux(idle_r, self.cmd.payload.request, c.request)),
+                     ctl.pre_prob.eq(Mux(idle_r, self.cmd.payload.prob, c.prob))]
+        # The draft's probability and source straight from the command register, whatever the
+        # state: the Controller reads them only for DRAFT and SKIP (DROP_LOGITS is entered by a
+        # DraftLogits, so use_logits is set there too).
+        m.d.comb += [ctl.prob.eq(c.prob), ctl.use_logits.eq(c.use_logits)]
         m.d.comb += [ctl.req.eq(cur), ctl.mb.eq(cur_mb), sp.req.eq(cur), sp.q_req.eq(cur),
-                     ep.req.eq(cur), ep.q_req.eq(cur), ep.mb.eq(cur_mb)]
+                     ep.req.eq(cur), ep.q_req.eq(cur), ep.mb.eq(cur_mb), ep.room_mb.eq(c.microbatch)]
+        # The Scheduler is combinational and read in QUERY and MAP_TLM only: its inputs come
+        # from registers whatever the state; the drafting mask of the micro-batch is taken while
+        # the command is accepted (``drafting_r``; nothing changes it before QUERY reads it).
+        drafting_r = Signal(self.requests)
+        m.d.comb += [ctl.q_mb.eq(c.microbatch if fault == "query_mask_stale" else
+                                 Mux(idle_r, self.cmd.payload.microbatch, c.microbatch)),
+                     sched.drafting.eq(drafting_r),
+                     sched.queries.eq(queries), sched.query_requests.eq(distinct)]
+        m.d.sync += drafting_r.eq(ctl.drafting)
         t, fly, wait, eager = ctl.rd_t, sp.q_fly, sp.q_wait, ep.q_n
         tail = Signal(POSITION.bits + 2)        # tokens of the request still in the Manager
-        m.d.comb += tail.eq(fly + wait + eager)
+        none_left = Signal()                    # tail == 0, without the adder
+        m.d.comb += [tail.eq(fly + wait + eager), none_left.eq((fly == 0) & (wait == 0) & (eager == 0))]
 
         ev = self.event
         out = ev.payload
@@ -330,15 +371,33 @@ class Manager(wiring.Component):
             first = first_one_hot(m, vector, name)
             found = Signal(name=f"{name}_any")
             index = Signal(REQUEST_ID.bits, name=f"{name}_idx")
+            index_next = one_hot_index(m, first, name)
             seen = Signal(len(vector), name=f"{name}_seen")
-            m.d.sync += [found.eq(first.any()), index.eq(one_hot_index(m, first, name)), seen.eq(vector)]
+            m.d.sync += [found.eq(first.any()), index.eq(index_next), seen.eq(vector)]
             fresh = Signal(name=f"{name}_fresh")
             m.d.comb += fresh.eq(~(seen ^ vector).any())
-            return found, index, one_hot(index, f"{name}_r"), fresh
+            return found, index, one_hot(index, f"{name}_r"), fresh, index_next
 
-        pass_any, pass_idx, pass_bit, pass_fresh = lowest(in_pass, "pass")
-        rej_any, rej_idx, rej_bit, rej_fresh = lowest(rejected, "rej")
-        hold_any, hold_idx, _, hold_fresh = lowest(ep.holding, "hold")
+        pass_any, pass_idx, pass_bit, pass_fresh, pass_idx_next = lowest(in_pass, "pass")
+        rej_any, rej_idx, rej_bit, rej_fresh, rej_idx_next = lowest(rejected, "rej")
+        hold_any, hold_idx, _, hold_fresh, hold_idx_next = lowest(ep.holding, "hold")
+        # The request the blocks are addressed by in the next cycle: what each state reads.
+        cur_next = Signal(REQUEST_ID.bits)
+        with m.Switch(state_next):
+            with m.Case(_State.SELECT):
+                m.d.comb += cur_next.eq(sel_req_next)
+            with m.Case(_State.DISCARD, _State.MOVE):
+                m.d.comb += cur_next.eq(walk_req_next)
+            with m.Case(_State.UNLOCK_REJECTED):
+                m.d.comb += cur_next.eq(rej_idx_next)
+            with m.Case(_State.DRAIN):
+                m.d.comb += cur_next.eq(hold_idx_next)
+            with m.Case(_State.RESUME):
+                m.d.comb += cur_next.eq(pass_idx_next)
+            with m.Default():
+                m.d.comb += cur_next.eq(c_request_next)
+        m.d.sync += [cur_r.eq(cur if fault == "cur_register_stale" else cur_next),
+                     idle_r.eq(state_next == _State.IDLE)]
         shared_full = Signal()
         m.d.comb += shared_full.eq(sp.count == self.shared_entries)
 
@@ -349,33 +408,34 @@ class Manager(wiring.Component):
                 # tokens) is a register in the next cycle.
                 m.d.comb += self.cmd.ready.eq(1)
                 cmd = self.cmd.payload
-                m.d.comb += cur.eq(cmd.request)
                 illegal = self._illegal(m, cmd, ctl, locked, in_pass, resulted, fly, t)
                 with m.If(self.cmd.valid):
-                    m.d.sync += [c.eq(cmd), no_eager.eq(eager == 0)]
+                    m.d.sync += [c.eq(cmd), no_eager.eq(eager == 0), reject_r.eq(cmd.accepted < fly),
+                                 first_r.eq(t - tail + 1)]
+                    m.d.comb += c_request_next.eq(cmd.request)
                     with m.If(illegal):
                         m.d.sync += [self.error_kind.eq(cmd.kind),
                                      self.errors.eq(self.errors + (self.errors != 255))]
                         with m.If((cmd.kind == TxnKind.DRAFT) & cmd.use_logits):
-                            m.d.sync += state.eq(_State.DROP_LOGITS)
+                            m.d.comb += state_next.eq(_State.DROP_LOGITS)
                         with m.Else():
-                            m.d.sync += state.eq(_State.DONE)
+                            m.d.comb += state_next.eq(_State.DONE)
                     with m.Else():
                         with m.Switch(cmd.kind):
                             for kind in TxnKind:
                                 with m.Case(kind):
-                                    m.d.sync += state.eq(_State[kind.name])
+                                    m.d.comb += state_next.eq(_State[kind.name])
 
             with m.Case(_State.DROP_LOGITS):
-                m.d.comb += [ctl.op.eq(CtlOp.SKIP), ctl.use_logits.eq(1)]
-                with m.If(ctl.op_ready):
-                    m.d.sync += state.eq(_State.DONE)
+                m.d.comb += ctl.op.eq(CtlOp.SKIP)
+                with m.If(ctl.draft_ready):
+                    m.d.comb += state_next.eq(_State.DONE)
 
             with m.Case(_State.ADMIT):
                 with m.If(room):
                     m.d.comb += ctl.op.eq(CtlOp.ADMIT)
                     emit(EventKind.ADMITTED, request=c.request, microbatch=c.microbatch)
-                    m.d.sync += state.eq(_State.DONE)
+                    m.d.comb += state_next.eq(_State.DONE)
 
             with m.Case(_State.DRAFT):
                 to_shared = Signal()
@@ -387,7 +447,6 @@ class Manager(wiring.Component):
                 # wait for it, so no data multiplexer hangs on the Controller's op_ready.
                 m.d.comb += [to_shared.eq(~locked & no_eager),
                              pool_room.eq(Mux(to_shared, shared_room, eager_room)),
-                             ctl.prob.eq(c.prob), ctl.use_logits.eq(c.use_logits),
                              sp.pos.eq(c.position), sp.token.eq(token), sp.h.eq(ctl.h_new),
                              sp.mb.eq(c.microbatch), ep.pos.eq(c.position),
                              ep.token.eq(token), ep.h.eq(ctl.h_new)]
@@ -395,78 +454,81 @@ class Manager(wiring.Component):
                     # A refused token's softmax result is dropped (SKIP): the DLM retries.
                     m.d.comb += ctl.op.eq(CtlOp.DRAFT if fault == "refused_draft_updates_h" else
                                           Mux(pool_room, CtlOp.DRAFT, CtlOp.SKIP))
-                with m.If(room & ctl.op_ready & ~pool_room):
+                with m.If(room & ctl.draft_ready & ~pool_room):
                     emit(EventKind.REFUSED, request=c.request, position=c.position, pool=~to_shared)
-                    m.d.sync += state.eq(_State.DONE)
-                with m.Elif(room & ctl.op_ready):
+                    m.d.comb += state_next.eq(_State.DONE)
+                with m.Elif(room & ctl.draft_ready):
                     with m.If(to_shared):
                         m.d.comb += sp.op.eq(PoolOp.INSERT)
                     with m.Else():
                         m.d.comb += ep.op.eq(EagerOp.INSERT)
                     emit(EventKind.DRAFTED, request=c.request, position=c.position,
                          pool=~to_shared, h=ctl.h_new, flag=ctl.stop)
-                    m.d.sync += state.eq(_State.DONE)
+                    m.d.comb += state_next.eq(_State.DONE)
 
             with m.Case(_State.ISSUE):
                 with m.If(room):
                     with m.If(locked):
                         emit(EventKind.NOT_ISSUED, code=0, numerator=sp.count - sp.fly_count)
-                        m.d.sync += state.eq(_State.DONE)
+                        m.d.comb += state_next.eq(_State.DONE)
                     with m.Elif(sp.count == 0):
                         emit(EventKind.NOT_ISSUED, code=1, numerator=0)
-                        m.d.sync += state.eq(_State.DONE)
+                        m.d.comb += state_next.eq(_State.DONE)
                     with m.Elif((sp.count < c.capacity) & ~c.tlm_idle):
                         emit(EventKind.NOT_ISSUED, code=2, numerator=sp.count)
-                        m.d.sync += state.eq(_State.DONE)
+                        m.d.comb += state_next.eq(_State.DONE)
                     with m.Else():
                         m.d.sync += [left.eq(c.capacity), queries.eq(0), distinct.eq(0)]
-                        m.d.sync += state.eq(_State.SELECT)
+                        m.d.comb += state_next.eq(_State.SELECT)
 
             with m.Case(_State.SELECT):
                 # The pass's bookkeeping runs one cycle behind the selection, on the registered
                 # winner: the request of the token selected in the previous cycle, its first
-                # in flight iff that SELECT made its in-flight count 1. So the selector's
+                # in flight iff its in-flight count is still 0 (the Shared Pool counts a SELECT
+                # a cycle later than other commands). So the selector's
                 # winner drives no request lookup (Controller, pools): the selection path ends
                 # in the Shared Pool and the event register. The cycle after the last SELECT
                 # is this state's end of selection, so the counts are complete before ISSUED.
-                m.d.comb += cur.eq(sel_req)
                 with m.If(sel_valid):
-                    m.d.sync += [distinct.eq(distinct + (fly == 1)),
+                    m.d.sync += [distinct.eq(distinct + (fly == (1 if fault == "distinct_after_count" else 0))),
                                  in_pass.eq(in_pass | one_hot(sel_req, "best"))]
+                # The pool's command does not wait for the winner: a SELECT without a waiting
+                # entry changes nothing there.
+                with m.If(room & (left != 0)):
+                    m.d.comb += sp.op.eq(PoolOp.SELECT)
                 with m.If(~sp.best_valid | (left == 0)):
-                    m.d.sync += state.eq(_State.ISSUED)
+                    m.d.comb += state_next.eq(_State.ISSUED)
                     if self.aging_passes is not None:   # the selection is complete: age the pool
                         m.d.comb += sp.pass_end.eq(1)
                 with m.Elif(room):
-                    m.d.comb += sp.op.eq(PoolOp.SELECT)
                     emit(EventKind.ISSUED_TOKEN, request=sp.best_req, position=sp.best_pos,
                          token=sp.best_token, h=sp.best_h)
                     m.d.sync += [left.eq(left - 1), queries.eq(queries + 1),
                                  sel_valid.eq(1), sel_req.eq(sp.best_req)]
+                    m.d.comb += sel_req_next.eq(sp.best_req)
 
             with m.Case(_State.ISSUED):
                 with m.If(room):
                     emit(EventKind.ISSUED, verification=vid)
                     m.d.sync += locked.eq(1)
-                    m.d.sync += state.eq(_State.LOCKED)
+                    m.d.comb += state_next.eq(_State.LOCKED)
 
             with m.Case(_State.LOCKED):
                 with m.If(room):
                     emit(EventKind.LOCKED, verification=vid)
-                    m.d.sync += state.eq(_State.MAP_TLM)
+                    m.d.comb += state_next.eq(_State.MAP_TLM)
 
             with m.Case(_State.MAP_TLM):
-                m.d.comb += [sched.queries.eq(queries), sched.query_requests.eq(distinct)]
                 with m.If(room):
                     emit(EventKind.MAPPING, tlm=1, gpu=sched.tlm_attention_gpu, numerator=queries,
                          denominator=distinct)
-                    m.d.sync += state.eq(_State.DONE)
+                    m.d.comb += state_next.eq(_State.DONE)
 
             with m.Case(_State.RESULT):
                 with m.If(room):
                     first = Signal(POSITION.bits)
-                    reject = Signal()
-                    m.d.comb += [first.eq(t - tail + 1), reject.eq(c.accepted < fly),
+                    reject = reject_r       # accepted < fly, registered when the command was accepted
+                    m.d.comb += [first.eq(first_r),
                                  ctl.token.eq(c.token), ctl.reject.eq(reject),
                                  sp.clear_fly.eq(1),
                                  sp.clear_wait.eq(1 if fault == "wait_cleared_on_accept" else reject)]
@@ -477,23 +539,23 @@ class Manager(wiring.Component):
                     # Rejected prefix: first+a+1 .. first+fly-1; then the waiting tokens.
                     m.d.sync += [pos.eq(first + c.accepted + 1), pos_end.eq(first + fly - 1),
                                  walk_req.eq(c.request), code.eq(0)]
+                    m.d.comb += walk_req_next.eq(c.request)
                     with m.If(reject):
                         m.d.sync += rejected.eq(rejected | one_hot(c.request, "result"))
                         with m.If(c.accepted + 1 < fly):
-                            m.d.sync += state.eq(_State.DISCARD)
+                            m.d.comb += state_next.eq(_State.DISCARD)
                         with m.Elif(wait != 0):
                             m.d.sync += [pos.eq(first + fly), pos_end.eq(first + fly + wait - 1),
                                          code.eq(1)]
-                            m.d.sync += state.eq(_State.DISCARD)
+                            m.d.comb += state_next.eq(_State.DISCARD)
                         with m.Else():
-                            m.d.sync += state.eq(_State.DONE)
+                            m.d.comb += state_next.eq(_State.DONE)
                     with m.Else():
-                        m.d.sync += state.eq(_State.DONE)
+                        m.d.comb += state_next.eq(_State.DONE)
                     m.d.sync += wait_left.eq(wait)
 
             with m.Case(_State.DISCARD):
                 # One DISCARDED beat per position pos..pos_end of walk_req with reason `code`.
-                m.d.comb += cur.eq(walk_req)
                 with m.If(room):
                     emit(EventKind.DISCARDED, request=walk_req, position=pos, code=code)
                     m.d.sync += pos.eq(pos + 1)
@@ -503,52 +565,52 @@ class Manager(wiring.Component):
                                 with m.If(wait_left != 0):
                                     m.d.sync += [pos.eq(pos + 1), pos_end.eq(pos + wait_left), code.eq(1)]
                                 with m.Else():
-                                    m.d.sync += state.eq(_State.DONE)
+                                    m.d.comb += state_next.eq(_State.DONE)
                             with m.Case(1):
-                                m.d.sync += state.eq(_State.DONE)
+                                m.d.comb += state_next.eq(_State.DONE)
                             with m.Case(2):         # eager tokens of a rejected request
                                 m.d.comb += [cur_mb.eq(ctl.rd_mb), ep.op.eq(EagerOp.DROP)]
                                 m.d.sync += rejected.eq(rejected & ~one_hot(walk_req, "drop"))
-                                m.d.sync += state.eq(_State.UNLOCK_REJECTED)
+                                m.d.comb += state_next.eq(_State.UNLOCK_REJECTED)
                             with m.Case(3):
-                                m.d.sync += state.eq(_State.RETIRED)
+                                m.d.comb += state_next.eq(_State.RETIRED)
 
             with m.Case(_State.UNLOCK):
                 with m.If(room):
                     emit(EventKind.UNLOCKED, verification=vid)
                     m.d.sync += locked.eq(0)
-                    m.d.sync += state.eq(_State.UNLOCK_REJECTED)
+                    m.d.comb += state_next.eq(_State.UNLOCK_REJECTED)
 
             with m.Case(_State.UNLOCK_REJECTED):
                 # Discard the eager tokens of each rejected request, ascending request id.
-                m.d.comb += cur.eq(rej_idx)
                 with m.If(~rej_fresh):
                     pass
                 with m.Elif(1 if fault == "eager_moved_on_reject" else ~rej_any):
-                    m.d.sync += state.eq(_State.DRAIN)
+                    m.d.comb += state_next.eq(_State.DRAIN)
                 with m.Elif(eager == 0):
                     m.d.sync += rejected.eq(rejected & ~rej_bit)
                 with m.Else():
                     m.d.sync += [walk_req.eq(rej_idx), pos.eq(t - eager + 1), pos_end.eq(t), code.eq(2)]
-                    m.d.sync += state.eq(_State.DISCARD)
+                    m.d.comb += walk_req_next.eq(rej_idx)
+                    m.d.comb += state_next.eq(_State.DISCARD)
 
             with m.Case(_State.DRAIN):
                 # Eager tokens to the Shared Pool while it has room: ascending request, position.
-                m.d.comb += cur.eq(hold_idx)
                 with m.If(~hold_fresh):
                     pass
                 with m.Elif(~hold_any | shared_full):
                     with m.If(c.kind == TxnKind.UNLOCK):
-                        m.d.sync += state.eq(_State.RESUME)
+                        m.d.comb += state_next.eq(_State.RESUME)
                     with m.Else():
-                        m.d.sync += state.eq(_State.DONE)
+                        m.d.comb += state_next.eq(_State.DONE)
                 with m.Else():
+                    m.d.comb += walk_req_next.eq(hold_idx)
                     m.d.sync += [walk_req.eq(hold_idx), walk_mb.eq(ctl.rd_mb), pos.eq(t - eager + 1),
                                  pos_end.eq(t)]
-                    m.d.sync += state.eq(_State.MOVE)
+                    m.d.comb += state_next.eq(_State.MOVE)
 
             with m.Case(_State.MOVE):
-                m.d.comb += [cur.eq(walk_req), cur_mb.eq(walk_mb), ep.pos.eq(pos),
+                m.d.comb += [cur_mb.eq(walk_mb), ep.pos.eq(pos),
                              sp.pos.eq(pos), sp.mb.eq(walk_mb), sp.token.eq(ep.look_token),
                              sp.h.eq(ep.look_h)]
                 with m.If(room):
@@ -557,20 +619,19 @@ class Manager(wiring.Component):
                     m.d.sync += pos.eq(pos + 1)
                     filled = sp.count + 1 == self.shared_entries
                     with m.If(pos == pos_end if fault == "move_ignores_full" else (pos == pos_end) | filled):
-                        m.d.sync += state.eq(_State.DRAIN)
+                        m.d.comb += state_next.eq(_State.DRAIN)
 
             with m.Case(_State.RESUME):
                 # New rounds for the verification's requests that are rejected or done.
-                m.d.comb += cur.eq(pass_idx)
                 slot_state = ctl.rd_state
                 restart = Signal()
                 m.d.comb += restart.eq((slot_state == SlotState.REJECTED) |
-                                       ((slot_state == SlotState.STOPPED) & (tail == 0)))
+                                       ((slot_state == SlotState.STOPPED) & none_left))
                 with m.If(~pass_fresh):
                     pass
                 with m.Elif(~pass_any):
                     m.d.sync += [vid.eq(vid + 1), rejected.eq(0), resulted.eq(0)]
-                    m.d.sync += state.eq(_State.DONE)
+                    m.d.comb += state_next.eq(_State.DONE)
                 with m.Elif(~restart):
                     m.d.sync += in_pass.eq(in_pass & ~pass_bit)
                 with m.Elif(room):
@@ -580,34 +641,34 @@ class Manager(wiring.Component):
                     m.d.sync += in_pass.eq(in_pass & ~pass_bit)
 
             with m.Case(_State.QUERY):
-                m.d.comb += [ctl.q_mb.eq(c.microbatch), sched.drafting.eq(ctl.drafting)]
                 with m.If(room):
                     emit(EventKind.MAPPING, tlm=0, gpu=sched.dlm_fc_gpu, numerator=sched.drafting_count,
                          denominator=1, microbatch=c.microbatch)
-                    m.d.sync += state.eq(_State.DONE)
+                    m.d.comb += state_next.eq(_State.DONE)
 
             with m.Case(_State.END_ROUND):
                 with m.If(room):
                     m.d.comb += ctl.op.eq(CtlOp.END_ROUND)
                     emit(EventKind.ROUND_ENDED, request=c.request, position=t, h=ctl.rd_h)
-                    with m.If(tail == 0):
-                        m.d.sync += state.eq(_State.END_RESUME)
+                    with m.If(none_left):
+                        m.d.comb += state_next.eq(_State.END_RESUME)
                     with m.Else():
-                        m.d.sync += state.eq(_State.DONE)
+                        m.d.comb += state_next.eq(_State.DONE)
 
             with m.Case(_State.END_RESUME):
                 with m.If(room):
                     m.d.comb += ctl.op.eq(CtlOp.NEW_ROUND)
                     emit(EventKind.RESUMED, request=c.request, token=ctl.rd_next_token, flag=0)
-                    m.d.sync += state.eq(_State.DONE)
+                    m.d.comb += state_next.eq(_State.DONE)
 
             with m.Case(_State.RETIRE):
                 # The waiting and eager tokens (the last wait + eager of the round) are discarded.
-                m.d.sync += [walk_req.eq(c.request), pos.eq(t - tail + 1), pos_end.eq(t), code.eq(3)]
-                with m.If(tail != 0):
-                    m.d.sync += state.eq(_State.DISCARD)
+                m.d.sync += [walk_req.eq(c.request), pos.eq(first_r), pos_end.eq(t), code.eq(3)]
+                m.d.comb += walk_req_next.eq(c.request)
+                with m.If(~none_left):
+                    m.d.comb += state_next.eq(_State.DISCARD)
                 with m.Else():
-                    m.d.sync += state.eq(_State.RETIRED)
+                    m.d.comb += state_next.eq(_State.RETIRED)
 
             with m.Case(_State.RETIRED):
                 with m.If(room):
@@ -615,14 +676,14 @@ class Manager(wiring.Component):
                                  ep.op.eq(EagerOp.DROP), cur_mb.eq(ctl.rd_mb), ctl.op.eq(CtlOp.RETIRE)]
                     emit(EventKind.RETIRED, request=c.request)
                     with m.If(0 if fault == "retire_drains_while_locked" else locked):
-                        m.d.sync += state.eq(_State.DONE)
+                        m.d.comb += state_next.eq(_State.DONE)
                     with m.Else():
-                        m.d.sync += state.eq(_State.DRAIN)
+                        m.d.comb += state_next.eq(_State.DRAIN)
 
             with m.Default():   # DONE
                 with m.If(room):
                     emit(EventKind.DONE)
-                    m.d.sync += state.eq(_State.IDLE)
+                    m.d.comb += state_next.eq(_State.IDLE)
         return m
 
     def _illegal(self, m, cmd, ctl, locked, in_pass, resulted, fly, t):

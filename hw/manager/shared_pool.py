@@ -32,7 +32,10 @@ completes in the cycle it is given):
 
 Cycle cost: insert 1 cycle, one selected token per cycle (a verification of n tokens takes n
 cycles, the first token is visible combinationally), invalidate/release of a whole request
-1 cycle. The prefix property of the selection follows from the key, as in the model.
+1 cycle. The prefix property of the selection follows from the key, as in the model. The
+per-request counts and ``fly_count`` show a SELECT of cycle t from cycle t + 2 (every other
+command from t + 1): its bookkeeping runs a cycle behind, from registers, so that the
+selector's winner drives no counter (a CLEAR of that request in cycle t + 1 accounts for it).
 
 Pipelined selector (``stage_levels`` = k > 0; 0, the default, is the combinational tree):
 registers after every k tree levels (``tree_stages``), so the longest path crosses k levels
@@ -246,16 +249,28 @@ def _one_of(choices: list, width: int):
     return result
 
 
-def tree_stages(leaves: int, stage_levels: int) -> list[int]:
+def tree_stages(leaves: int, stage_levels: int | tuple[int, ...]) -> list[int]:
     """The tree levels after which a selector over ``leaves`` entries registers its candidate
-    lists: every ``stage_levels`` levels below the root (none for 0: the combinational tree)."""
+    lists: every ``stage_levels`` levels from the leaves (none for 0: the combinational tree),
+    or, for a tuple, exactly those levels (ascending, each below the root's level)."""
+    levels = (leaves - 1).bit_length()
+    if isinstance(stage_levels, tuple):
+        if list(stage_levels) != sorted(set(stage_levels)) or not all(0 < lv < levels for lv in stage_levels):
+            raise ValueError(f"register levels {stage_levels}: expected ascending levels in 1..{levels - 1}")
+        return list(stage_levels)
     if stage_levels < 0:
         raise ValueError(f"stage_levels must be >= 0, not {stage_levels}")
-    levels = (leaves - 1).bit_length()
     return list(range(stage_levels, levels, stage_levels)) if stage_levels else []
 
 
-def argmax_tree(m, leaves: list, name: str, fault: str | None = None, *, stage_levels: int = 0,
+def stages_name(stage_levels: int | tuple[int, ...]) -> str:
+    """A file-name tag of a selector's register placement: ``k3`` (every 3 levels), ``r4-7``."""
+    if isinstance(stage_levels, tuple):
+        return "r" + "-".join(str(lv) for lv in stage_levels)
+    return f"k{stage_levels}"
+
+
+def argmax_tree(m, leaves: list, name: str, fault: str | None = None, *, stage_levels: int | tuple = 0,
                 selected: tuple | None = None, register_fault: str | None = None):
     """(key, payload, index) of the largest of ``leaves`` [(key, payload)], lowest index on a
     tie, built from ``ArgmaxNode`` submodules ``{name}{level}_{j}`` (each given ``fault``).
@@ -265,9 +280,12 @@ def argmax_tree(m, leaves: list, name: str, fault: str | None = None, *, stage_l
     Pipelined (``stage_levels`` = k > 0): registers after every k levels (``tree_stages``), so
     that no path crosses more than k levels. A register is one cycle behind the entries, so it
     keeps more than its subtree's winner: with s registers above it (the root's side), the s + 1
-    largest keys (``TopNode`` merges). ``selected`` = (valid, index) of the entry SELECTed in the
-    previous cycle: that entry was the winner of every subtree holding it, so it is element 0 of
-    those subtrees' registers, and dropping it there gives the lists of the current cycle. Hence
+    largest keys (``TopNode`` merges). ``selected`` = (valid, index) of the entry SELECTed in this
+    cycle (the tree's own result): each register keeps, beside its lists, whether that entry is
+    in its subtree, and in the next cycle drops it: it was the winner of every subtree holding
+    it, so it is element 0 of those subtrees' registers, and dropping it there gives the lists
+    of the current cycle. (The comparison with the index is made before the clock edge, so the
+    drop multiplexers are driven by a flip-flop.) Hence
     II = 1: while the pool only selects, the result is the combinational tree's in every cycle.
     An INSERT or CLEAR reaches the root after one cycle per register: latency = len(tree_stages)."""
     stages = tree_stages(len(leaves), stage_levels)
@@ -321,7 +339,7 @@ def _stage_register(m, lists: tuple, keep: int, level: int, j: int, selected: tu
                  for reg, v in zip(reg_list, values)]
     sel_valid, sel_index = selected
     drop = Signal(name=f"{name}_drop")
-    m.d.comb += drop.eq(0 if fault == "selector_selected_not_dropped" else sel_valid & (sel_index[level:] == j))
+    m.d.sync += drop.eq(0 if fault == "selector_selected_not_dropped" else sel_valid & (sel_index[level:] == j))
     length = len(keys) - 1 if len(keys) == keep else len(keys)
     return tuple([Mux(drop, padded[r + 1], padded[r]) for r in range(length)]
                  for padded in (reg_list + [C(0, len(reg_list[0]))] for reg_list in regs))
@@ -335,11 +353,13 @@ class SharedPool(wiring.Component):
         "aging_write_keeps_age": "shared pool, aging: a new token keeps the age of the entry's previous occupant",
         "selector_selected_not_dropped": "shared pool, pipelined selector: the entry SELECTed in the previous "
                                          "cycle is not dropped from the stage registers' lists",
+        "select_counts_lost": "shared pool: a SELECT's delayed update of its request's waiting and in-flight "
+                              "counts is lost",
     }
     _ENTRY_FAULTS = ("aging_served_not_reset", "aging_write_keeps_age")
 
     def __init__(self, entries: int, requests: int, aging_passes: int | None = None, *,
-                 stage_levels: int = 0, fault: str | None = None):
+                 stage_levels: int | tuple[int, ...] = 0, fault: str | None = None):
         if entries < 2 or requests < 1:
             raise ValueError("SharedPool: entries >= 2 and requests >= 1 expected")
         if aging_passes is not None and not 1 <= aging_passes <= AGE.max_raw:
@@ -373,10 +393,7 @@ class SharedPool(wiring.Component):
 
         best_idx = Signal(range(n))
         inserting, selecting = Signal(), Signal()
-        selected = None
-        if self.latency:
-            selected = (Signal(name="selected_valid"), Signal(range(n), name="selected_index"))
-            m.d.sync += [selected[0].eq(selecting), selected[1].eq(best_idx)]
+        selected = (selecting, best_idx) if self.latency else None
         best_key, best_payload, best_index = argmax_tree(m, [(e.key, e.payload) for e in cam], "sel",
                                                          fault_for(self.fault, ArgmaxNode),
                                                          stage_levels=self.stage_levels, selected=selected,
@@ -417,31 +434,34 @@ class SharedPool(wiring.Component):
         r_fly = Signal(per_req)
         m.d.comb += [r_wait.eq(read(wait_n, self.req)), r_fly.eq(read(fly_n, self.req))]
 
-        with m.Switch(self.op):
-            with m.Case(PoolOp.INSERT):
-                m.d.sync += count.eq(count + 1)
-                for r in range(self.requests):
-                    with m.If(self.req == r):
-                        m.d.sync += wait_n[r].eq(wait_n[r] + 1)
-            with m.Case(PoolOp.SELECT):
-                with m.If(self.best_valid):
-                    m.d.sync += fly_count.eq(fly_count + 1)
-                    for r in range(self.requests):
-                        with m.If(self.best_req == r):
-                            m.d.sync += [wait_n[r].eq(wait_n[r] - 1), fly_n[r].eq(fly_n[r] + 1)]
-            with m.Case(PoolOp.CLEAR):
-                dropped_fly = Signal(per_req)
-                dropped_wait = Signal(per_req)
-                m.d.comb += [dropped_fly.eq(Mux(self.clear_fly, r_fly, 0)),
-                             dropped_wait.eq(Mux(self.clear_wait, r_wait, 0))]
-                m.d.sync += [count.eq(count - dropped_fly - dropped_wait),
-                             fly_count.eq(fly_count - dropped_fly)]
-                if self.fault == "fly_count_not_cleared":
-                    m.d.sync += fly_count.eq(fly_count)
-                for r in range(self.requests):
-                    with m.If(self.req == r):
-                        with m.If(self.clear_fly):
-                            m.d.sync += fly_n[r].eq(0)
-                        with m.If(self.clear_wait):
-                            m.d.sync += wait_n[r].eq(0)
+        # A SELECT's bookkeeping (its request's waiting and in-flight counts, fly_count) is
+        # applied one cycle later, from registers (``pending``): the selector's winner then
+        # drives only the entries' select decode and the registers, not a count update. A CLEAR
+        # of the same request in that cycle counts the pending token as in flight.
+        pending, pending_req = Signal(name="sel_pending"), Signal(REQUEST_ID.bits, name="sel_pending_req")
+        m.d.sync += [pending.eq(0 if self.fault == "select_counts_lost" else selecting),
+                     pending_req.eq(self.best_req)]
+        clearing = Signal()
+        same = Signal()
+        m.d.comb += [clearing.eq(self.op == PoolOp.CLEAR), same.eq(pending & (pending_req == self.req))]
+        dropped_fly = Signal(per_req)
+        dropped_wait = Signal(per_req)
+        m.d.comb += [dropped_fly.eq(Mux(clearing & self.clear_fly, r_fly + same, 0)),
+                     dropped_wait.eq(Mux(clearing & self.clear_wait, r_wait - same, 0))]
+        m.d.sync += [count.eq(count + inserting - dropped_fly - dropped_wait),
+                     fly_count.eq(fly_count + pending - (0 if self.fault == "fly_count_not_cleared" else dropped_fly))]
+        for r in range(self.requests):
+            ins_r, pend_r, clr_r = Signal(name=f"r{r}_ins"), Signal(name=f"r{r}_pend"), Signal(name=f"r{r}_clr")
+            m.d.comb += [ins_r.eq(inserting & (self.req == r)), pend_r.eq(pending & (pending_req == r)),
+                         clr_r.eq(clearing & (self.req == r))]
+            with m.If(clr_r & self.clear_wait):
+                m.d.sync += wait_n[r].eq(0)
+            with m.Elif(ins_r & ~pend_r):
+                m.d.sync += wait_n[r].eq(wait_n[r] + 1)
+            with m.Elif(pend_r & ~ins_r):
+                m.d.sync += wait_n[r].eq(wait_n[r] - 1)
+            with m.If(clr_r & self.clear_fly):
+                m.d.sync += fly_n[r].eq(0)
+            with m.Elif(pend_r):
+                m.d.sync += fly_n[r].eq(fly_n[r] + 1)
         return m

@@ -7,6 +7,9 @@ Interface (``lib.wiring`` Component, both ports ``lib.stream``):
   last beat of a vector may be short) and ``last`` = this beat ends the vector.
 - ``result`` (out): ``token`` (index of the first largest logit) and ``prob`` (its probability,
   raw UQ1.16, ``sim.manager.formats.PROB``).
+- ``prob_next`` (out): the value ``result.prob`` will have in the next cycle (the quotient
+  register's next state), so that a consumer can register what it derives from the probability
+  and have it when ``result.valid`` rises.
 
 Cycle behaviour: ``logits.ready`` is high while the unit accumulates, so a vector of V logits
 takes ceil(V / lanes) cycles at full rate (one beat per cycle, II = 1). A beat passes six
@@ -87,6 +90,7 @@ class Softmax(wiring.Component):
         super().__init__({
             "logits": In(stream.Signature(logits_layout(params))),
             "result": Out(stream.Signature(result_layout(params))),
+            "prob_next": Out(PROB.bits),
         })
 
     def elaborate(self, platform):
@@ -220,6 +224,9 @@ class Softmax(wiring.Component):
         rem = Signal(p.term_bits + PROB.frac)
         div = Signal(p.sum_bits + PROB.bits - 1)
         quo = Signal(PROB.bits)
+        quo_next = Signal(PROB.bits)        # what ``quo`` holds in the next cycle (``prob_next``)
+        m.d.comb += [quo_next.eq(quo), self.prob_next.eq(quo_next)]
+        m.d.sync += quo.eq(quo_next)
         steps = Signal(range(PROB.bits + 1))
         diff = Signal(len(div) + 1)
         fits = Signal()
@@ -240,16 +247,17 @@ class Softmax(wiring.Component):
                     m.d.sync += [
                         rem.eq(num << PROB.frac),
                         div.eq(new_acc << (PROB.bits - 1)),
-                        quo.eq(0), steps.eq(PROB.bits),
+                        steps.eq(PROB.bits),
                     ]
+                    m.d.comb += quo_next.eq(0)
                     m.d.sync += state.eq(_State.DIVIDE)
             with m.Case(_State.DIVIDE):
                 m.d.sync += [
                     rem.eq(Mux(fits, diff, rem)),
-                    quo.eq(Cat(fits, quo[:-1])),
                     div.eq(div >> 1),
                     steps.eq(steps - 1),
                 ]
+                m.d.comb += quo_next.eq(Cat(fits, quo[:-1]))
                 with m.If(steps == 1):
                     m.d.sync += state.eq(_State.OUTPUT)
             with m.Default():   # OUTPUT

@@ -1,14 +1,14 @@
-"""FP16 x FP16 multiplier with an exact FP32 product (no rounding), combinational.
+"""FP16 x FP16 multiplier with an exact fixed-point product, combinational.
 
-Why exact: the product of two 11-bit significands has at most 22 bits, which fits FP32's 24,
-and every product of two binary16 values (subnormals included, down to 2^-48) lies far inside
-FP32's normal range (2^-126 .. 2^128), so converting the product to FP32 loses nothing. The PE's
-adder tree therefore starts from exact products, and numpy's
-``float32(a) * float32(b)`` is a bit-exact model.
+A binary16 value is m 2^(E - 25), with m the 11-bit significand (hidden one for normals) and E
+the exponent field (1 for subnormals). The product of two is ``mag`` 2^``shift`` in units of
+2^-48 (``FRAC_BITS``): ``mag`` = ma mb (22 bits, exact), ``shift`` = Ea + Eb - 2 (0..58 for
+finite operands), ``sign`` = sa ^ sb. No normalization and no rounding: the PE aligns the
+product into its fixed-point accumulators (hw/pe/bank_pe.py), where every sum is exact.
 
-Special values: NaN in, or inf x 0, gives the canonical quiet NaN 0x7FC00000; inf x finite
-nonzero gives inf; a zero operand gives a zero with sign a.sign ^ b.sign. FP16 subnormal inputs
-are handled (normalized through the leading-zero shift).
+Special values: ``nan`` for a NaN operand or inf x 0, ``inf`` for an infinite product (sign
+``sign``); in both cases ``mag`` is 0, so the fixed-point sum only ever sees finite products.
+Bit-exact model: ``fp16_product`` in hw/pe/reference.py.
 """
 from __future__ import annotations
 
@@ -17,22 +17,24 @@ from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
 from hw.common.fault import checked_fault
-from hw.pe.fp_bits import FP32_QNAN, normalize_left
+from hw.pe.reference import PRODUCT_BITS, SHIFT_BITS
 
 
 class FP16Mul(wiring.Component):
-    """``p`` = exact FP32 encoding of ``a * b`` (``a``, ``b`` binary16 bit patterns). ``fault``:
-    one of ``FAULTS``, for mutation testing (hw/common/fault.py); None in the shipped design."""
+    """``a * b`` (binary16 bit patterns) as (``mag``, ``shift``, ``sign``, ``nan``, ``inf``).
+    ``fault``: one of ``FAULTS``, for mutation testing (hw/common/fault.py); None in the shipped
+    design."""
 
     FAULTS = {
-        "product_truncated": "one lane's multiplier: the product is truncated to an 11-bit significand "
-                             "(binary16 precision) instead of kept exact",
+        "product_truncated": "one lane's multiplier: the product keeps only its top 11 significand bits "
+                             "(binary16 precision) instead of all 22",
         "subnormal_inputs_flushed": "one lane's multiplier: binary16 subnormal operands are taken as zeros",
     }
 
     def __init__(self, *, fault: str | None = None):
         self.fault = checked_fault(fault, FP16Mul)
-        super().__init__({"a": In(16), "b": In(16), "p": Out(32)})
+        super().__init__({"a": In(16), "b": In(16), "mag": Out(PRODUCT_BITS), "shift": Out(SHIFT_BITS),
+                          "sign": Out(1), "nan": Out(1), "inf": Out(1)})
 
     def elaborate(self, platform):
         m = Module()
@@ -45,29 +47,29 @@ class FP16Mul(wiring.Component):
                 inf=(exp == 31) & (frac == 0),
                 nan=(exp == 31) & (frac != 0),
                 # Subnormals have no hidden one and the exponent of 1 (2^-14).
-                sig=Cat(frac, exp != 0),
+                sig=Mux(exp == 0, 0, Cat(frac, 1)) if self.fault == "subnormal_inputs_flushed" else
+                Cat(frac, exp != 0),
                 exp=Mux(exp == 0, 1, exp),
             )
         fa, fb = fields["a"], fields["b"]
-
-        product = Signal(22)
+        special = Signal()
+        m.d.comb += special.eq(fa["inf"] | fa["nan"] | fb["inf"] | fb["nan"])
+        product = Signal(PRODUCT_BITS)
         m.d.comb += product.eq(fa["sig"] * fb["sig"])
-        normalized, lz = normalize_left(m, product, "prod")
         if self.fault == "product_truncated":
-            normalized = Cat(C(0, 11), normalized[11:])
-        # Leading one of `product` at bit 21 - lz: value = product * 2^(ea + eb - 30 - 20), so
-        # the FP32 exponent field is (21 - lz) + ea + eb - 50 + 127.
-        exp32 = Signal(8)
-        m.d.comb += exp32.eq(fa["exp"] + fb["exp"] + 98 - lz)
-        sign = Signal()
-        m.d.comb += sign.eq(fa["sign"] ^ fb["sign"])
-
-        with m.If(fa["nan"] | fb["nan"] | (fa["inf"] & fb["zero"]) | (fb["inf"] & fa["zero"])):
-            m.d.comb += self.p.eq(FP32_QNAN)
-        with m.Elif(fa["inf"] | fb["inf"]):
-            m.d.comb += self.p.eq(Cat(C(0, 23), C(0xFF, 8), sign))
-        with m.Elif(fa["zero"] | fb["zero"]):
-            m.d.comb += self.p.eq(Cat(C(0, 31), sign))
-        with m.Else():
-            m.d.comb += self.p.eq(Cat(C(0, 2), normalized[0:21], exp32, sign))
+            # Keep the 11 bits from the product's leading one down (a binary16 significand).
+            lead = Signal(range(PRODUCT_BITS), name="lead")
+            for i in range(PRODUCT_BITS):
+                with m.If(product[i]):
+                    m.d.comb += lead.eq(i)
+            drop = Signal(range(PRODUCT_BITS), name="drop")
+            m.d.comb += drop.eq(Mux(lead > 10, lead - 10, 0))
+            product = product & ~((C(1, PRODUCT_BITS + 1) << drop) - 1)[:PRODUCT_BITS]
+        m.d.comb += [
+            self.mag.eq(Mux(special, 0, product)),
+            self.shift.eq(fa["exp"] + fb["exp"] - 2),
+            self.sign.eq(fa["sign"] ^ fb["sign"]),
+            self.nan.eq(fa["nan"] | fb["nan"] | (fa["inf"] & fb["zero"]) | (fb["inf"] & fa["zero"])),
+            self.inf.eq(special & ~self.nan),
+        ]
         return m

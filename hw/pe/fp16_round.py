@@ -2,8 +2,8 @@
 
 Results above the largest binary16 (65504, after rounding) become infinities; results below
 2^-14 become binary16 subnormals, rounded at 2^-24 (ties to even), or zeros of their sign. An
-FP32 input with a zero exponent field is a zero (the PE never holds FP32 subnormals, see
-hw/pe/fp32_add.py). NaN gives the canonical quiet NaN 0x7E00. The same rounding as numpy's
+FP32 input with a zero exponent field is a zero (the PE's binary32 results are never
+subnormal, see hw/pe/fixed_to_fp32.py). NaN gives the canonical quiet NaN 0x7E00. The same rounding as numpy's
 ``float32.astype(float16)``.
 """
 from amaranth import C, Cat, Module, Mux, Signal

@@ -3,7 +3,7 @@
 Pure Python + numpy (no Amaranth, no cocotb): the Amaranth-simulator adapter (hw/flow/pe_replay.py,
 used by tests/hw/pe/test_pe.py and `saddle hw mutate`) and the cocotb adapter
 (tests/hw/pe/cocotb_pe.py) drive the same per-cycle programs and compare with the same
-expectations, computed by sim/pe_ref.py and the latencies of configs/hardware/bank_pe.yaml.
+expectations, computed by hw/pe/reference.py and the latencies of configs/hardware/bank_pe.yaml.
 
 A program is a list with one entry per cycle: None (no command) or a `Command`. Payloads are
 packed into the flat integer of the `cmd.payload` port (hw/pe/bank_pe.py: op[0:2], mode[2], row lanes,
@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from sim.pe_ref import BankPERef, Mode, Op, load_params
+from hw.pe.reference import BankPERef, Mode, Op, load_params
 
 
 @dataclass(frozen=True)
@@ -160,6 +160,14 @@ def corner_program(lanes: int) -> list[Command | None]:
         ([fill([h(2048.0), h(-2048.0), h(1.0) + 1])], [fill([h(1.0), h(1.0), h(1.0)])]),
         # alternating signs over a long run: +a, -a, +a, ...
         ([fill([h(1.0) + 7, h(-1.0) - 7]) for _ in range(9)], [fill([h(0.1)]) for _ in range(9)]),
+        # the drain's rounding to binary32: 2^24 + 1 is a tie (to even: 2^24), 2^24 + 3 one that
+        # rounds up, 2^24 + 1 + 2^-10 just above a tie (the sticky bit); DOT sums lanes x these
+        ([fill([h(4096.0)]), fill([h(1.0)])], [fill([h(4096.0)]), fill([h(1.0)])]),
+        ([fill([h(4096.0)]), fill([h(3.0)])], [fill([h(4096.0)]), fill([h(1.0)])]),
+        ([fill([h(4096.0)]), fill([h(1.0)]), fill([h(2.0 ** -10)])],
+         [fill([h(4096.0)]), fill([h(1.0)]), fill([h(1.0)])]),
+        # a negative sum far above its smallest product (sign extension of the aligned words)
+        ([fill([h(-4096.0)]), fill([tiny])], [fill([h(4096.0)]), fill([h(1.0)])]),
     ]
     program: list[Command | None] = []
     for rows, operands in cases:

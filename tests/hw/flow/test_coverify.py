@@ -1,13 +1,23 @@
 """Co-verification on a real trace: the transactions of a simulated SADDLE run on the shipped
-SmolLM2 trace, replayed on the Manager RTL (Amaranth's simulator, and the exported Verilog on
-Verilator), every event equal to the model's; and `saddle hw coverify --log` on a recorded log."""
+SmolLM2 trace, replayed on the Manager RTL (Amaranth's simulator on the reduced Manager of
+configs/manager_coverify.yaml, and the exported Verilog of the shipped-size Manager,
+configs/manager.yaml, on Verilator), every event equal to the model's; a wrong expectation fails
+on both simulators; and `saddle hw coverify --log` on a recorded log."""
 import json
 
 import pytest
 
 from common.errors import SaddleError
 from common.paths import CONFIGS, TRACE_DATA
-from hw.flow.coverify import coverify, record_run
+from hw.flow.coverify import (
+    SHIPPED_CI_TRANSACTIONS,
+    SHIPPED_SEED,
+    corrupt_expected,
+    coverify,
+    occupancy,
+    record_run,
+    shipped_params,
+)
 from sim.cli import main
 from sim.manager.random_txns import CORNERS, coverage
 from sim.manager.transactions import Refused
@@ -76,20 +86,59 @@ def test_a_log_the_model_disagrees_with_is_refused(recorded, tmp_path):
         log_pairs(log)
 
 
+@pytest.fixture(scope="module")
+def shipped_runs():
+    """The shipped-size runs of hw.flow.coverify.SHIPPED_RUNS, recorded once (about a second)."""
+    return {kind: record_run(shipped_params(kind, source="test")) for kind in SHIPPED_CI_TRANSACTIONS}
+
+
+def test_a_wrong_expectation_fails_on_amaranth(recorded):
+    """The comparison is live: one bit wrong in one expected event is a mismatch there."""
+    config, pairs, _ = recorded
+    bad, at = corrupt_expected(pairs[:60], 30)
+    assert bad[at] != pairs[at] and bad[:at] == pairs[:at]
+    report = coverify(config, bad, source="test", stall=0.2, seed=3)
+    assert not report.ok and report.compared == at and report.mismatch
+
+
 @pytest.mark.slow
-def test_real_trace_run_on_verilator(tmp_path, verilator_design):
-    """The exported Verilog on a longer real-trace run (the build is shared with
-    test_manager_verilator.py: same sizes, same name)."""
-    from hw.flow.coverify import design_name
-    from hw.flow.manager_replay import IDLE_SOFTMAX
-    from hw.manager.manager import Manager
-    params = RunParams(system="saddle", pair="opt-66b+opt-1.3b", batch=8, trace=str(REAL), split="all",
-                       requests=16, manager=str(CONFIGS / "manager_coverify.yaml"))
-    config, pairs, _ = record_run(params)
-    verilator_design(design_name(config, IDLE_SOFTMAX), lambda: Manager.from_config(config, IDLE_SOFTMAX))
-    report = coverify(config, pairs, source="test", txlog=tmp_path / "run.jsonl", simulator="verilator", seed=5)
+@pytest.mark.verilator_prebuild("hw.flow.coverify:shipped_design")
+def test_a_wrong_expectation_fails_on_verilator(shipped_runs, tmp_path, monkeypatch):
+    """The same on Verilator, through the transaction-log bench and coverify's report: the bench
+    corrupts the model's events (SADDLE_MGR_CORRUPT), the replay stops at that transaction. On
+    the shipped Manager's build (below)."""
+    config, pairs, _ = shipped_runs["real"]
+    _, at = corrupt_expected(pairs[:80], 40)
+    monkeypatch.setenv("SADDLE_MGR_CORRUPT", "40")
+    report = coverify(config, pairs[:80], source="test", txlog=tmp_path / "bad.jsonl", simulator="verilator", seed=5)
+    assert not report.ok and report.compared == at
+    assert report.mismatch.startswith(f"#{at} "), report.mismatch
+
+
+@pytest.mark.slow
+@pytest.mark.verilator_prebuild("hw.flow.coverify:shipped_design")
+@pytest.mark.parametrize("kind", list(SHIPPED_CI_TRANSACTIONS))
+def test_shipped_size_run_on_verilator(kind, shipped_runs, tmp_path):
+    """The exported Verilog of the shipped Manager (128 requests, 512 + 512 entries; one
+    Verilator build for both runs, started in the background when the session begins (this test
+    runs last, tests/hw/conftest.py) and reused across sessions while the RTL is unchanged) on the first
+    SHIPPED_CI_TRANSACTIONS of a real-trace and a synthetic batch-128 run, every event equal to
+    the model's. The prefixes use what the reduced Manager does not have: more than 16 request
+    slots, pools far beyond 32 + 24 entries; the synthetic one all 128 slots and full 64-entry
+    Eager Pools."""
+    config, pairs, _ = shipped_runs[kind]
+    assert (config.max_requests, config.shared_entries, config.eager_entries, config.micro_batches) == \
+        (128, 512, 512, 8)
+    prefix = pairs[:SHIPPED_CI_TRANSACTIONS[kind]]
+    used = occupancy(config, prefix)
+    assert used["requests"] > 16 and used["peak_shared"] > 100 and used["peak_eager"] > 100, used
+    if kind == "synthetic":
+        assert used["max_request"] == 127 and used["peak_eager"] == 512, used
+        assert coverage(prefix)["refused_eager"] > 0
+    report = coverify(config, prefix, source="test", txlog=tmp_path / f"{kind}.jsonl", simulator="verilator",
+                      seed=SHIPPED_SEED)
     assert report.ok, report.mismatch
-    assert report.compared == len(pairs) > 2000
+    assert report.compared == len(prefix) == SHIPPED_CI_TRANSACTIONS[kind]
 
 
 def _aging_run(batch: int, requests: int):
@@ -121,13 +170,11 @@ def test_real_trace_run_with_aging_matches_the_rtl(tmp_path):
 
 
 @pytest.mark.slow
-def test_real_trace_run_with_aging_on_verilator(tmp_path, verilator_design):
-    """The exported Verilog of the Manager built with aging (its own build, ``_a1``)."""
-    from hw.flow.coverify import design_name
-    from hw.flow.manager_replay import IDLE_SOFTMAX
-    from hw.manager.manager import Manager
+def test_real_trace_run_with_aging_on_verilator(tmp_path):
+    """The exported Verilog of the Manager built with aging, its selector combinational: the
+    build of tests/hw/manager/test_manager_verilator.py's aging test (same name, one build)."""
     config, pairs = _aging_run(8, 16)
-    verilator_design(design_name(config, IDLE_SOFTMAX), lambda: Manager.from_config(config, IDLE_SOFTMAX))
-    report = coverify(config, pairs, source="test", txlog=tmp_path / "aging.jsonl", simulator="verilator", seed=5)
+    report = coverify(config, pairs, source="test", txlog=tmp_path / "aging.jsonl", simulator="verilator", seed=5,
+                      selector_stage_levels=0)
     assert report.ok, report.mismatch
     assert report.compared == len(pairs) > 2000

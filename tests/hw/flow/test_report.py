@@ -31,7 +31,7 @@ def test_write_replaces_only_the_marked_blocks(tmp_path):
     assert write_readme(render(report), readme) == ["coverify"]
     text = readme.read_text()
     assert text.startswith("intro\n") and text.endswith("<!-- end -->\noutro\n") and "old" not in text
-    assert "| r | m | 1 200 (3 Admit) | 9 000 | amaranth | every event equal |" in text
+    assert "| r | m | 1 200 (3 Admit) | - | 9 000 | amaranth | - | every event equal |" in text
 
 
 def test_synthesis_is_cached_by_the_verilog_digest(tmp_path, monkeypatch):

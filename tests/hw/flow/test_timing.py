@@ -4,6 +4,9 @@ block. The OpenSTA tests skip, saying why, where OpenSTA or the osu018 library c
 import json
 
 import pytest
+from amaranth import Module, Signal
+from amaranth.lib import wiring
+from amaranth.lib.wiring import In, Out
 
 from common.errors import SaddleError
 from hw.flow.timing import (
@@ -16,6 +19,7 @@ from hw.flow.timing import (
     load_timing_config,
     measure_fo4,
     parse_path,
+    sta_netlist,
 )
 
 REPORT = """Startpoint: r0 (rising edge-triggered flip-flop clocked by clk)
@@ -189,13 +193,21 @@ def test_cli_timing_of_a_synthesized_block(tools, tmp_path, capsys):
 
     assert main(["hw", "timing", "--block", "scheduler", "--json", "--out", str(tmp_path)]) == 0
     report = json.loads(capsys.readouterr().out)
+    # The delay mapping by default, and the verdict from its buffered netlist.
     assert [(b["block"], b["mapping"], b["netlist_kind"]) for b in report["blocks"]] == [
-        ("scheduler", "area", "mapped"), ("scheduler", "area", "buffered")]
+        ("scheduler_delay", "delay", "mapped"), ("scheduler_delay", "delay", "buffered")]
     for block in report["blocks"]:
         assert block["stages"] > 5
         assert block["fmax_mhz"] == pytest.approx(1000 / block["min_period_ns"], abs=0.1)
     assert report["blocks"][1]["buffering"]["buffers"] > 0
-    assert (tmp_path / "scheduler" / "mapped.v").is_file()
+    assert (tmp_path / "scheduler_delay" / "mapped.v").is_file()
+    verdict = report["verdict"]["blocks"]["scheduler_delay"]
+    assert verdict["target_period_ps"] == report["blocks"][1]["target_period_ps"]
+    assert report["verdict"]["all_meet"] == verdict["meets_both"] == (
+        verdict["meets_target_clock"] and verdict["meets_target_clock_typical"])
+    assert main(["hw", "timing", "--block", "scheduler", "--mapping", "area", "--json", "--out", str(tmp_path)]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["verdict"] is None and report["blocks"][0]["mapping"] == "area"
 
 
 def test_opensta_override_must_exist_and_run(monkeypatch, tmp_path):
@@ -208,3 +220,33 @@ def test_opensta_override_must_exist_and_run(monkeypatch, tmp_path):
     monkeypatch.setenv("SADDLE_STA", str(broken))
     with pytest.raises(SaddleError, match="-version failed"):
         fetch_opensta()
+
+
+class WideAccumulator(wiring.Component):
+    """A registered 64-bit accumulator: its adder is the whole path."""
+
+    def __init__(self):
+        super().__init__({"d": In(64), "q": Out(64)})
+
+    def elaborate(self, platform):
+        m = Module()
+        d = Signal(64)
+        m.d.sync += [d.eq(self.d), self.q.eq(self.q + d)]
+        return m
+
+
+def test_delay_mapping_keeps_the_carries_log_depth(tools, tmp_path):
+    """The area mapping's 64-bit adder ripples; the delay mapping's Kogge-Stone carries survive
+    ABC (no area rewriting before the delay mapping): a few stages per doubling of the width."""
+    from hw.flow.export import write_verilog
+    from hw.flow.synth import synthesize
+
+    sta, liberty = tools
+    verilog = write_verilog(WideAccumulator(), "wide", tmp_path)
+    stages = {}
+    for goal in ("area", "delay"):
+        work = tmp_path / goal
+        synthesize(verilog, "wide", liberty=liberty, work_dir=work, goal=goal)
+        netlist = sta_netlist(work / "mapped.v", "wide", liberty, work)
+        stages[goal] = critical_path(sta, netlist, "wide", liberty, work, 100.0).stages
+    assert stages["delay"] <= 16 < 40 <= stages["area"], stages

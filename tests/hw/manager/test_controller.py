@@ -79,10 +79,14 @@ def test_random_decisions_against_model(acceptance):
                 await command(ctx, dut, CtlOp.ADMIT, req=r, mb=mb)
             elif slot.state is RequestState.DRAFTING:
                 p = rng.choice((PROB_ONE, rng.randint(50000, PROB_ONE), rng.randint(0, PROB_ONE)))
+                if ctx.get(dut.pre_req) == r and rng.random() < 0.5:
+                    p = ctx.get(dut.pre_prob)      # the probability given a cycle ahead
                 h_before = slot.h
                 stop = model.advance(slot, p)
-                if ctx.get(dut.pre_req) != r:      # H is read a cycle ahead: one idle cycle
+                if ctx.get(dut.pre_req) != r or ctx.get(dut.pre_prob) != p:
+                    # H and the multiplier's operand are read a cycle ahead: one idle cycle
                     ctx.set(dut.pre_req, r)
+                    ctx.set(dut.pre_prob, p)
                     await ctx.tick()
                     stats["prefetch"] += 1
                 else:

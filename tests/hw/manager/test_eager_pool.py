@@ -48,6 +48,7 @@ def replay(steps, name, stats):
             if step[0] == "insert":
                 _, r, token, h = step
                 ctx.set(dut.mb, mb_of(r))
+                ctx.set(dut.room_mb, mb_of(r))
                 assert ctx.get(dut.room) == (model.free(mb_of(r)) > 0)
                 if model.free(mb_of(r)) == 0:
                     stats["full"] += 1
@@ -78,6 +79,7 @@ def replay(steps, name, stats):
                 assert (holding >> r) & 1 == model.holds(r, mb_of(r))
             for k in range(POOLS):
                 ctx.set(dut.mb, k)
+                ctx.set(dut.room_mb, k)
                 assert ctx.get(dut.room) == (model.free(k) > 0)
 
     run(dut, bench, name=name)

@@ -2,9 +2,9 @@
 10,000 seeded random transactions, random and long back-pressure on the event stream.
 
 CI builds a reduced Manager, the sizes of configs/manager_coverify.yaml (its Verilator build at
--O0 takes ~30 s; tests/hw/flow/test_coverify.py replays a real-trace run on the same build);
-the shipped size runs
-with SADDLE_MGR_FULL=1 (see hw/README.md, Manager section), without DraftLogits there: its
+-O0 takes ~20 s; tests/hw/flow/test_coverify.py replays a real-trace aging run on the aging
+build, and co-verifies the shipped size on its own build); the random sequences at the shipped
+size run with SADDLE_MGR_FULL=1 (see hw/README.md, Manager section), without DraftLogits there: its
 softmax has the full 128256-word vocabulary. The full run lowers tau, a configuration input of
 the RTL, to FULL_TAU: with the shipped tau (0.3) rounds stop after a few tokens and 128 requests
 never fill a 512-entry pool, so the full-pool corners would go unexercised; with 0.015 both

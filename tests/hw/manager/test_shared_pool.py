@@ -89,6 +89,8 @@ def replay(script, name, aging: int | None = None, stage_levels: int = 0, entrie
                 if aging is not None:       # the Manager's end-of-selection cycle
                     await command(ctx, dut, PoolOp.NOP, pass_end=1)
                     ctx.set(dut.pass_end, 0)
+                else:                       # the same cycle: the last SELECT's counts
+                    await command(ctx, dut, PoolOp.NOP)
                 stats["selected"] += len(chosen)
                 stats["orders"].append([(e.request, e.position) for e in chosen])
                 if len(chosen) < step[1]:
@@ -214,3 +216,38 @@ def test_aging_faults_are_caught(fault):
     assert replay(script, f"shared_pool_{fault}_clean", aging=aging)["selected"]
     with pytest.raises(AssertionError):
         replay(script, f"shared_pool_{fault}", aging=aging, fault=fault)
+
+
+@pytest.mark.parametrize("follow", ["clear_wait", "clear_fly", "clear_both", "insert"])
+def test_command_right_after_a_select_of_the_same_request(follow):
+    """A SELECT's counts are applied a cycle late; a CLEAR or an INSERT of the same request in
+    the very next cycle must still leave the model's counts (the CLEAR drops the pending token
+    from the in-flight side)."""
+    dut = SharedPool(ENTRIES, REQUESTS)
+    model = ModelPool(ENTRIES, None)
+    entries = [PoolEntry(0, 0, p, p, 60000 - p, 0) for p in range(1, 4)] + [PoolEntry(1, 0, 1, 9, 100, 0)]
+
+    async def bench(ctx):
+        for e in entries:
+            model.insert(e)
+            await command(ctx, dut, PoolOp.INSERT, req=e.request, mb=e.microbatch, pos=e.position,
+                          token=e.token, h=e.h)
+        model.select(2)                     # two SELECTs of request 0 back to back
+        for _ in range(2):
+            await command(ctx, dut, PoolOp.SELECT)
+        if follow == "insert":      # (the model refuses an insert while tokens are in flight)
+            await command(ctx, dut, PoolOp.INSERT, req=0, mb=0, pos=4, token=4, h=100)
+            ctx.set(dut.q_req, 0)
+            assert (ctx.get(dut.count), ctx.get(dut.fly_count), ctx.get(dut.q_wait), ctx.get(dut.q_fly)) == \
+                (5, 2, 2, 2)
+            return
+        else:
+            if follow != "clear_wait":
+                model.release(0)
+            if follow != "clear_fly":
+                model.invalidate(0)
+            await command(ctx, dut, PoolOp.CLEAR, req=0, clear_fly=int(follow != "clear_wait"),
+                          clear_wait=int(follow != "clear_fly"))
+        await check_counts(ctx, dut, model)
+
+    run(dut, bench, name=f"shared_pool_after_select_{follow}")

@@ -18,7 +18,7 @@ from hw.flow.testbench.pe_vectors import (
     random_program,
     unpack_result,
 )
-from sim.pe_ref import Mode
+from hw.pe.reference import Mode
 
 LANES = int(os.environ.get("SADDLE_PE_LANES", "16"))
 SEED = int(os.environ.get("SADDLE_SEED", "1"))

@@ -1,27 +1,28 @@
-"""The PE's bit-exact numpy model (sim/pe_ref.py): known answers, rounding independent of the
-model's own code path, order of additions, and its error against exact arithmetic."""
+"""The PE's bit-exact numpy model (hw/pe/reference.py): exact products, the one rounding of the
+exact sum checked against independent arithmetic, known answers, specials, the wrap beyond the
+accumulators' range, and the error against exact arithmetic."""
 import math
+from fractions import Fraction
 
 import numpy as np
 import pytest
 
 from common.errors import ConfigError
 from hw.flow.testbench.pe_vectors import any_fp16, finite_fp16, h
-from sim.pe_ref import (
+from hw.pe.reference import (
+    ACC_BITS,
+    FRAC_BITS,
+    UNIT_ROUNDOFF_FP32,
+    Accumulators,
     BankPERef,
     Mode,
     accumulate,
-    adder_tree,
-    error_bound,
-    fp16_mul,
-    fp32_add,
+    fp16_product,
     fp32_to_fp16,
     load_params,
+    product_values,
+    round_fp32,
 )
-
-
-def f32(x):
-    return np.float32(x).view(np.uint32)
 
 
 def value32(bits):
@@ -32,56 +33,63 @@ def test_products_are_exact():
     rng = np.random.default_rng(5)
     a, b = finite_fp16(rng, 50_000, max_exp=30), finite_fp16(rng, 50_000, max_exp=30)
     exact = a.view(np.float16).astype(np.float64) * b.view(np.float16).astype(np.float64)
-    assert np.array_equal(value32(fp16_mul(a, b)).astype(np.float64), exact)
-    # the extremes: 2^-24 * 2^-24 = 2^-48 and 65504^2
-    assert value32(fp16_mul(np.uint16(1), np.uint16(1))) == np.float32(2.0 ** -48)
-    assert value32(fp16_mul(np.uint16(h(65504.0)), np.uint16(h(65504.0)))) == np.float32(65504.0 ** 2)
+    # float64 holds every product exactly (22 significand bits), so scaling by 2^48 is exact too.
+    assert [int(v) for v in product_values(a, b)] == [int(x) for x in exact * 2.0 ** FRAC_BITS]
+    p = fp16_product(a, b)
+    assert p.mag.max() < 1 << 22 and p.shift.max() <= 58
+    # the extremes: 2^-24 * 2^-24 = 2^-48 (one unit) and 65504^2
+    assert product_values(np.uint16(1), np.uint16(1)) == 1
+    assert product_values(np.uint16(h(65504.0)), np.uint16(h(65504.0))) == 65504 ** 2 << FRAC_BITS
 
 
 def test_product_special_values():
     inf, ninf, nan, zero, nzero, one = 0x7C00, 0xFC00, 0x7E01, 0x0000, 0x8000, h(1.0)
     a = np.array([inf, inf, ninf, nan, nzero, nzero], np.uint16)
     b = np.array([zero, one, one, one, one, nzero], np.uint16)
-    assert [hex(x) for x in fp16_mul(a, b)] == ["0x7fc00000", "0x7f800000", "0xff800000",
-                                               "0x7fc00000", "0x80000000", "0x0"]
+    p = fp16_product(a, b)
+    assert list(p.nan) == [True, False, False, True, False, False]
+    assert list(p.inf) == [False, True, True, False, False, False]
+    assert list(p.sign) == [False, False, True, False, True, False]
+    assert list(p.mag) == [0] * 6
 
 
-def test_fp32_add_rounds_to_nearest_even_like_exact_arithmetic():
-    """Reference: the float64 sum rounded once to float32, which is correctly rounded (double
-    rounding is innocuous for + when 53 >= 2*24 + 2)."""
+def test_round_fp32_is_correct_rounding():
+    """Against exact rational arithmetic: the nearest binary32, ties to the even significand."""
     rng = np.random.default_rng(6)
-    n = 100_000
-    sign = rng.integers(0, 2, n, dtype=np.uint32) << 31
-    a = sign | rng.integers(100, 160, n, dtype=np.uint32) << 23 | rng.integers(0, 1 << 23, n, dtype=np.uint32)
-    b = a ^ rng.integers(0, 2, n, dtype=np.uint32) << 31 ^ rng.integers(0, 1 << 12, n, dtype=np.uint32)
-    b[::2] = rng.permutation(a)[::2]
-    want = (value32(a).astype(np.float64) + value32(b).astype(np.float64)).astype(np.float32)
-    assert np.array_equal(fp32_add(a, b), want.view(np.uint32))
-    # ties: 2^24 + 1 rounds to 2^24 (even), 2^24 + 3 to 2^24 + 4
-    assert value32(fp32_add(f32(2.0 ** 24), f32(1.0))) == 2.0 ** 24
-    assert value32(fp32_add(f32(2.0 ** 24), f32(3.0))) == 2.0 ** 24 + 4
+    values = [int(rng.integers(-(1 << 62), 1 << 62)) >> int(rng.integers(0, 62)) for _ in range(3000)]
+    values += [(1 << 71) + 1, (1 << 72) - 1, -(1 << (ACC_BITS - 1)), (3 << 70) + (1 << 47)]
+
+    def nearest(v):
+        x = Fraction(v, 1 << FRAC_BITS)
+        if x == 0:
+            return 0.0
+        e = math.floor(math.log2(abs(x)))
+        while abs(x) >= Fraction(2) ** (e + 1):
+            e += 1
+        while abs(x) < Fraction(2) ** e:
+            e -= 1
+        ulp = Fraction(2) ** (e - 23)
+        q, r = divmod(x / ulp, 1)
+        if r > Fraction(1, 2) or (r == Fraction(1, 2) and q % 2):
+            q += 1
+        return float(q * ulp)
+
+    for v in values:
+        assert float(value32(np.uint32(round_fp32(v)))) == nearest(v), v
+    # ties: 2^24 + 1 -> 2^24 (even), 2^24 + 3 -> 2^24 + 4
+    assert value32(np.uint32(round_fp32(((1 << 24) + 1) << FRAC_BITS))) == 2.0 ** 24
+    assert value32(np.uint32(round_fp32(((1 << 24) + 3) << FRAC_BITS))) == 2.0 ** 24 + 4
+    assert round_fp32(0) == 0
 
 
-def test_fp32_add_zeros_infinities_nan():
-    pz, nz, inf, ninf = f32(0.0), f32(-0.0), f32(np.inf), f32(-np.inf)
-    assert fp32_add(nz, nz) == nz and fp32_add(pz, nz) == pz
-    assert fp32_add(f32(1.5), f32(-1.5)) == pz
-    assert fp32_add(inf, ninf) == 0x7FC00000 and fp32_add(inf, f32(1.0)) == inf
-    assert fp32_add(np.uint32(0x7F800001), f32(1.0)) == 0x7FC00000
-    assert fp32_add(f32(3.0e38), f32(3.0e38)) == inf
-    with pytest.raises(ArithmeticError, match="subnormal"):
-        fp32_add(f32(2.0 ** -126), f32(-1.5 * 2.0 ** -126))
-
-
-def test_adder_tree_is_pairwise_in_lane_order():
-    # Sequentially 2^24 + 1 + 1 + 1 = 2^24 (each +1 is a tie to even); pairwise it is
-    # (2^24 + 1) + (1 + 1) = 2^24 + 2.
-    products = np.array([f32(2.0 ** 24), f32(1.0), f32(1.0), f32(1.0)])
-    assert value32(adder_tree(products)) == 2.0 ** 24 + 2
-    # Pairs of neighbours, not (p0+p2) + (p1+p3): (2^24+1) + (3+1) = 2^24 + 4, whereas
-    # (2^24+3) + (1+1) = (2^24+4) + 2 = 2^24 + 6.
-    products = np.array([f32(2.0 ** 24), f32(1.0), f32(3.0), f32(1.0)])
-    assert value32(adder_tree(products)) == 2.0 ** 24 + 4
+def test_sum_is_exact_whatever_the_order():
+    """2^24 + 1 + 1 + 1 is 2^24 + 3 -> 2^24 + 4 in any order and any grouping (a binary32
+    adder chain would give 2^24 sequentially, 2^24 + 2 pairwise)."""
+    ones = [h(1.0)] * 3
+    for row in ([h(4096.0), *ones], [*ones, h(4096.0)], [h(1.0), h(4096.0), h(1.0), h(1.0)]):
+        operand = [h(4096.0) if x == h(4096.0) else h(1.0) for x in row]
+        got = accumulate(Mode.DOT, np.array([row], np.uint16), np.array([operand], np.uint16))
+        assert value32(got[0]) == 2.0 ** 24 + 4
 
 
 def test_known_dot_and_axpy_answers():
@@ -98,6 +106,30 @@ def test_known_dot_and_axpy_answers():
     assert list(value32(pe.drain()[0])) == [-1.5, 21.0, 1.5, 2.5]
 
 
+def test_specials_and_zeros():
+    nan_row = np.array([0x7C00, h(1.0), h(2.0), h(3.0)], np.uint16)
+    pe = BankPERef(4)
+    for mode in Mode:
+        pe.start(mode)
+        pe.mac(nan_row, np.array([0x0000, h(1.0), h(1.0), h(1.0)], np.uint16))   # inf x 0
+        assert pe.drain()[0][0] == 0x7FC00000
+        pe.start(mode)
+        pe.mac(np.array([0x7C00, 0xFC00, 0, 0], np.uint16), np.array([h(1.0)] * 4, np.uint16))
+        assert pe.drain()[0][0] == (0x7FC00000 if mode == Mode.DOT else 0x7F800000)
+        pe.start(mode)
+        pe.mac(np.array([0x8000, h(-1.5), h(1.5), 0x8000], np.uint16), np.array([0, h(2.0), h(2.0), 0], np.uint16))
+        assert pe.drain()[0][0] == 0    # exact zero (also -0 x +0): +0
+
+
+def test_wraps_beyond_the_accumulator():
+    acc = Accumulators.zeros(1)
+    acc.hi[0] = (1 << (ACC_BITS - 40 - 1)) - 1      # just below 2^99 units
+    acc.lo[0] = (1 << 40) - 1
+    assert acc.values()[0] == (1 << (ACC_BITS - 1)) - 1
+    acc.lo[0] += 1
+    assert acc.values()[0] == -(1 << (ACC_BITS - 1))
+
+
 def test_fp16_output_rounding():
     x = np.array([65504.0, 65519.0, 65520.0, -1e6, 2.0 ** -24, 2.0 ** -25, 3 * 2.0 ** -25,
                   2.0 ** -14 - 2.0 ** -25], np.float32).view(np.uint32)
@@ -108,8 +140,9 @@ def test_fp16_output_rounding():
 
 @pytest.mark.parametrize("mode", [Mode.DOT, Mode.AXPY])
 def test_error_against_exact_arithmetic_within_bound(mode):
-    """Against exact sums (math.fsum of the exact float64 products): the binary32 result is
-    within the a priori bound of error_bound, and the binary16 output within that plus half
+    """Against exact sums (math.fsum of the exact float64 products, itself within 2^-53 of the
+    exact sum): the binary32 result is the exact sum correctly rounded, so within u |exact|
+    (u = 2^-24) whatever the number of commands, and the binary16 output within that plus half
     an ulp of binary16 (relative 2^-11, absolute 2^-25 in the subnormal range)."""
     rng = np.random.default_rng(7 + int(mode))
     pes, commands, lanes = 200, 256, 16
@@ -122,13 +155,8 @@ def test_error_against_exact_arithmetic_within_bound(mode):
     else:
         exact = np.array([[math.fsum(p[:, lane]) for lane in range(lanes)] for p in products])
         got32, got16 = value32(acc).astype(np.float64), fp32_to_fp16(acc)
-    bound = error_bound(mode, rows, ops)
-    err32 = np.abs(got32 - exact)
-    assert np.all(err32 <= bound)
-    # Measured (hw/README.md): at most ~10 u sum|p| for 256 commands, against the a priori
-    # (log2(lanes) + commands) u sum|p| = 260 u sum|p|; 16 u sum|p| is the stated envelope.
-    magnitude = np.abs(products).sum(axis=(1, 2) if mode == Mode.DOT else 1)
-    assert np.all(err32 <= 16 * 2.0 ** -24 * magnitude)
+    bound = UNIT_ROUNDOFF_FP32 * np.abs(exact) * (1 + 2.0 ** -50)
+    assert np.all(np.abs(got32 - exact) <= bound)
     got16 = got16.view(np.float16).astype(np.float64)
     assert np.all(np.abs(got16 - exact) <= bound + np.abs(exact) * 2.0 ** -11 + 2.0 ** -25)
 

@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 
 from hw.pe.bank_pe import BankPE
-from sim.pe_ref import load_params
+from hw.pe.reference import load_params
 
 BENCH = Path(__file__).with_name("cocotb_pe.py")
 
