@@ -18,7 +18,7 @@ report counts the functional-coverage corners the sequence reached
 
 At the shipped size (``configs/manager.yaml``: 128 requests, 512 + 512 pool entries) only
 Verilator is fast enough; ``SHIPPED_RUNS`` are the two runs that size is checked on (every
-request of the real trace at batch 128, and 128 requests of the pair's synthetic trace at batch
+request of the real trace (64) at batch 64, and 128 requests of the pair's synthetic trace at batch
 128, which fills both 512-entry pools and uses all 128 request slots). CI
 (tests/hw/flow/test_coverify.py) replays the first ``SHIPPED_CI_TRANSACTIONS`` of each on one
 Verilator build; `saddle hw report` replays them whole.
@@ -70,7 +70,7 @@ def record_run(params) -> tuple[ManagerConfig, list[tuple[object, list]], dict]:
 SIMULATORS = ("amaranth", "verilator")
 REAL_TRACE = "smollm2-135m.self24.real.jsonl.gz"         # in traces/data/
 # Shipped-size runs: trace ("real": REAL_TRACE; "synthetic": the pair's), batch, requests (None: all).
-SHIPPED_RUNS = {"real": ("real", 128, None), "synthetic": ("synthetic", 128, 128)}
+SHIPPED_RUNS = {"real": ("real", 64, None), "synthetic": ("synthetic", 128, 128)}
 # What CI replays of each (a prefix of a legal sequence is legal). The build of the shipped
 # Manager takes about 140 s of CPU and a cycle about 1.6 ms of it (-O0; hw/README.md), so a few
 # thousand transactions is what the test suite's budget holds. The real run's first 1400 have
