@@ -76,7 +76,7 @@ COCOTB_BUILD = BUILD / "cocotb"
 # What an exported design depends on (besides its factory's own file): the RTL, the model modules
 # it imports its formats from, the configs its sizes come from, and of the flow only the export
 # and this file (the build options); the rest of hw/flow/ (benches, reports) does not change a build.
-RTL_SOURCE_GLOBS = ("hw/**/*.py", "sim/manager/**/*.py", "sim/pe_ref.py", "common/*.py", "configs/manager*.yaml",
+RTL_SOURCE_GLOBS = ("hw/**/*.py", "sim/manager/**/*.py", "common/*.py", "configs/manager*.yaml",
                     "configs/hardware/*.yaml")
 RTL_FLOW_SOURCES = ("hw/flow/export.py", "hw/flow/verilator_runner.py")
 PUBLIC = ("ports", "all")
