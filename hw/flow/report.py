@@ -380,17 +380,23 @@ def render_coverage(data: dict | None) -> str:
 def render_mutation(data: dict | None) -> str:
     if not data:
         return "Not measured on this RTL.\n"
-    out = [_table(["block", "mutants", "killed", "argued equivalent", "survivors"], ["l"] + ["r"] * 4,
+    return _table(["block", "mutants", "killed", "argued equivalent", "survivors"], ["l"] + ["r"] * 4,
                   [[b["block"], str(len(b["mutants"])), f"**{b['killed']} / {b['killable']}**", str(b["equivalent"]),
-                    str(sum(m["status"] == "SURVIVED" for m in b["mutants"]))] for b in data["blocks"]])]
-    for b in data["blocks"]:
-        out.append("\n" + _table(["mutant", "fault", *b["checks"]], ["l", "l"] + ["r"] * len(b["checks"]),
-                                 [[f"`{m['fault']}`" + (" (equivalent)" if m["equivalent"] else ""), m["description"],
-                                   *(("**{}**" if c == m["killed_by"] else "{}").format(
-                                       "" if c not in m["kills"] else "-" if m["kills"][c] is None else m["kills"][c])
-                                     for c in b["checks"])]
-                                  for m in b["mutants"]]))
-    return "".join(out)
+                    str(sum(m["status"] == "SURVIVED" for m in b["mutants"]))] for b in data["blocks"]])
+
+
+def render_mutants(data: dict | None) -> str:
+    """Every mutant and where each check it ran first fails (report.md only: too long for the
+    README, which holds ``render_mutation``'s summary)."""
+    if not data:
+        return "Not measured on this RTL.\n"
+    return "\n".join(_table(["mutant", "fault", *b["checks"]], ["l", "l"] + ["r"] * len(b["checks"]),
+                            [[f"`{m['fault']}`" + (" (equivalent)" if m["equivalent"] else ""), m["description"],
+                              *(("**{}**" if c == m["killed_by"] else "{}").format(
+                                  "" if c not in m["kills"] else "-" if m["kills"][c] is None else m["kills"][c])
+                                for c in b["checks"])]
+                             for m in b["mutants"]])
+                     for b in data["blocks"])
 
 
 def render_power(data: dict | None) -> str:
@@ -404,13 +410,20 @@ RENDER = {"area": lambda d: render_area(d), "manager_parts": render_manager_part
           "mutation": render_mutation}
 
 
+# Blocks only report.md holds: (name, the section whose data they render, how).
+REPORT_ONLY = (("mutants", "mutation", render_mutants),)
+
+
 def render(report: dict) -> str:
-    """report.md: every section of ``report`` (JSON) between its markers."""
+    """report.md: every section of ``report`` (JSON) between its markers, then REPORT_ONLY's."""
     parts = ["# Generated tables of hw/README.md\n\nWritten by `saddle hw report` from `hw/report.json`; "
              "do not edit by hand.\n"]
     for section in SECTIONS:
         if section in report:
             parts.append(f"\n## {section}\n\n{BEGIN.format(section)}\n{RENDER[section](report[section])}{END}\n")
+    for name, section, how in REPORT_ONLY:
+        if section in report:
+            parts.append(f"\n## {name}\n\n{BEGIN.format(name)}\n{how(report[section])}{END}\n")
     return "".join(parts)
 
 
