@@ -16,7 +16,6 @@ import gzip
 import hashlib
 import json
 import math
-import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -225,13 +224,15 @@ def build(folder: Path, names: tuple[str, ...] = FIGURES, *, requests: int | str
     from report import published
     from report.plots import plot_all
     from sim.experiments.grid import load_experiment, resolve_path
-    from sim.experiments.runner import execute, write_results
+    from sim.experiments.runner import claim_folder, execute, write_results
 
     sections, claims, timeline = [], {}, None
     for name in names:
-        experiment, runs = load_experiment(resolve_path(name), requests=requests)
+        path = resolve_path(name)
+        experiment, runs = load_experiment(path, requests=requests)
         out = folder / experiment["name"]
-        records = execute(experiment["name"], runs, out, progress=sys.stderr.isatty(), jobs=jobs)
+        claim_folder(out, "experiment", experiment["name"], str(path))   # as `saddle run` does
+        records = execute(experiment["name"], runs, out, jobs=jobs)   # progress as `saddle run`
         write_results(out, experiment, runs, records)
         images = [p.relative_to(folder).as_posix() for p in plot_all(out, experiment, records)]
         rows = (published.compare(experiment["published"], records)

@@ -97,6 +97,7 @@ def test_the_command_writes_the_page_and_refuses_an_unknown_figure(page, tmp_pat
     assert main(["report", "--out", str(tmp_path), "--figures", str(folder / "tiny.yaml"),
                  "--no-validation"]) == 0
     assert (tmp_path / "index.html").is_file() and (tmp_path / "report.md").is_file()
+    assert "tiny: 2 runs" in capsys.readouterr().err      # the runner's summary line, as `saddle run`
     assert main(["report", "--out", str(tmp_path), "--figures", "no-such-figure"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "no-such-figure" in err[0]
