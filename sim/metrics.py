@@ -141,6 +141,7 @@ class RunRecord:
     stop: str | None = None
     acceptance_table: list[int] | None = None
     stop_param: float | None = None
+    plus: dict | None = None          # SADDLE+'s Manager tables (sim/systems/resolve.py)
 
     def to_dict(self) -> dict:
         return {f.name: asdict(value) if isinstance(value, TokenCounts) else value

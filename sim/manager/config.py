@@ -9,7 +9,7 @@ from common.config import get
 from common.errors import ConfigError
 from common.paths import CONFIGS
 from sim.config import BASE, Configs
-from sim.manager.controller import ACCEPTANCE_BINS
+from sim.manager.controller import ACCEPTANCE_BINS, TAU_BUCKETS
 from sim.manager.formats import (
     AGE,
     MICROBATCH_ID,
@@ -21,6 +21,7 @@ from sim.manager.formats import (
     THRESHOLD,
     quantize_prob,
 )
+from sim.manager.planner import PassCosts
 from sim.manager.transactions import Device
 
 DEFAULT_PATH = CONFIGS / "manager.yaml"
@@ -59,6 +60,12 @@ class ManagerConfig:
     # The calibrated stop rule's table (raw UQ1.16, ACCEPTANCE_BINS entries; controller.py);
     # None: H multiplies the probabilities themselves (SADDLE's rule)
     acceptance_table: tuple[int, ...] | None = None
+    # SADDLE+ (all None in SADDLE): the Controller's tau per load (raw UQ1.16, TAU_BUCKETS
+    # entries; controller.py), the Scheduler's DLM FC threshold while a pass runs
+    # (scheduler.py), the pass planner's cost table (planner.py)
+    tau_table: tuple[int, ...] | None = None
+    dlm_fc_threshold_locked: int | None = None
+    pass_costs: PassCosts | None = None
 
     def __post_init__(self):
         self.validate()
@@ -73,15 +80,18 @@ class ManagerConfig:
             "controller": {"max_requests": self.max_requests, "max_draft_len": self.max_draft_len,
                            "tau": self.tau / (1 << TAU.frac),
                            **({} if self.acceptance_table is None
-                              else {"acceptance_table": list(self.acceptance_table)})},
+                              else {"acceptance_table": list(self.acceptance_table)}),
+                           **({} if self.tau_table is None else {"tau_table": list(self.tau_table)})},
             "pools": {"shared_entries": self.shared_entries, "eager_entries": self.eager_entries,
                       "micro_batches": self.micro_batches}
             | ({} if self.aging_passes is None else {"aging_passes": self.aging_passes}),
             "scheduler": {"dynamic": self.dynamic_mapping, "dlm_fc_threshold": self.dlm_fc_threshold,
                           "tlm_attention_threshold": self.tlm_attention_threshold,
                           "static": {"dlm_fc": self.static_dlm_fc.value,
-                                     "tlm_attention": self.static_tlm_attention.value}},
-        }
+                                     "tlm_attention": self.static_tlm_attention.value}}
+            | ({} if self.dlm_fc_threshold_locked is None
+               else {"dlm_fc_threshold_locked": self.dlm_fc_threshold_locked}),
+        } | ({} if self.pass_costs is None else {"planner": dataclasses.asdict(self.pass_costs)})
 
     def replace(self, **changes) -> ManagerConfig:
         return dataclasses.replace(self, **changes)
@@ -109,9 +119,16 @@ class ManagerConfig:
         values = {name: read(key) for name, (key, _, _) in _BOUNDS.items()
                   if name not in ("tau", "aging_passes")}
         table = sections["controller"].get("acceptance_table")
+        taus = sections["controller"].get("tau_table")      # raw UQ1.16 integers
+        planner = data.get("planner")
         values.update(tau=quantize_prob(tau), dynamic_mapping=read("scheduler.dynamic", bool),
                       aging_passes=read("pools.aging_passes", (int, type(None)), default=None),
-                      acceptance_table=tuple(table) if isinstance(table, list) else table)
+                      acceptance_table=tuple(table) if isinstance(table, list) else table,
+                      tau_table=tuple(taus) if isinstance(taus, list) else taus,
+                      dlm_fc_threshold_locked=read("scheduler.dlm_fc_threshold_locked",
+                                                   (int, type(None)), default=None),
+                      pass_costs=None if planner is None else PassCosts(
+                          **{**planner, "fc": tuple(planner.get("fc", ()))}))
         for key in ("dlm_fc", "tlm_attention"):
             value = read(f"scheduler.static.{key}", str)
             if value not in ("gpu", "pim"):
@@ -139,6 +156,20 @@ def _check(values: dict, source: str) -> None:
                               or not all(type(v) is int and 0 <= v <= PROB_ONE for v in table)):
         raise ConfigError(f"{source}: controller.acceptance_table (raw UQ1.16): expected "
                           f"{ACCEPTANCE_BINS} integers in [0, {PROB_ONE}], found {table!r}")
+    taus = values.get("tau_table")
+    if taus is not None and (not isinstance(taus, tuple) or len(taus) != TAU_BUCKETS
+                             or not all(type(v) is int and 0 <= v <= TAU.max_raw for v in taus)):
+        raise ConfigError(f"{source}: controller.tau_table (raw UQ1.16): expected {TAU_BUCKETS} "
+                          f"integers in [0, {TAU.max_raw}], found {taus!r}")
+    locked = values.get("dlm_fc_threshold_locked")
+    if locked is not None and (type(locked) is not int or not 0 <= locked <= THRESHOLD.max_raw):
+        raise ConfigError(f"{source}: scheduler.dlm_fc_threshold_locked: expected an integer in "
+                          f"[0, {THRESHOLD.max_raw}], found {locked!r}")
+    costs = values.get("pass_costs")
+    if costs is not None:
+        wrong = costs.check(values["shared_entries"]) if isinstance(costs, PassCosts) else "not a table"
+        if wrong:
+            raise ConfigError(f"{source}: planner: {wrong}")
     for name in ("static_dlm_fc", "static_tlm_attention"):
         if not isinstance(values[name], Device):
             raise ConfigError(f"{source}: scheduler.static.{name[7:]}: expected gpu or pim, "

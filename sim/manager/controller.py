@@ -5,6 +5,8 @@ raw probability p_t, gives H_t = (H_{t-1} * p_t) >> 16, and drafting stops after
 (which is drafted) iff H_t < tau or t == max_draft_len. With an acceptance table (the calibrated
 stop rule, sim/systems/registry.py) the multiplier takes the table's UQ1.16 entry for p_t
 instead of p_t: H_t estimates the probability that every token of the round so far is accepted.
+With a tau table (SADDLE+'s load-aware threshold; None in SADDLE) tau is the table's entry for
+the number L of admitted requests, ``tau_table[tau_bucket(L)]``, updated at Admit and Retire.
 """
 from __future__ import annotations
 
@@ -19,6 +21,15 @@ ACCEPTANCE_BINS = 16
 def acceptance_bin(p: int) -> int:
     """The acceptance table's entry for a raw UQ1.16 probability: floor(16 p), 1.0 in the last."""
     return ACCEPTANCE_BINS - 1 if p >> 16 else p >> 12
+
+
+TAU_BUCKETS = 8
+
+
+def tau_bucket(live: int) -> int:
+    """The tau table's entry for ``live`` admitted requests: bit length of live - 1, at most 7
+    (1, 2, 3-4, 5-8, ..., 65-128)."""
+    return min(max(live - 1, 0).bit_length(), TAU_BUCKETS - 1)
 
 
 def update_h(h: int, p: int) -> int:
@@ -75,11 +86,13 @@ class Controller:
     """Up to ``max_requests`` request slots, each with its own H and round position."""
 
     def __init__(self, max_requests: int, max_draft_len: int, tau: int,
-                 acceptance: tuple[int, ...] | None = None):
+                 acceptance: tuple[int, ...] | None = None, tau_table: tuple[int, ...] | None = None):
         self.max_requests = max_requests
         self.max_draft_len = max_draft_len
         self.tau = tau
         self.acceptance = acceptance
+        self.tau_table = tau_table
+        self.live_tau = tau if tau_table is None else tau_table[0]   # the comparator's tau
         self.slots: dict[int, RequestSlot] = {}
         self._drafting: dict[int, int] = {}   # micro-batch -> slots in state DRAFTING (RequestSlot)
 
@@ -89,7 +102,12 @@ class Controller:
         if request in self.slots:
             raise ProtocolError(f"Admit: request {request} is already admitted")
         slot = self.slots[request] = RequestSlot(microbatch, self._drafting)
+        self._load()
         return slot
+
+    def _load(self) -> None:
+        if self.tau_table is not None:
+            self.live_tau = self.tau_table[tau_bucket(len(self.slots))]
 
     def slot(self, request: int, what: str) -> RequestSlot:
         slot = self.slots.get(request)
@@ -122,7 +140,7 @@ class Controller:
         h = slot.h = (slot.h * (p if table is None else table[acceptance_bin(p)])) >> 16
         t = slot.t = slot.t + 1
         slot.pending += 1
-        if h < self.tau or t >= self.max_draft_len:
+        if h < self.live_tau or t >= self.max_draft_len:
             slot.state = STOPPED
             return True
         return False
@@ -134,3 +152,4 @@ class Controller:
     def retire(self, request: int) -> None:
         slot = self.slots.pop(request)
         slot.state = STOPPED     # leaves the count of drafting slots
+        self._load()

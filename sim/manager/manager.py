@@ -28,6 +28,7 @@ from sim.manager.formats import (
     TOKEN_ID,
     VERIFY_ID,
 )
+from sim.manager.planner import best_prefix, should_wait
 from sim.manager.scheduler import Scheduler, dlm_fc_estimate, tlm_attention_estimate
 from sim.manager.shared_pool import PoolEntry, SharedPool
 from sim.manager.softmax import SoftmaxParams, softmax_greedy
@@ -81,11 +82,15 @@ class Manager:
         self.config = config if config is not None else ManagerConfig.load()
         self.softmax = softmax
         c = self.config
-        self.controller = Controller(c.max_requests, c.max_draft_len, c.tau, c.acceptance_table)
+        self.controller = Controller(c.max_requests, c.max_draft_len, c.tau, c.acceptance_table,
+                                     c.tau_table)
         self.shared_pool = SharedPool(c.shared_entries, c.aging_passes)
         self.eager_pools = EagerPools(c.micro_batches, c.eager_entries)
         self.scheduler = Scheduler(c.dynamic_mapping, c.dlm_fc_threshold, c.tlm_attention_threshold,
-                                   c.static_dlm_fc, c.static_tlm_attention)
+                                   c.static_dlm_fc, c.static_tlm_attention,
+                                   c.dlm_fc_threshold_locked)
+        self.planner = c.pass_costs          # SADDLE+'s pass planner (planner.py); None: off
+        self._waits = 0                      # its consecutive waits while the TLM is idle
         self.ledger = Ledger()
         self._micro_batches = c.micro_batches
         self.verification = 0                 # id of the current / next verification
@@ -93,7 +98,7 @@ class Manager:
         self._resulted: set[int] = set()
         self._rejected: dict[int, int] = {}   # request -> micro-batch, rejected in this pass
         # Per micro-batch, its drafting count -> the SchedulerQuery's answer (query).
-        self._dlm_fc_mappings: list[dict[int, Mapping]] = [{} for _ in range(c.micro_batches)]
+        self._dlm_fc_mappings: list[dict[object, Mapping]] = [{} for _ in range(c.micro_batches)]
         self._handlers: dict[type, Callable[[Any], list]] = {
             Admit: self._admit, DraftToken: self._draft, DraftLogits: self._draft_logits,
             VerifyIssue: self._issue, VerifyResult: self._result, Unlock: self._unlock,
@@ -155,8 +160,10 @@ class Manager:
             pool, room = EAGER, eager.free(microbatch) > 0
         if not room:
             return pool, None
+        h_prev = slot.h
         stop = self.controller.advance(slot, prob)
-        entry = PoolEntry(request, microbatch, position, token, slot.h, self.ledger.open())
+        entry = PoolEntry(request, microbatch, position, token, slot.h, self.ledger.open(), 0,
+                          h_prev, stop)
         (shared if pool is SHARED else eager).insert(entry)
         return pool, stop
 
@@ -210,10 +217,26 @@ class Manager:
             return NotIssued(NotIssuedReason.EMPTY, 0)
         if available < capacity and not tlm_idle:
             return NotIssued(NotIssuedReason.BELOW_CAPACITY, available)
-        chosen = shared.select(capacity)
+        costs = self.planner
+        if costs is None:
+            chosen = shared.select(capacity)
+        else:
+            order = shared.ordered()
+            best = best_prefix(order, shared.capacity if costs.select else capacity, costs)
+            if available < capacity and costs.issue and self._waits < costs.wait_bound \
+                    and should_wait(best, self._drafting(), costs):
+                self._waits += 1
+                return NotIssued(NotIssuedReason.BELOW_CAPACITY, available)
+            self._waits = 0
+            chosen = shared.select(best[0], order)
         self._in_pass = set(map(_REQUEST_OF, chosen))
         num, den = tlm_attention_estimate(map(_REQUEST_OF, chosen))
         return chosen, Mapping(Op.TLM_ATTENTION, self.scheduler.tlm_attention(num, den), num, den, -1)
+
+    def _drafting(self) -> list[tuple[int, bool]]:
+        """(H, has tokens in a pool) of every drafting request: the planner's wait inputs."""
+        return [(slot.h, slot.pending > 0) for slot in self.controller.slots.values()
+                if slot.state is controller.DRAFTING]
 
     def result(self, request: int, accepted: int, corrected_token: int) -> int:
         """``apply(VerifyResult(...))`` unboxed: how many waiting tokens it discarded
@@ -317,12 +340,15 @@ class Manager:
         if type(microbatch) is not int or not 0 <= microbatch < self._micro_batches:
             self._microbatch(microbatch, "SchedulerQuery")
         drafting = self.controller.drafting(microbatch)
-        mapping = self._dlm_fc_mappings[microbatch].get(drafting)
+        # A pure function of the drafting count (and, pass-aware, the lock): built once.
+        key = drafting if self.scheduler.dlm_fc_threshold_locked is None \
+            else (drafting, self.shared_pool.locked)
+        mapping = self._dlm_fc_mappings[microbatch].get(key)
         if mapping is None:
-            # A pure function of the drafting count, and an immutable event: built once.
             num, den = dlm_fc_estimate(drafting)
-            mapping = self._dlm_fc_mappings[microbatch][drafting] = Mapping(
-                Op.DLM_FC, self.scheduler.dlm_fc(num, den), num, den, microbatch)
+            mapping = self._dlm_fc_mappings[microbatch][key] = Mapping(
+                Op.DLM_FC, self.scheduler.dlm_fc(num, den, self.shared_pool.locked), num, den,
+                microbatch)
         return mapping
 
     def _query(self, txn: SchedulerQuery) -> list:

@@ -9,7 +9,9 @@ rule is GPU iff numerator >= threshold * denominator (no divider):
   request; the GQA group size is folded into the threshold).
 
 Thresholds are integers measured offline from the cost model with exactly these estimates.
-With ``dynamic`` off (SADDLE-s) the static mapping is returned unchanged.
+With ``dynamic`` off (SADDLE-s) the static mapping is returned unchanged. SADDLE+'s pass-aware
+DLM FC threshold (``dlm_fc_threshold_locked``; None in SADDLE) replaces the DLM FC threshold
+while the Shared Pool is locked: the next step then shares the devices with a pass.
 """
 from __future__ import annotations
 
@@ -34,17 +36,22 @@ def at_or_above(numerator: int, denominator: int, threshold: int) -> bool:
 
 class Scheduler:
     def __init__(self, dynamic: bool, dlm_fc_threshold: int, tlm_attention_threshold: int,
-                 static_dlm_fc: Device, static_tlm_attention: Device):
+                 static_dlm_fc: Device, static_tlm_attention: Device,
+                 dlm_fc_threshold_locked: int | None = None):
         self.dynamic = dynamic
+        self.dlm_fc_threshold_locked = dlm_fc_threshold_locked
         self.dlm_fc_threshold = dlm_fc_threshold
         self.tlm_attention_threshold = tlm_attention_threshold
         self.static_dlm_fc = static_dlm_fc
         self.static_tlm_attention = static_tlm_attention
 
-    def dlm_fc(self, numerator: int, denominator: int) -> Device:
+    def dlm_fc(self, numerator: int, denominator: int, locked: bool = False) -> Device:
         if not self.dynamic:
             return self.static_dlm_fc
-        return Device.GPU if at_or_above(numerator, denominator, self.dlm_fc_threshold) else Device.PIM
+        threshold = self.dlm_fc_threshold
+        if locked and self.dlm_fc_threshold_locked is not None:
+            threshold = self.dlm_fc_threshold_locked
+        return Device.GPU if at_or_above(numerator, denominator, threshold) else Device.PIM
 
     def tlm_attention(self, numerator: int, denominator: int) -> Device:
         if not self.dynamic:

@@ -27,6 +27,8 @@ class PoolEntry:
     h: int
     serial: int            # ledger id of the drafted token (conservation check)
     age: int = 0           # passes passed over while waiting (aging), saturating at K
+    h_prev: int = 1 << 16  # H before this token (SADDLE+'s planner: planner.py)
+    last: bool = False     # the round's stopping token (the Controller said stop)
 
 
 def selection_key(entry: PoolEntry) -> tuple[int, int, int]:
@@ -98,9 +100,8 @@ class SharedPool:
         self.count -= len(entries)
         return entries
 
-    def select(self, n: int) -> list[PoolEntry]:
-        """Up to ``n`` waiting entries in selection order; they go in flight and the pool locks."""
-        assert not self.locked, "select on a locked Shared Pool"
+    def ordered(self) -> list[PoolEntry]:
+        """The waiting entries in selection order."""
         # selection_key's order (aged_selection_key's with aging) without a Python key call per
         # entry: (request, position) order, a stable sort on H descending (``reverse`` keeps
         # equal keys in order), then with aging a stable partition on the age.
@@ -110,7 +111,14 @@ class SharedPool:
         aging = self.aging_passes
         if aging is not None:
             candidates = [e for e in candidates if e.age >= aging] + [e for e in candidates if e.age < aging]
-        chosen = candidates[:n]
+        return candidates
+
+    def select(self, n: int, order: list[PoolEntry] | None = None) -> list[PoolEntry]:
+        """Up to ``n`` waiting entries in selection order (``order``: ``ordered()``'s, if
+        already taken); they go in flight and the pool locks."""
+        assert not self.locked, "select on a locked Shared Pool"
+        waiting, aging = self._waiting, self.aging_passes
+        chosen = (self.ordered() if order is None else order)[:n]
         per_request: dict[int, list[PoolEntry]] = {}
         for e in chosen:
             per_request.setdefault(e.request, []).append(e)

@@ -15,6 +15,10 @@
   GEMM stays memory-bound (up to there a pass costs one streaming of the weights);
   ``fc_slack``, the most whose TLM FC time stays within ``1 + slack`` of one token's;
   ``pool``, the Shared Pool's size. The Manager is given max(that, batch), capped by the pool.
+  (``cost``, SADDLE+'s: the ridge, and the pass planner picks the prefix.)
+- SADDLE+ (sim/manager/planner.py): ``pass_costs``, the planner's table (a pass's cost per 16
+  tokens at one query per request, each request's attention at the mean context), and ``locked_dlm_fc_threshold``, the DLM FC crossover of
+  a step that shares the devices with a pass (the background rate of sim/engine/devices.py).
 """
 from __future__ import annotations
 
@@ -24,6 +28,7 @@ from collections.abc import Callable
 import numpy as np
 
 from sim.engine.costs import CostAdapter
+from sim.manager.planner import COST_BUCKET
 from sim.systems.spec import CapacityRule
 from traces.format import RequestTrace
 
@@ -91,6 +96,8 @@ def verify_capacity(costs: CostAdapter, pool_entries: int, rule: CapacityRule | 
                     slack: float | None = None) -> int:
     """The pass capacity under ``rule`` before the batch floor (see the module's docstring)."""
     rule = CapacityRule(rule)
+    if rule is CapacityRule.COST:
+        rule = CapacityRule.RIDGE
     if rule is CapacityRule.POOL:
         return pool_entries
     limit = 0.0
@@ -107,3 +114,36 @@ def verify_capacity(costs: CostAdapter, pool_entries: int, rule: CapacityRule | 
     while n < pool_entries and not exceeds(n + 1):
         n += 1
     return n
+
+
+COST_UNIT_PS = 1 << 16     # the planner's cost unit (planner.py)
+
+
+def pass_costs(costs: CostAdapter, mapping: dict[str, str], batch: int, context: int,
+               entries: int) -> dict[str, int]:
+    """The planner's ``fc`` and ``per_request`` (integers of 2**16 ps, rounded up)."""
+    n_dev = costs.n_devices
+
+    def tlm(requests: tuple) -> int:
+        return costs.price("tlm", requests, "gpu", mapping["tlm_attention"], n_dev).work.time_ps
+
+    def units(ps: int) -> int:
+        return -(-ps // COST_UNIT_PS)
+    fc = [units(tlm(((n + 1, n),))) for n in [1] + list(range(COST_BUCKET, entries + COST_BUCKET, COST_BUCKET))]
+    attention = tlm(((context, 1),) * batch) - tlm(((2, 1),) * batch)
+    return {"fc": fc, "per_request": units(max(0, attention) // batch)}
+
+
+def locked_dlm_fc_threshold(costs: CostAdapter, mapping: dict[str, str], batch: int,
+                            context: int, max_batch: int) -> int:
+    """The fewest drafting requests for which a DLM step with FC on the GPU, sharing the
+    devices with a pass of two queries per request, ends no later than with FC on PIM."""
+    gpu_busy, pim_busy = costs.price("tlm", ((context, 2),) * batch, "gpu", mapping["tlm_attention"],
+                                     costs.n_devices).work.shares
+
+    def shared(requests: int, fc: str) -> float:
+        work = costs.price("dlm", ((context, 1),) * requests, fc, mapping["dlm_attention"], 1).work
+        rate = min([1.0] + [free / need for free, need in ((1 - gpu_busy, work.shares[0]),
+                                                          (1 - pim_busy, work.shares[1])) if need > 0])
+        return work.time_ps / rate if rate > 0 else float("inf")
+    return next((b for b in range(1, max_batch + 1) if shared(b, "gpu") <= shared(b, "pim")), max_batch)

@@ -18,9 +18,10 @@ after every prediction step and at every Unlock; the Manager issues one when the
 holds N tokens or when its ``tlm_idle`` input is true, which the ``issue_rule`` drives (the
 paper's "or when the GPU is idle"; sim/README.md compares them): ``gpu-idle``, no pass and no
 DLM step using a GPU in flight; ``tlm-idle``, no pass in flight; ``drained``, no pass in
-flight and no request able to draft. Without an Eager Pool (SADDLE-p) the micro-batches' steps
-are synchronised and alternate with passes: after each step a pass is issued if the Shared
-Pool holds N tokens or no request can draft (``drained``).
+flight and no request able to draft; ``cost`` (SADDLE+), no pass in flight, and the Manager's
+pass planner (sim/manager/planner.py) decides whether to wait. Without an Eager Pool (SADDLE-p)
+the micro-batches' steps are synchronised and alternate with passes: after each step a pass is
+issued if the Shared Pool holds N tokens or no request can draft (``drained``).
 """
 from __future__ import annotations
 
@@ -218,8 +219,8 @@ class PooledRun(BaseRun):
         (the issue rule, module doc)?"""
         if self.in_pass:
             return False
-        if self.issue_rule is IssueRule.TLM_IDLE:
-            return True
+        if self.issue_rule is IssueRule.TLM_IDLE or self.issue_rule is IssueRule.COST:
+            return True     # COST: the Manager's pass planner decides whether to wait
         if self.issue_rule is IssueRule.GPU_IDLE:
             return not self.gpu_steps
         return not any(self.ready)

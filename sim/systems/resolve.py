@@ -17,12 +17,13 @@ from sim.cost.system import load_hardware
 from sim.engine.costs import CostAdapter
 from sim.manager.config import DEFAULT_PATH, ManagerConfig
 from sim.manager.formats import AGE, THRESHOLD, quantize_prob
+from sim.manager.planner import PassCosts
 from sim.manager.timing import ManagerTiming, load_manager_timing
 from sim.manager.transactions import Device
 from sim.model import load_model, load_pair
 from sim.systems import memory, offline
 from sim.systems.registry import STOP_RULES, StopRule, calibration_table, check_entropy, reads_tau
-from sim.systems.spec import IssueRule, SystemSpec, check_capacity, check_issue_rule, load_system
+from sim.systems.spec import CapacityRule, IssueRule, SystemSpec, check_capacity, check_issue_rule, load_system
 from sim.workload import Workload, load_workload
 
 
@@ -352,11 +353,11 @@ def resolve(p: RunParams) -> RunSetup:
     found = check_fits(p, r.mapping)
     if found:
         r.warnings.append(found)
+    issue_rule = check_issue_rule(p.issue_rule, spec, where + "issue_rule")
     if spec.verify == "shared_pool":
-        _pool_setup(r)
+        _pool_setup(r, issue_rule)
     else:
         check_capacity(spec, p.capacity_rule, p.capacity_slack, where)
-    issue_rule = check_issue_rule(p.issue_rule, spec, where + "issue_rule")
     if issue_rule is not None:
         r.issue_rule = issue_rule
         r.notes["issue_rule"] = str(issue_rule)
@@ -435,9 +436,9 @@ def _manager_config(r: RunSetup, max_len: int) -> ManagerConfig:
     return cfg
 
 
-def _pool_setup(r: RunSetup) -> None:
-    """A Shared Pool system's offline choices: the Scheduler's thresholds (dynamic mapping)
-    and the TLM pass capacity."""
+def _pool_setup(r: RunSetup, issue_rule: IssueRule | None) -> None:
+    """A Shared Pool system's offline choices: the Scheduler's thresholds (dynamic mapping),
+    the TLM pass capacity and SADDLE+'s tables."""
     p, spec, cfg = r.params, r.spec, r.manager_config
     if spec.mapping == "dynamic":
         dlm_thr, tlm_thr = offline.scheduler_thresholds(
@@ -451,7 +452,59 @@ def _pool_setup(r: RunSetup) -> None:
     assert rule is not None
     ridge = offline.verify_capacity(r.costs, cfg.shared_entries, rule, slack)
     r.capacity = min(max(ridge, p.batch), cfg.shared_entries)
+    if issue_rule is IssueRule.COST:
+        r.capacity = cfg.shared_entries       # the planner decides every pass below the pool
     r.notes["verify_capacity"] = r.capacity
     r.notes["capacity_rule"] = str(rule) if slack is None else f"{rule} {slack:g}"
     if cfg.aging_passes is not None:
         r.notes["aging_passes"] = cfg.aging_passes
+    _plus_setup(r, issue_rule is IssueRule.COST, rule is CapacityRule.COST)
+
+
+PLUS_FILE = CONFIGS / "tau" / "plus"     # SADDLE+'s tuned tables: <pair>.yaml (tune_plus.py)
+
+
+def _plus_setup(r: RunSetup, issue: bool, select: bool) -> None:
+    """SADDLE+'s Manager tables: the planner's pass costs, the load-aware tau, the pass-aware
+    DLM FC threshold (each only if the system or run asks for it)."""
+    p, spec, cfg = r.params, r.spec, r.manager_config
+    context = r.max_seq // 2
+    changes: dict[str, Any] = {}
+    plus: dict[str, Any] = {}
+    if issue or select:
+        table = offline.pass_costs(r.costs, r.mapping, p.batch, context, cfg.shared_entries)
+        changes["pass_costs"] = PassCosts(fc=tuple(table["fc"]), per_request=table["per_request"],
+                                          wait_bound=wait_bound(p.pair), select=select, issue=issue)
+        plus["pass_costs"] = dict(table, select=select, issue=issue)
+    if spec.tau_table and p.tau is None and p.stop_param is None and r.rule_name is not None \
+            and STOP_RULES[r.rule_name].planned_by_controller:
+        changes["tau_table"] = load_tau_table(p.pair, r.rule_name)
+        plus["tau_table"] = list(changes["tau_table"])
+    if spec.pass_aware:
+        changes["dlm_fc_threshold_locked"] = offline.locked_dlm_fc_threshold(
+            r.costs, r.mapping, p.batch, context, max_batch=128)
+        plus["dlm_fc_threshold_locked"] = changes["dlm_fc_threshold_locked"]
+    if changes:
+        r.notes["plus"] = plus
+        r.manager_config = cfg.replace(**changes)
+        r.manager_config.validate(p.source)
+
+
+def _plus_file(pair: str, key: str) -> Any:
+    path = PLUS_FILE / f"{pair}.yaml"
+    value = load_yaml(path).get(key) if path.is_file() else None
+    if value is None:
+        raise ConfigError(f"{path}: {key}: missing: SADDLE+'s tuned tables for {pair} (give tau, "
+                          f"or tune them: python -m sim.systems.tune_plus --pair {pair})")
+    return value
+
+
+def wait_bound(pair: str) -> int:
+    """The planner's most consecutive waits (tuned with the tau table)."""
+    return int(_plus_file(pair, "wait_bound"))
+
+
+def load_tau_table(pair: str, rule: str) -> tuple[int, ...]:
+    """SADDLE+'s Controller threshold per load for ``rule`` (raw UQ1.16; configs/tau/plus/)."""
+    entry = _plus_file(pair, rule)
+    return tuple(quantize_prob(x) for x in get(entry, "table", list, source=PLUS_FILE, prefix=rule))

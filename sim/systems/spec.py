@@ -47,6 +47,7 @@ class IssueRule(Kind):
     GPU_IDLE = "gpu-idle"
     TLM_IDLE = "tlm-idle"
     DRAINED = "drained"
+    COST = "cost"                  # SADDLE+: the Manager's pass planner decides (planner.py)
 
 
 class CapacityRule(Kind):
@@ -54,6 +55,7 @@ class CapacityRule(Kind):
     RIDGE = "ridge"
     FC_SLACK = "fc_slack"
     POOL = "pool"
+    COST = "cost"                  # SADDLE+: the planner's argmax of value per cost (planner.py)
 
 
 OPERATORS = ("dlm_fc", "dlm_attention", "tlm_fc", "tlm_attention")
@@ -61,7 +63,8 @@ DEVICES = ("gpu", "pim")
 ISSUE_RULES = tuple(k.value for k in IssueRule)
 CAPACITY_RULES = tuple(k.value for k in CapacityRule)
 SYSTEM_KEYS = ("hardware", "decoding", "stop", "verify", "eager", "mapping", "static_mapping",
-               "manager_hardware", "capacity_rule", "capacity_slack", "issue_rule")
+               "manager_hardware", "capacity_rule", "capacity_slack", "issue_rule", "tau_table",
+               "pass_aware")
 
 
 @dataclass(frozen=True)
@@ -78,6 +81,8 @@ class SystemSpec:
     capacity_rule: CapacityRule | None = None   # shared_pool: how the TLM pass capacity is chosen
     capacity_slack: float | None = None   # capacity_rule fc_slack: FC time within 1 + slack
     issue_rule: IssueRule | None = None   # eager: when a pass below capacity may start
+    tau_table: bool = False           # SADDLE+: tau per load (configs/tau/plus/<pair>.yaml)
+    pass_aware: bool = False          # SADDLE+: DLM FC threshold while a pass runs (offline.py)
 
     @property
     def speculative(self) -> bool:
@@ -134,7 +139,11 @@ def load_system(name: str, *, configs: Configs = BASE) -> SystemSpec:
         name=name, hardware=get(data, "hardware", str, source=src), decoding=decoding, stop=stop,
         verify=verify, eager=eager, mapping=mapping,
         static_mapping=dict(static) if static else None,
-        manager_hardware=get(data, "manager_hardware", bool, source=src, default=False))
+        manager_hardware=get(data, "manager_hardware", bool, source=src, default=False),
+        tau_table=get(data, "tau_table", bool, source=src, default=False),
+        pass_aware=get(data, "pass_aware", bool, source=src, default=False))
+    only("tau_table", pooled or not spec.tau_table, "needs the Manager (verify: shared_pool)")
+    only("pass_aware", spec.mapping == "dynamic" or not spec.pass_aware, "needs mapping: dynamic")
     # The choices a run may override, checked as a run's are (spec has none of its own yet).
     rule, slack = check_capacity(spec, get(data, "capacity_rule", str, source=src, default=None),
                                  get(data, "capacity_slack", float, source=src, default=None),
