@@ -120,7 +120,7 @@ COST_UNIT_PS = 1 << 16     # the planner's cost unit (planner.py)
 
 
 def pass_costs(costs: CostAdapter, mapping: dict[str, str], batch: int, context: int,
-               entries: int) -> dict[str, int]:
+               entries: int) -> tuple[list[int], int]:
     """The planner's ``fc`` and ``per_request`` (integers of 2**16 ps, rounded up)."""
     n_dev = costs.n_devices
 
@@ -131,7 +131,7 @@ def pass_costs(costs: CostAdapter, mapping: dict[str, str], batch: int, context:
         return -(-ps // COST_UNIT_PS)
     fc = [units(tlm(((n + 1, n),))) for n in [1] + list(range(COST_BUCKET, entries + COST_BUCKET, COST_BUCKET))]
     attention = tlm(((context, 1),) * batch) - tlm(((2, 1),) * batch)
-    return {"fc": fc, "per_request": units(max(0, attention) // batch)}
+    return fc, units(max(0, attention) // batch)
 
 
 def locked_dlm_fc_threshold(costs: CostAdapter, mapping: dict[str, str], batch: int,

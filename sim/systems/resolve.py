@@ -23,7 +23,14 @@ from sim.manager.transactions import Device
 from sim.model import load_model, load_pair
 from sim.systems import memory, offline
 from sim.systems.registry import STOP_RULES, StopRule, calibration_table, check_entropy, reads_tau
-from sim.systems.spec import CapacityRule, IssueRule, SystemSpec, check_capacity, check_issue_rule, load_system
+from sim.systems.spec import (
+    CapacityRule,
+    IssueRule,
+    SystemSpec,
+    check_capacity,
+    check_issue_rule,
+    load_system,
+)
 from sim.workload import Workload, load_workload
 
 
@@ -472,10 +479,11 @@ def _plus_setup(r: RunSetup, issue: bool, select: bool) -> None:
     changes: dict[str, Any] = {}
     plus: dict[str, Any] = {}
     if issue or select:
-        table = offline.pass_costs(r.costs, r.mapping, p.batch, context, cfg.shared_entries)
-        changes["pass_costs"] = PassCosts(fc=tuple(table["fc"]), per_request=table["per_request"],
+        fc, per_request = offline.pass_costs(r.costs, r.mapping, p.batch, context, cfg.shared_entries)
+        changes["pass_costs"] = PassCosts(fc=tuple(fc), per_request=per_request,
                                           wait_bound=wait_bound(p.pair), select=select, issue=issue)
-        plus["pass_costs"] = dict(table, select=select, issue=issue)
+        plus["pass_costs"] = {"fc": fc, "per_request": per_request, "select": select, "issue": issue,
+                              "wait_bound": changes["pass_costs"].wait_bound}
     if spec.tau_table and p.tau is None and p.stop_param is None and r.rule_name is not None \
             and STOP_RULES[r.rule_name].planned_by_controller:
         changes["tau_table"] = load_tau_table(p.pair, r.rule_name)
