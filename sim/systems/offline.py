@@ -17,8 +17,9 @@
   ``pool``, the Shared Pool's size. The Manager is given max(that, batch), capped by the pool.
   (``cost``, SADDLE+'s: the ridge, and the pass planner picks the prefix.)
 - SADDLE+ (sim/manager/planner.py): ``pass_costs``, the planner's table (a pass's cost per 16
-  tokens at one query per request, each request's attention at the mean context), and ``locked_dlm_fc_threshold``, the DLM FC crossover of
-  a step that shares the devices with a pass (the background rate of sim/engine/devices.py).
+  tokens at one query per request, each request's attention at the mean context), and
+  ``locked_dlm_fc_threshold``, the DLM FC crossover of a step that shares the devices with a
+  pass (the background rate of sim/engine/devices.py).
 """
 from __future__ import annotations
 
@@ -129,7 +130,8 @@ def pass_costs(costs: CostAdapter, mapping: dict[str, str], batch: int, context:
 
     def units(ps: int) -> int:
         return -(-ps // COST_UNIT_PS)
-    fc = [units(tlm(((n + 1, n),))) for n in [1] + list(range(COST_BUCKET, entries + COST_BUCKET, COST_BUCKET))]
+    sizes = [1] + list(range(COST_BUCKET, entries + COST_BUCKET, COST_BUCKET))
+    fc = [units(tlm(((n + 1, n),))) for n in sizes]
     attention = tlm(((context, 1),) * batch) - tlm(((2, 1),) * batch)
     return fc, units(max(0, attention) // batch)
 

@@ -484,8 +484,9 @@ def _plus_setup(r: RunSetup, issue: bool, select: bool) -> None:
                                           wait_bound=wait_bound(p.pair), select=select, issue=issue)
         plus["pass_costs"] = {"fc": fc, "per_request": per_request, "select": select, "issue": issue,
                               "wait_bound": changes["pass_costs"].wait_bound}
-    if spec.tau_table and p.tau is None and p.stop_param is None and r.rule_name is not None \
-            and STOP_RULES[r.rule_name].planned_by_controller:
+    # The table replaces the run's tau (or calibrated h), which the experiment runner fills in
+    # from configs/tau/ (or configs/stopping/): one tau is saddle-plus-flat-tau's.
+    if spec.tau_table and r.rule_name is not None and STOP_RULES[r.rule_name].planned_by_controller:
         changes["tau_table"] = load_tau_table(p.pair, r.rule_name)
         plus["tau_table"] = list(changes["tau_table"])
     if spec.pass_aware:

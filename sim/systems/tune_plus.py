@@ -1,6 +1,7 @@
 """SADDLE+'s tuning on the validation split (``python -m sim.systems.tune_plus --pair PAIR``):
 for each stop rule the Controller reads (``threshold``: tau; ``calibrated``: 1 - h) and each
-batch, the threshold with the highest tokens/s of ``saddle-plus``; then the planner's wait bound
+batch, the threshold with the highest tokens/s of SADDLE+ with one tau (``saddle-plus-flat-tau``,
+given each candidate); then the planner's wait bound
 at those tables. Writes configs/tau/plus/<pair>.yaml: per rule the tau table (entry
 ``tau_bucket(L)`` for L live requests: batch 8's value serves 1-8) and every candidate's
 tokens/s, and ``wait_bound``. Requests: the first 4 x batch of the split (at most all 256).
@@ -26,7 +27,7 @@ WAITS = (16, 32, 64)
 def _score(pair: str, batch: int, rule: str, threshold: float) -> float:
     length = load_pair(pair).max_sequence_length
     kw = {"tau": threshold} if rule == "threshold" else {"stop": rule, "stop_param": 1 - threshold}
-    p = RunParams(system="saddle-plus", pair=pair, batch=batch, split="validation",
+    p = RunParams(system="saddle-plus-flat-tau", pair=pair, batch=batch, split="validation",
                   requests=min(256, 4 * batch), sequence_length=length, **kw)
     return simulate(p)[0].tokens_per_s
 
@@ -52,7 +53,7 @@ def tune(pair: str) -> dict:
                                       for b in BATCHES) / len(BATCHES)), 1)
     data["wait_bound"] = max(WAITS, key=waits.__getitem__)
     data["wait_bound_candidates"] = waits
-    data["method"] = (f"python -m sim.systems.tune_plus --pair {pair}: saddle-plus on the validation "
+    data["method"] = (f"python -m sim.systems.tune_plus --pair {pair}: saddle-plus-flat-tau on the validation "
                       f"split, 4 x batch requests, batches {list(BATCHES)}, thresholds {list(GRID)}; "
                       f"wait bound by geometric-mean tokens/s over {list(WAITS)}")
     data["tuned_at"] = str(date.today())
