@@ -8,7 +8,15 @@ from sim.manager import ManagerConfig
 from sim.manager.controller import tau_bucket
 from sim.manager.planner import PassCosts, best_prefix, should_wait
 from sim.manager.shared_pool import PoolEntry
-from sim.manager.transactions import Device, Issued, NotIssued, SchedulerQuery, Unlock, VerifyIssue, VerifyResult
+from sim.manager.transactions import (
+    Device,
+    Issued,
+    NotIssued,
+    SchedulerQuery,
+    Unlock,
+    VerifyIssue,
+    VerifyResult,
+)
 from tests.sim.manager.helpers import admit, draft, manager
 
 P1 = 65536
