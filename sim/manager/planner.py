@@ -50,8 +50,8 @@ class PassCosts:
 
 def best_prefix(order: list, limit: int, costs: PassCosts) -> tuple[int, int, int, int]:
     """(k, E_k, T_k, requests) of the pass over the first tokens of ``order`` (PoolEntry in
-    selection order): the argmax of E_k / T_k over k <= ``limit`` with ``costs.select``, else
-    k = min(limit, len(order))."""
+    selection order): the argmax of E_k / T_k over 1 <= k <= ``limit`` (the first of ties) with
+    ``costs.select``, else k = min(limit, len(order))."""
     seen: set[int] = set()
     value = 0
     best = (0, 0, 1, 0)
@@ -59,7 +59,7 @@ def best_prefix(order: list, limit: int, costs: PassCosts) -> tuple[int, int, in
         seen.add(entry.request)
         value += (entry.h_prev >> 8) + (entry.h >> 8 if entry.last else 0)
         t = costs.cost(k, len(seen))
-        if not costs.select or value * best[2] > best[1] * t:
+        if k == 1 or not costs.select or value * best[2] > best[1] * t:
             best = (k, value, t, len(seen))
     return best
 

@@ -47,6 +47,11 @@ def test_capacity_is_the_running_argmax_of_value_per_cost():
     assert best_prefix(order, 3, costs(fc))[0] == 3                   # never above the input
 
 
+def test_a_pass_takes_at_least_one_token_even_of_no_value():
+    order = [entry(0, 5, 200, 100), entry(1, 6, 100, 50)]      # h_prev >> 8 == 0
+    assert best_prefix(order, 8, costs())[0] == 1
+
+
 def test_per_request_cost_counts_distinct_requests():
     order = [entry(0, 1, P1, P1), entry(1, 1, P1, P1), entry(0, 2, P1, P1)]
     assert best_prefix(order, 8, costs(per_request=10))[1:] == (768, 120, 2)
