@@ -121,7 +121,7 @@ def test_unknown_system_names_file_and_entry(tmp_path, capsys, no_simulation):
     ("{system: gpu-sd, draft_length: 2}", "{system: gpu-sd}",
      "systems[1].draft_length: system gpu-sd drafts a fixed d"),
     ("{system: pim-ad}", "{system: saddle, issue_rule: gpu-idel}",
-     "systems[2].issue_rule: expected one of ['gpu-idle', 'tlm-idle', 'drained'], found 'gpu-idel' "
+     "systems[2].issue_rule: expected one of ['gpu-idle', 'tlm-idle', 'drained', 'cost'], found 'gpu-idel' "
      "(did you mean 'gpu-idle'?)"),
     ("{system: pim-ad}", "{system: pim-ad, tau: 0.3}",
      "systems[2].tau: system pim-ad has no stopping threshold"),
@@ -132,7 +132,7 @@ def test_unknown_system_names_file_and_entry(tmp_path, capsys, no_simulation):
     ("{system: pim-ad}", "{system: saddle, capacity_slack: 0.3}",
      "systems[2].capacity_slack: only capacity_rule fc_slack has a slack (saddle's rule here is 'ridge')"),
     ("{system: pim-ad}", "{system: saddle, capacity_rule: ridg}",
-     "systems[2].capacity_rule: expected one of ['ridge', 'fc_slack', 'pool'], found 'ridg' "
+     "systems[2].capacity_rule: expected one of ['ridge', 'fc_slack', 'pool', 'cost'], found 'ridg' "
      "(did you mean 'ridge'?)"),
     ("{system: pim-ad}", "{system: pim-ad, aging_passes: 2}",
      "systems[2].aging_passes: system pim-ad has no Shared Pool"),
@@ -410,9 +410,9 @@ def test_an_entry_repeating_another_is_refused(tmp_path, capsys, no_simulation):
 # -- one rule, one message -------------------------------------------------------------------------
 
 @pytest.mark.parametrize("field, value, message", [
-    ("issue_rule", "soon", "issue_rule: expected one of ['gpu-idle', 'tlm-idle', 'drained'], "
+    ("issue_rule", "soon", "issue_rule: expected one of ['gpu-idle', 'tlm-idle', 'drained', 'cost'], "
                            "found 'soon'"),
-    ("capacity_rule", "ridg", "capacity_rule: expected one of ['ridge', 'fc_slack', 'pool'], "
+    ("capacity_rule", "ridg", "capacity_rule: expected one of ['ridge', 'fc_slack', 'pool', 'cost'], "
                               "found 'ridg' (did you mean 'ridge'?)"),
     ("aging_passes", 256, "aging_passes: expected at most 255, found 256"),
     ("dlm_fc_threshold", -1, "dlm_fc_threshold: expected an integer >= 0, found -1"),
