@@ -1,4 +1,4 @@
-"""`saddle hw export | synth | timing | cycles | fetch-lib | coverify | mutate`: Verilog, lint,
+"""`saddle hw export | synth | timing | cycles | fetch-lib | coverify | mutate | random`: Verilog, lint,
 Yosys figures and static timing of every RTL block, the cycle costs the simulator charges
 (measured on the RTL), co-verification on a simulated run, mutation testing.
 
@@ -106,6 +106,16 @@ def register(subparsers) -> None:
                      help="run every check on each mutant, not only up to the first that kills it")
     mut.add_argument("--json", action="store_true", help="print the report as JSON")
     mut.set_defaults(func=_mutate)
+
+    gen = sub.add_parser("random", help="write a seeded constrained-random Manager transaction log "
+                                        "(JSON Lines; saddle manager replay replays it)")
+    gen.add_argument("--seed", type=int, default=1, help="random seed (default 1)")
+    gen.add_argument("--length", type=int, default=10000, help="random transactions before the closing ones")
+    gen.add_argument("--config", help="Manager config YAML (default configs/manager.yaml)")
+    gen.add_argument("--requests", type=int, help="use request ids below this bound only")
+    gen.add_argument("--no-outputs", action="store_true", help="log the inputs only")
+    gen.add_argument("--out", required=True, help="output .jsonl file")
+    gen.set_defaults(func=_random)
 
     from hw.flow.report import MAPPINGS, REPORT_DIR, SECTIONS
     rep = sub.add_parser("report", help="regenerate every table of hw/README.md from the current RTL",
@@ -397,6 +407,23 @@ def _mutate(args) -> int:
     else:
         print(f"total {seconds:.0f} s")
     return 0 if all(r.ok for r in reports) else 1
+
+
+def _random(args) -> int:
+    from hw.flow.manager_random import coverage, generate_with_events
+    from sim.manager.config import ManagerConfig
+    from sim.manager.txlog import write_txlog
+
+    if args.length < 0:
+        raise SaddleError(f"--length: expected >= 0, found {args.length}")
+    config = ManagerConfig.load(args.config)
+    pairs, manager = generate_with_events(config, args.seed, args.length, requests=args.requests)
+    write_txlog(args.out, config, ((t, None if args.no_outputs else e) for t, e in pairs))
+    totals = manager.conservation(final=True)
+    cov = coverage(pairs)
+    print(f"{args.out}: {len(pairs)} transactions; tokens {totals.as_dict()}")
+    print("coverage: " + ", ".join(f"{k}={v}" for k, v in sorted(cov.items())))
+    return 0
 
 
 def _report(args) -> int:

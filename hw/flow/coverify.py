@@ -14,7 +14,7 @@ What this proves beyond the random tests: the RTL takes the model's decision on 
 transaction mix a real run produces (long rounds of a confident draft model, bursts of
 rejections, pools that fill while a verification is in flight, retirements and refills). The
 report counts the functional-coverage corners the sequence reached
-(``sim.manager.random_txns.CORNERS``).
+(``hw.flow.manager_random.CORNERS``).
 
 At the shipped size (``configs/manager.yaml``: 128 requests, 512 + 512 pool entries) only
 Verilator is fast enough; ``SHIPPED_RUNS`` are the two runs that size is checked on (every
@@ -42,7 +42,7 @@ class CoverifyReport:
     cycles: int                       # RTL clock edges over the compared transactions
     mismatch: str | None
     inputs: dict = field(default_factory=dict)    # transaction type -> count
-    coverage: dict = field(default_factory=dict)  # corner (random_txns.CORNERS) -> count
+    coverage: dict = field(default_factory=dict)  # corner (manager_random.CORNERS) -> count
     txlog: str | None = None
     seconds: float = 0.0
 
@@ -151,7 +151,7 @@ def coverify(config: ManagerConfig, pairs, *, source: str, softmax=None, stall: 
     ``txlog``). With ``txlog`` the pairs are written there first. The Shared Pool selector is
     pipelined every ``selector_stage_levels`` tree levels (None: the shipped
     configs/hardware/manager_rtl.yaml; 0: combinational)."""
-    from sim.manager.random_txns import CORNERS, coverage
+    from hw.flow.manager_random import CORNERS, coverage
     from sim.manager.txlog import write_txlog
 
     if simulator not in SIMULATORS:

@@ -2,7 +2,7 @@
 transaction's events with the model's, bit for bit.
 
 The sequence is a list of ``(transaction, expected events)`` pairs: from
-``sim.manager.random_txns.generate_with_events``, from a simulator run
+``hw.flow.manager_random.generate_with_events``, from a simulator run
 (``sim.systems.run.simulate(..., record=True)``) or from a transaction log
 (``sim.manager.txlog.read_txlog``). The design is ``hw.manager.manager.Manager`` built with the
 sequence's ``ManagerConfig`` and softmax sizes. Each transaction is driven on ``cmd`` as soon as

@@ -212,9 +212,9 @@ def coverify_runs() -> dict:
         shipped_design,
         shipped_params,
     )
+    from hw.flow.manager_random import CORNERS, coverage
     from hw.flow.manager_stimulus import RANDOM_SEEDS, ROUND_BY_HAND, corner_pairs, random_pairs
     from hw.flow.verilator_runner import built
-    from sim.manager.random_txns import CORNERS, coverage
 
     def measured(config, pairs, label, simulator, seed, **kw) -> dict:
         cpu = _cpu_self() + _cpu_children()

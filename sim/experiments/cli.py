@@ -102,8 +102,8 @@ def _jobs(text: str) -> int:
 
 def run_handler(args) -> int:
     from common.paths import check_output, results_dir
+    from common.progress import announce
     from sim.experiments.grid import load_experiment, resolve_path
-    from sim.experiments.progress import announce
     from sim.experiments.runner import claim_folder, default_jobs, execute, table, write_results
 
     path = resolve_path(args.file)

@@ -25,9 +25,9 @@ import yaml
 
 from common.errors import SaddleError
 from common.paths import CONFIGS, ROOT
+from common.progress import Progress, announce
 from sim.experiments.backends import Backend, make
 from sim.experiments.grid import params_dict, run_key
-from sim.experiments.progress import Progress, announce
 from sim.metrics import CSV_FIELDS, RunRecord
 from sim.systems.registry import STOP_RULES, reads_tau
 from sim.systems.resolve import load_stop_param, load_tau
@@ -206,7 +206,7 @@ def dispatch(name: str, pending: list[_Task], total: int, done, runner: Backend,
     file is written here as soon as it ends, then ``done(task, record, error)`` is called. A
     run another process sharing the folder simulates is waited for and reused (``RunLocks``).
     ``progress``: a bar on a terminal, else a line every few seconds, then a summary line
-    (sim/experiments/progress.py)."""
+    (common/progress.py)."""
     report = Progress(name, total, total - len(pending), bar=progress and sys.stderr.isatty())
     locks = RunLocks(Path(pending[0].path).parent.parent) if pending else None
 
@@ -350,7 +350,7 @@ def _run_task(task: _Task) -> tuple[dict | None, str | None]:
     except Exception:
         return None, "internal error:\n" + traceback.format_exc()
     if task.timeline:
-        from sim.engine.timeline import write_timeline
+        from report.timeline import write_timeline
         write_timeline(Path(task.timeline), run.log, run.n_devices)
     return metrics.to_dict() | {"sequence_length": p.sequence_length}, None
 

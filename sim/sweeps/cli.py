@@ -26,9 +26,9 @@ def register(subparsers) -> None:
 
 def sweep_handler(args) -> int:
     from common.paths import check_output, results_dir
+    from common.progress import announce
     from report.sweep_plots import plot_sweep
     from sim.experiments.backends import make
-    from sim.experiments.progress import announce
     from sim.experiments.runner import claim_folder, default_jobs
     from sim.sweeps.run import run_sweep, write_outputs
     from sim.sweeps.spec import load_sweep, resolve_sweep

@@ -1,11 +1,12 @@
 """Manager top RTL against the model (sim/manager/manager.py) on the Amaranth simulator:
-seeded constrained-random transaction sequences from sim/manager/random_txns.py, every event
+seeded constrained-random transaction sequences from hw/flow/manager_random.py, every event
 compared bit for bit, with random back-pressure on the event stream."""
 from __future__ import annotations
 
 import pytest
 
 from hw.flow import manager_replay
+from hw.flow.manager_random import coverage, generate_with_events
 from hw.flow.manager_stimulus import (
     RANDOM_LENGTH,
     RANDOM_SEEDS,
@@ -17,7 +18,6 @@ from hw.flow.manager_stimulus import (
 )
 from hw.manager.manager import Manager as HwManager
 from sim.manager.manager import Manager as Model
-from sim.manager.random_txns import coverage, generate_with_events
 from sim.manager.transactions import (
     Device,
     Drafted,

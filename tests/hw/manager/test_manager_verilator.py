@@ -62,8 +62,8 @@ def test_aging_manager_on_verilator_matches_model(verilator_design):
     """The Manager built with Shared Pool aging K = 1 (the build the aging co-verification of
     tests/hw/flow/test_coverify.py also uses) on a random sequence whose selections aging
     changes: the greedy model diverges from its events."""
+    from hw.flow.manager_random import generate_with_events
     from sim.manager.manager import Manager as Model
-    from sim.manager.random_txns import generate_with_events
     from sim.manager.transactions import ProtocolError
     config, seed, txns = REDUCED.replace(aging_passes=1), 23, 5500
     pairs, _ = generate_with_events(config, seed, txns, softmax=SOFTMAX)      # as the bench does
