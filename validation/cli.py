@@ -1,4 +1,5 @@
-"""``saddle validate``: the cost models against the reference tables (``validation/compare.py``)."""
+"""``saddle validate``: the cost models against the reference tables (``validation/compare.py``);
+``saddle calibrate``: the synthetic traces' acceptance fitted to fig3 (``validation/calibrate.py``)."""
 from __future__ import annotations
 
 import json
@@ -19,6 +20,14 @@ def register(subparsers) -> None:
     p.add_argument("--points", action="store_true", help="also print every point's error")
     p.add_argument("--json", action="store_true", help="print one JSON object instead of text")
     p.set_defaults(func=_validate)
+
+    cal = subparsers.add_parser("calibrate", help="fit a pair's synthetic acceptance to the fig3 shape")
+    cal.add_argument("--pair", required=True, help="model pair in configs/models/pairs/")
+    cal.add_argument("--write", action="store_true",
+                     help="store the fit in configs/traces/PAIR.yaml and regenerate the shipped trace")
+    cal.add_argument("--from-log", metavar="FILE",
+                     help="take candidates already evaluated from an earlier run's output")
+    cal.set_defaults(func=_calibrate)
 
 
 def _validate(args) -> int:
@@ -67,3 +76,8 @@ def _validate(args) -> int:
     print("validation/tables: " + "; ".join(
         f"{name} {src['commit'][:12]}" for name, src in report["tables"]["decode_steps"].items()))
     return int(failed)
+
+
+def _calibrate(args) -> None:
+    from validation.calibrate import calibrate
+    calibrate(args.pair, write=args.write, from_log=args.from_log)
