@@ -74,19 +74,22 @@ WORKLOAD_KEYS = ("split", "requests", "requests_per_batch", "batching", "seed",
 RUN_FIELDS = ("pair", "batch", "system", "sequence_length", "draft_length", "aging_passes")
 
 
-def resolve_path(name_or_path: str | None) -> Path:
+def resolve_path(name_or_path: str | None, folder: str = "experiments",
+                 where: str | None = None) -> Path:
+    """A file of ``configs/<folder>/`` by name (None: ``default``), or any file by path."""
     if name_or_path is None:
-        return config_path("experiments", "default")
+        return config_path(folder, "default")
+    what = f"{folder.removesuffix('s')} file"
     if not name_or_path.strip():
-        raise ConfigError(f"expected an experiment name or file, found {name_or_path!r}")
+        raise ConfigError(f"expected a name or a path, found {name_or_path!r}")
     path = Path(name_or_path)
     if path.suffix in (".yaml", ".yml") or path.exists() or "/" in name_or_path:
         if path.is_dir():
-            raise ConfigError(f"{path}: is a directory, expected an experiment file (.yaml)")
+            raise ConfigError(f"{path}: is a directory, expected a YAML file")
         if not path.is_file():
-            raise ConfigError(f"{path}: no such experiment file")
+            raise ConfigError(f"{path}: no such {what}")
         return path
-    return config_path("experiments", name_or_path)
+    return config_path(folder, name_or_path, where=where)
 
 
 def _list(value) -> list:

@@ -147,11 +147,9 @@ def plan(runs: list[RunParams], out: Path, timeline: Path | None = None,
         params, name = run_file(p)
         path = runs_dir / name
         recorded = timeline is not None and i == timeline_run
-        saved = None if recorded else saved_record(path, params)
-        if saved is not None:
-            records[i] = saved
-            continue
-        pending.append(_Task(i, p, params, str(path), str(timeline) if recorded else None))
+        records[i] = None if recorded else saved_record(path, params)
+        if records[i] is None:
+            pending.append(_Task(i, p, params, str(path), str(timeline) if recorded else None))
     return todo, records, pending
 
 
@@ -398,9 +396,9 @@ def write_results(out: Path, experiment: dict, runs: list[RunParams], records: l
     write_whole(out / "results.json", json.dumps(summary, indent=1, sort_keys=True))
     write_whole(out / "results.csv", csv_text(CSV_FIELDS, [[row.get(k) for k in CSV_FIELDS]
                                                            for row in map(flat, records)]))
-    resolved_cfg = dict(experiment)
-    resolved_cfg["resolved_runs"] = [_saved_params(resolved(p)) for p in runs]
-    write_whole(out / "config.yaml", yaml.safe_dump(resolved_cfg, sort_keys=False))
+    resolved_runs = [_saved_params(resolved(p)) for p in runs]
+    write_whole(out / "config.yaml", yaml.safe_dump(dict(experiment, resolved_runs=resolved_runs),
+                                                    sort_keys=False))
 
 
 def csv_text(header: list | tuple, rows: list[list]) -> str:

@@ -33,7 +33,7 @@ import itertools
 from dataclasses import dataclass
 from pathlib import Path
 
-from common.config import check_keys, config_path, get, load_yaml, suggest
+from common.config import check_keys, get, load_yaml, suggest
 from common.errors import ConfigError
 from sim.experiments.grid import (
     ENTRY_KEYS,
@@ -67,15 +67,6 @@ class Sweep:
     runs: tuple[tuple[int, RunParams], ...]     # (point index, run), point order
     plot: dict | None
     warnings: tuple[str, ...] = ()              # the base's memory_check: warn, per point
-
-
-def resolve_sweep(name_or_path: str) -> Path:
-    path = Path(name_or_path)
-    if path.suffix in (".yaml", ".yml") or "/" in name_or_path:
-        if not path.is_file():
-            raise ConfigError(f"{path}: no such sweep file")
-        return path
-    return config_path("sweeps", name_or_path)
 
 
 def _check_key(key, where: str) -> str:
