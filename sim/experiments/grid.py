@@ -45,7 +45,7 @@ from pathlib import Path
 
 from common.config import check_keys, config_path, get, load_yaml, suggest
 from common.errors import ConfigError
-from report.plots import PLOT_KEYS, check_spec
+from report.plots import check_plots
 from sim.config import BASE, Configs
 from sim.manager.config import ManagerConfig
 from sim.model import load_pair
@@ -56,7 +56,6 @@ from sim.systems.resolve import RunParams, adapter, check_int, check_probability
 from sim.systems.spec import SystemSpec, load_system
 from sim.workload import BATCHING, SPLITS
 
-PLOT_X = ("batch", "draft_length", "sequence_length", "system", "aging_passes")
 # Every key an experiment file may have; anything else is refused with the closest suggested.
 EXPERIMENT_KEYS = ("name", "description", "pairs", "batches", "systems", "workload",
                    "sequence_length", "tau", "select", "plot", "published", "overrides", "compare",
@@ -404,24 +403,9 @@ def _select(data: dict, src: str, runs: list[RunParams]) -> list[RunParams]:
 
 
 def _check_extras(data: dict, src: str, plot, names: list[str]) -> None:
-    """The plot specs, ``published:`` and ``compare:`` (``names``: the runs' systems)."""
-    for i, spec in enumerate(plot if isinstance(plot, list) else [plot]):
-        at = "plot" + (f"[{i}]" if isinstance(plot, list) else "")
-        where = f"{src}: {at}"
-        if not isinstance(spec, dict):
-            raise ConfigError(f"{where}: expected a mapping (x, metric, ...), found {spec!r}")
-        check_keys(spec, PLOT_KEYS, source=src, where=at)
-        if spec.get("x", "batch") not in PLOT_X:
-            raise ConfigError(f"{where}.x: expected one of {list(PLOT_X)}, found {spec.get('x')!r}")
-        check_spec(spec, where)
-        norm = spec.get("normalize")
-        if norm is not None and norm not in names:
-            raise ConfigError(f"{where}.normalize: no system of the experiment is named {norm!r}"
-                              f"{suggest(norm, names)}; systems: {', '.join(sorted(names))}")
-        plot_where = spec.get("where", {})
-        if not isinstance(plot_where, dict):
-            raise ConfigError(f"{where}.where: expected a mapping of run field -> value, found {plot_where!r}")
-        check_keys(plot_where, RUN_FIELDS, source=src, where=f"{at}.where")
+    """The plot specs, ``published:`` and ``compare:`` (``names``: the runs' systems), each by
+    the report module that reads it."""
+    check_plots(plot, src, names, RUN_FIELDS)
     if "published" in data:
         from report.published import check
         check(data["published"], src)
