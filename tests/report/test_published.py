@@ -100,7 +100,8 @@ def test_requests_and_requests_per_batch_exclude_each_other(tmp_path):
 def test_calibrate_and_tune_tau_run_the_experiments_sequence_length(tmp_path, monkeypatch):
     """Both fit on the workload fig3 / fig12 report: the settings' sequence_length reaches every
     simulated run, and a bad one is refused naming the file and key before anything runs."""
-    from sim.experiments import calibrate, tune
+    from sim.experiments import tune
+    from validation import calibrate
     seen = []
     monkeypatch.setattr(tune, "simulate", lambda p: (seen.append(p.sequence_length), (_Metrics(100.0), None))[1])
     monkeypatch.setattr(calibrate, "simulate", tune.simulate)
