@@ -41,8 +41,10 @@ SOURCE_GLOBS = ("hw/**/*.py", "sim/manager/**/*.py", "configs/manager*.yaml",
 # Tooling the simulations do not run: editing it keeps their cache (the power section adds
 # power.py to its own key).
 NOT_SOURCES = ("hw/flow/report.py", "hw/flow/cli.py", "hw/flow/power.py", "hw/flow/synth.py", "hw/flow/timing.py",
-               "hw/flow/unique_modules.py", "hw/flow/debian_package.py", "hw/flow/export.py")
+               "hw/flow/unique_modules.py", "hw/flow/debian_package.py", "hw/flow/export.py",
+               "hw/flow/sram_macro.py")
 FLOW_CONFIGS = ("configs/synth/flow.yaml", "configs/synth/timing.yaml", "configs/synth/generic_cells.yaml")
+SRAM_CONFIG = "configs/synth/sram.yaml"
 
 
 def sha256(*parts: bytes | str) -> str:
@@ -79,14 +81,23 @@ def _cpu_self() -> float:
 # ---------------------------------------------------------------- synthesis and timing
 
 class Blocks:
-    """Each block's Verilog exported once per process (the Manager's takes most of a minute)."""
+    """Each block's Verilog exported once per process (the Manager's takes most of a minute).
+    ``variants``: name -> (work folder base, factory) replacing a block's shipped design (the
+    options of ``saddle hw synth|timing``), so that the commands and the report share one cache."""
 
-    def __init__(self, out: Path = BUILD / "synth"):
+    def __init__(self, out: Path = BUILD / "synth", variants: dict[str, tuple[str, Callable]] | None = None):
         from hw.flow.blocks import BLOCKS
 
         self.factories = dict(BLOCKS)
+        self.bases = {name: name for name in BLOCKS}
+        for name, (base, factory) in (variants or {}).items():
+            self.factories[name], self.bases[name] = factory, base
         self.out = Path(out)
         self._text: dict[str, tuple[str, float]] = {}
+
+    def work(self, name: str, mapping: str) -> str:
+        """The work folder of ``name`` under ``mapping``: BASE, or BASE_delay."""
+        return self.bases[name] + ("_delay" if mapping == "delay" else "")
 
     def verilog(self, name: str, work_name: str | None = None) -> tuple[Path, str, float]:
         """(path, SHA-256 of the text, export CPU seconds) of ``name`` in its work folder
@@ -104,12 +115,12 @@ class Blocks:
         return path, hashlib.sha256(text.encode()).hexdigest(), cpu
 
     def key(self, name: str, mapping: str, library: str) -> str:
-        _, digest, _ = self.verilog(name, work_name(name, mapping))
-        return sha256(digest, mapping, library, *((ROOT / c).read_bytes() for c in FLOW_CONFIGS))
+        from hw.flow.sram_macro import memory_modules
 
-
-def work_name(name: str, mapping: str) -> str:
-    return name + ("_delay" if mapping == "delay" else "")
+        path, digest, _ = self.verilog(name, self.work(name, mapping))
+        # The SRAM macro model counts only for a design that has SRAM macros.
+        sram = [SRAM_CONFIG] if memory_modules(self._text[name][0]) else []
+        return sha256(digest, mapping, library, *((ROOT / c).read_bytes() for c in FLOW_CONFIGS + tuple(sram)))
 
 
 def synth_entry(blocks: Blocks, name: str, liberty: Path, mapping: str = "area", run: bool = True) -> dict | None:
@@ -118,7 +129,7 @@ def synth_entry(blocks: Blocks, name: str, liberty: Path, mapping: str = "area",
     from hw.flow.synth import parse_liberty, synthesize
 
     lib = parse_liberty(liberty).name
-    work = blocks.out / work_name(name, mapping)
+    work = blocks.out / blocks.work(name, mapping)
     key = blocks.key(name, mapping, lib)
     stored = work / "report_synth.json"
     if stored.is_file() and (entry := json.loads(stored.read_text())).get("key") == key \
@@ -126,7 +137,7 @@ def synth_entry(blocks: Blocks, name: str, liberty: Path, mapping: str = "area",
         return entry
     if not run:
         return None
-    verilog, digest, export_cpu = blocks.verilog(name, work_name(name, mapping))
+    verilog, digest, export_cpu = blocks.verilog(name, blocks.work(name, mapping))
     cpu, wall = _cpu_children(), time.monotonic()
     result = synthesize(verilog, name, liberty=liberty, work_dir=work, block=name, goal=mapping)
     entry = {"key": key, "verilog_sha256": digest, "result": result.to_dict(),
@@ -151,10 +162,11 @@ class StaContext:
 def timing_entry(blocks: Blocks, name: str, sta: StaContext, mapping: str = "area", run: bool = True) -> dict | None:
     """Both netlists' critical paths (as mapped, buffered) of ``name`` under ``mapping``, cached
     by the same key as its synthesis."""
+    from hw.flow.sram_macro import block_liberty
     from hw.flow.synth import repo_path
     from hw.flow.timing import block_timing, buffered_netlist, critical_path, sta_netlist
 
-    work = blocks.out / work_name(name, mapping)
+    work = blocks.out / blocks.work(name, mapping)
     key = blocks.key(name, mapping, sta.library)
     stored = work / "report_timing.json"
     if stored.is_file() and (entry := json.loads(stored.read_text())).get("key") == key:
@@ -165,11 +177,12 @@ def timing_entry(blocks: Blocks, name: str, sta: StaContext, mapping: str = "are
     cpu, wall = _cpu_children(), time.monotonic()
     netlist = work / "mapped.v"
     results = []
-    unbuffered = sta_netlist(netlist, name, sta.liberty, work)
-    buffered, trees = buffered_netlist(netlist, name, sta.liberty, work, sta.config)
+    liberty = block_liberty(work, sta.liberty, sta.fo4)   # with the block's SRAM macros, if any
+    unbuffered = sta_netlist(netlist, name, liberty, work)
+    buffered, trees = buffered_netlist(netlist, name, liberty, work, sta.config)
     for sta_v, buffering, log in ((unbuffered, None, "sta"), (buffered, trees, "sta_buffered")):
-        path = critical_path(sta.sta, sta_v, name, sta.liberty, work, sta.config.clock_period_ns, log)
-        results.append(block_timing(work_name(name, mapping), path, sta.fo4, sta.config, sta.library,
+        path = critical_path(sta.sta, sta_v, name, liberty, work, sta.config.clock_period_ns, log)
+        results.append(block_timing(blocks.work(name, mapping), path, sta.fo4, sta.config, sta.library,
                                     repo_path(sta_v), buffering, mapping).to_dict())
     entry = {"key": key, "verilog_sha256": synth["verilog_sha256"], "results": results,
              "fo4_ns": sta.fo4, "fo4_target_ns": sta.config.target_fo4_ns,
