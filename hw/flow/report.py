@@ -97,7 +97,7 @@ class Blocks:
 
     def work(self, name: str, mapping: str) -> str:
         """The work folder of ``name`` under ``mapping``: BASE, or BASE_delay."""
-        return self.bases[name] + ("_delay" if mapping == "delay" else "")
+        return self.bases.get(name, name) + ("_delay" if mapping == "delay" else "")
 
     def verilog(self, name: str, work_name: str | None = None) -> tuple[Path, str, float]:
         """(path, SHA-256 of the text, export CPU seconds) of ``name`` in its work folder
