@@ -233,15 +233,19 @@ def coverify_runs() -> dict:
         cpu = _cpu_self() + _cpu_children()
         report = coverify(config, pairs, source=label, stall=0.2, seed=seed, simulator=simulator, **kw)
         return {"run": label, "manager": f"{config.max_requests} requests, {config.shared_entries} + "
-                                          f"{config.eager_entries} entries",
+                                          f"{config.eager_entries} entries"
+                                          + (", SRAM storage" if kw.get("storage") == "sram" else ""),
                 "simulator": simulator, **report.as_dict(), "config": None, **occupancy(config, pairs),
                 "cpu_s": round(_cpu_self() + _cpu_children() - cpu, 1)}
 
     params = default_coverify_params()
     config, default_pairs, record = record_run(params)
-    runs = [{**measured(config, default_pairs, f"{params.system}, batch {params.batch}, {params.requests} requests "
-                                               "of the real trace (`saddle hw coverify`)", "amaranth", 0),
-             "tokens_drafted": record["tokens"]["drafted"]}]
+    default_label = (f"{params.system}, batch {params.batch}, {params.requests} requests of the real trace "
+                     "(`saddle hw coverify`)")
+    runs = [{**measured(config, default_pairs, default_label, "amaranth", 0),
+             "tokens_drafted": record["tokens"]["drafted"]},
+            {**measured(config, default_pairs, f"{default_label[:-1]} --storage sram`)", "amaranth", 0,
+                        storage="sram"), "tokens_drafted": record["tokens"]["drafted"]}]
     design = built(*shipped_design())
     shipped, work = {}, CACHE / "coverify"
     for kind, n in SHIPPED_CI_TRANSACTIONS.items():
@@ -255,6 +259,9 @@ def coverify_runs() -> dict:
                      "tokens_drafted": record["tokens"]["drafted"]})
         runs.append({**measured(config, pairs[:n], f"{label}: its first {_fmt(n)} (CI)", "verilator", SHIPPED_SEED,
                                 txlog=work / f"{kind}_ci.jsonl"), "ci": True})
+        if kind == "real":      # the pools' SRAM storage at the shipped size (its own build)
+            runs.append({**measured(config, pairs, label, "verilator", SHIPPED_SEED, storage="sram",
+                                    txlog=work / f"{kind}_sram.jsonl"), "tokens_drafted": record["tokens"]["drafted"]})
     random = [random_pairs(seed)[0] for seed in RANDOM_SEEDS]
     stimuli = {
         "random": ("random, 2 x 700 on `SMALL` (Amaranth tests, mutate)", [p for r in random for p in r]),
@@ -311,22 +318,36 @@ def render_area(data: dict) -> str:
                       "CPU s", "wall s"], ["l", "l"] + ["r"] * 7, rows))
 
 
-def render_manager_parts(e: dict | None) -> str:
-    if not e:
+def render_manager_parts(data: dict | None) -> str:
+    """The Manager's parts with flip-flop storage (``manager``) and, beside them, with SRAM
+    storage (``manager_sram``, its macros inside the pools' parts) where measured."""
+    if not data or not data.get("manager"):
         return "Not measured on this RTL.\n"
-    r = e["result"]
-    total = r["nand2_eq"]
     names = {"sp": "Shared Pool", "ep": "Eager Pools", "ctl": "Controller + softmax", "sched": "Scheduler"}
-    rows, rest = [], dict(cells=r["cells"], flip_flops=r["flip_flops"], nand2_eq=total)
-    for part, p in sorted(r["parts"].items(), key=lambda kv: -kv[1]["nand2_eq"]):
-        label = next((v for k, v in names.items() if part.endswith(k) or part == k), part)
-        rows.append([f"`{part}` {label}", _fmt(p["cells"]), _fmt(p["flip_flops"]), _fmt(p["nand2_eq"]),
-                     f"{100 * p['nand2_eq'] / total:.1f} %"])
-        for k in rest:
-            rest[k] -= p[k]
-    rows.append(["the top's own logic (sequencer, event formatting, drain walk)", _fmt(rest["cells"]),
-                 _fmt(rest["flip_flops"]), _fmt(rest["nand2_eq"]), f"{100 * rest['nand2_eq'] / total:.1f} %"])
-    return _table(["`manager` part", "cells", "flip-flops", "NAND2-eq", "share"], ["l"] + ["r"] * 4, rows)
+
+    def parts(e) -> dict:
+        r = e["result"]
+        out, rest = {}, dict(cells=r["cells"], flip_flops=r["flip_flops"], nand2_eq=r["nand2_eq"])
+        for part, p in r["parts"].items():
+            out[part.rsplit(".", 1)[-1]] = p
+            for k in rest:
+                rest[k] -= p[k]
+        return {**out, "top": rest}
+
+    ff = parts(data["manager"])
+    sram = parts(data["manager_sram"]) if data.get("manager_sram") else {}
+    total, sram_total = data["manager"]["result"]["nand2_eq"], sum(p["nand2_eq"] for p in sram.values())
+    rows = []
+    for key, p in sorted(ff.items(), key=lambda kv: (kv[0] == "top", -kv[1]["nand2_eq"])):
+        label = (f"`manager.{key}` {names.get(key, key)}" if key != "top"
+                 else "the top's own logic (sequencer, event formatting, drain walk)")
+        s = sram.get(key)
+        rows.append([label, _fmt(p["cells"]), _fmt(p["flip_flops"]), _fmt(p["nand2_eq"]),
+                     f"{100 * p['nand2_eq'] / total:.1f} %",
+                     *((_fmt(s["flip_flops"]), _fmt(s["nand2_eq"]), f"{100 * s['nand2_eq'] / sram_total:.1f} %")
+                       if s else ("-", "-", "-"))])
+    return _table(["`manager` part", "cells", "flip-flops", "NAND2-eq", "share", "`sram`: flip-flops",
+                   "`sram`: NAND2-eq", "`sram`: share"], ["l"] + ["r"] * 7, rows)
 
 
 def render_timing(data: dict) -> str:
@@ -522,7 +543,8 @@ def build_report(sections=SECTIONS, blocks: list[str] | None = None, mappings=MA
             area["blocks"][name] = synth_entry(bl, name, liberty, "area", run)
         area["blocks"] = {n: area["blocks"].get(n) for n in bl.factories if n in area["blocks"]}
         report["area"] = area
-        report["manager_parts"] = area["blocks"].get("manager")
+        report["manager_parts"] = {"manager": area["blocks"].get("manager"),
+                                   "manager_sram": area["blocks"].get("manager_sram")}
     if "timing" in sections:
         sta = StaContext(bl.out)
         timing = {"blocks": {k: dict(v) for k, v in (report.get("timing") or {}).get("blocks", {}).items()}}

@@ -99,7 +99,9 @@ class EagerEntry(wiring.Component):
 
 class EagerPools(wiring.Component):
     FAULTS = {"eager_count_not_decremented":
-              f"eager pools: micro-batch {FAULTY_POOL}'s occupancy is not decremented by TAKE or DROP"}
+              f"eager pools: micro-batch {FAULTY_POOL}'s occupancy is not decremented by TAKE or DROP",
+              "sram_take_by_match": "eager pools, SRAM storage: TAKE removes the entry of (req, pos), the position "
+                                    "being looked up next, instead of the one looked up last"}
 
     def __init__(self, pools: int, entries: int, requests: int, *, storage: str = "ff", fault: str | None = None):
         if pools < 1 or entries < pools or entries % pools or requests < 1:
@@ -163,7 +165,9 @@ class EagerPools(wiring.Component):
         for i, e in enumerate(pool):
             m.submodules[f"e{i}"] = e
             taking = self.op == EagerOp.TAKE
-            m.d.comb += [e.write.eq(inserting & write[i]), e.take.eq(taking & (looked == i) if sram else taking),
+            if sram:    # the entry the last look hit
+                taking = taking & (hit[i] if self.fault == "sram_take_by_match" else looked == i)
+            m.d.comb += [e.write.eq(inserting & write[i]), e.take.eq(taking),
                          e.drop.eq(self.op == EagerOp.DROP), e.req.eq(self.req), e.pos.eq(self.pos),
                          *([] if sram else [e.token.eq(self.token), e.h.eq(self.h)])]
         req_n = Signal(per_req)

@@ -213,6 +213,8 @@ class Manager(wiring.Component):
                                 "count is 1 (as if the Shared Pool counted a SELECT in the next cycle)",
         "query_mask_stale": "manager: a SchedulerQuery's drafting mask is taken for the previous command's "
                             "micro-batch (the command register's while the query is accepted)",
+        "sram_move_unprimed": "manager, SRAM storage: the drain moves a token in its first cycle, before the "
+                              "Eager Pools have looked it up (the previous look-up's token is moved)",
     }
     BLOCKS = (Controller, Softmax, SharedPool, ArgmaxNode, EagerPools, Scheduler)   # the blocks a fault goes to
 
@@ -639,7 +641,7 @@ class Manager(wiring.Component):
                              sp.h.eq(ep.look_h)]
                 # SRAM: the first cycle looks up the first position (``primed``); from then on
                 # each cycle takes the token looked up in the previous one and looks up the next.
-                move = room & primed if sram else room
+                move = room & (primed | (fault == "sram_move_unprimed")) if sram else room
                 if sram:
                     m.d.comb += [ep.pos.eq(Mux(primed, pos + 1, pos)), ep.look.eq(~primed | room)]
                     m.d.sync += primed.eq(1)

@@ -375,6 +375,8 @@ class SharedPool(wiring.Component):
                                          "cycle is not dropped from the stage registers' lists",
         "select_counts_lost": "shared pool: a SELECT's delayed update of its request's waiting and in-flight "
                               "counts is lost",
+        "sram_read_every_cycle": "shared pool, SRAM storage: the payload macro reads the winner in every cycle, "
+                                 "not only at a SELECT (a held ISSUED_TOKEN beat shows the next winner's token)",
     }
     _ENTRY_FAULTS = ("aging_served_not_reset", "aging_write_keeps_age")
 
@@ -460,7 +462,8 @@ class SharedPool(wiring.Component):
             m.submodules.sram = mem = Sram(n, PAYLOAD_BITS)
             m.d.comb += [mem.addr.eq(Mux(inserting, one_hot_index(m, free_one_hot, "free"), best_idx)),
                          mem.w_en.eq(inserting), mem.w_data.eq(Cat(self.token, self.mb)),
-                         mem.r_en.eq(selecting), self.sel_token.eq(mem.r_data[:TOKEN_ID.bits]),
+                         mem.r_en.eq(1 if self.fault == "sram_read_every_cycle" else selecting),
+                         self.sel_token.eq(mem.r_data[:TOKEN_ID.bits]),
                          self.sel_mb.eq(mem.r_data[TOKEN_ID.bits:])]
 
         count = Signal(range(n + 1))
