@@ -205,7 +205,7 @@ def _synth_block(name: str, factory, out: Path, liberty, hierarchy=None, every_i
 
 
 def _synth(args) -> int:
-    from hw.flow.report import Blocks, synth_entry
+    from hw.flow.report import synth_entry
     from hw.flow.synth import SynthResult, resolve_library
 
     liberty = resolve_library(args.library)
@@ -213,7 +213,7 @@ def _synth(args) -> int:
     cached = liberty is not None and args.hierarchy is None and not args.every_instance
     blocks = _blocks(args)
     results = []
-    for name, factory in _selected(args.block).items():
+    for name in _selected(args.block):
         started = time.monotonic()
         work_name = blocks.work(name, args.mapping)
         if cached:

@@ -74,7 +74,7 @@ def replay(steps, name, stats, storage="ff"):
                         ctx.set(dut.pos, entries[0].position)
                         ctx.set(dut.look, 1)
                         await ctx.tick()
-                    for i, e in enumerate(entries):
+                    for e in entries:
                         if storage == "sram":       # TAKE the looked-up entry, look up the next
                             assert (ctx.get(dut.look_token), ctx.get(dut.look_h)) == (e.token, e.h)
                             ctx.set(dut.pos, e.position + 1)
