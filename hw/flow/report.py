@@ -244,7 +244,7 @@ def coverify_runs() -> dict:
                      "(`saddle hw coverify`)")
     runs = [{**measured(config, default_pairs, default_label, "amaranth", 0),
              "tokens_drafted": record["tokens"]["drafted"]},
-            {**measured(config, default_pairs, f"{default_label[:-1]} --storage sram`)", "amaranth", 0,
+            {**measured(config, default_pairs, f"{default_label[:-2]} --storage sram`)", "amaranth", 0,
                         storage="sram"), "tokens_drafted": record["tokens"]["drafted"]}]
     design = built(*shipped_design())
     shipped, work = {}, CACHE / "coverify"
@@ -391,7 +391,7 @@ def render_coverify(data: dict | None) -> str:
     if build:
         compile_ = build.get("last_compilation") or (build if build.get("compiled") else None)
         ci = [r for r in data["runs"] if r.get("ci")]
-        out += (f"\nThe Verilator runs share one build, `{build['design']}` (the shipped sizes, the idle softmax of "
+        out += (f"\nThe Verilator runs with flip-flop storage share one build, `{build['design']}` (the shipped sizes, the idle softmax of "
                 f"every co-verification; {build['verilog_bytes'] / 1e6:.1f} MB of Verilog): export "
                 f"{_fmt(build['export_cpu_s'])} s CPU, Verilator and g++ -O0 "
                 + (f"{_fmt(compile_['verilator_cpu_s'])} s CPU" if compile_ else "not measured") + ". "
