@@ -175,9 +175,13 @@ class ArgmaxNode(wiring.Component):
     def __init__(self, key_bits: int, payload_bits: int, index_bits: int, *, fault: str | None = None):
         self.index_bits = index_bits
         self.fault = checked_fault(fault, ArgmaxNode)
-        ports = {"a_key": In(key_bits), "a_payload": In(payload_bits),
-                 "b_key": In(key_bits), "b_payload": In(payload_bits),
-                 "key": Out(key_bits), "payload": Out(payload_bits), "index": Out(index_bits + 1)}
+        # No payload ports without a payload (the SRAM storage): no zero-width Verilog wires.
+        self.payload_bits = payload_bits
+        carried = (lambda port: {port: In(payload_bits)}) if payload_bits else (lambda port: {})
+        ports = {"a_key": In(key_bits), **carried("a_payload"),
+                 "b_key": In(key_bits), **carried("b_payload"),
+                 "key": Out(key_bits), **({"payload": Out(payload_bits)} if payload_bits else {}),
+                 "index": Out(index_bits + 1)}
         if index_bits:
             ports.update(a_index=In(index_bits), b_index=In(index_bits))
         super().__init__(ports)
@@ -187,7 +191,7 @@ class ArgmaxNode(wiring.Component):
         take_b = Signal()
         m.d.comb += [take_b.eq(self.beats(self.fault, self.a_key, self.b_key)),
                      self.key.eq(Mux(take_b, self.b_key, self.a_key)),
-                     self.payload.eq(Mux(take_b, self.b_payload, self.a_payload))]
+                     *([self.payload.eq(Mux(take_b, self.b_payload, self.a_payload))] if self.payload_bits else [])]
         if self.index_bits:
             m.d.comb += self.index.eq(Cat(Mux(take_b, self.b_index, self.a_index), take_b))
         else:
@@ -217,14 +221,16 @@ class TopNode(wiring.Component):
         if not 1 <= keep <= len_a + len_b:
             raise ValueError(f"TopNode: keep {keep} must be 1..{len_a + len_b}")
         self.lengths, self.keep, self.index_bits = (len_a, len_b), keep, index_bits
+        self.payload_bits = payload_bits     # 0: no payload ports (as ArgmaxNode)
         self.fault = checked_fault(fault, ArgmaxNode)
         ports = {}
         for side, n in zip("ab", self.lengths):
             ports.update({f"{side}_key": In(data.ArrayLayout(key_bits, n)),
-                          f"{side}_payload": In(data.ArrayLayout(payload_bits, n))})
+                          **({f"{side}_payload": In(data.ArrayLayout(payload_bits, n))} if payload_bits else {})})
             if index_bits:
                 ports[f"{side}_index"] = In(data.ArrayLayout(index_bits, n))
-        ports.update(key=Out(data.ArrayLayout(key_bits, keep)), payload=Out(data.ArrayLayout(payload_bits, keep)),
+        ports.update(key=Out(data.ArrayLayout(key_bits, keep)),
+                     **({"payload": Out(data.ArrayLayout(payload_bits, keep))} if payload_bits else {}),
                      index=Out(data.ArrayLayout(index_bits + 1, keep)))
         super().__init__(ports)
 
@@ -240,8 +246,8 @@ class TopNode(wiring.Component):
 
         def element(side, i):
             index = getattr(self, f"{side}_index")[i] if self.index_bits else C(0, 0)
-            return getattr(self, f"{side}_key")[i], getattr(self, f"{side}_payload")[i], \
-                Cat(index, C(side == "b", 1))
+            payload = getattr(self, f"{side}_payload")[i] if self.payload_bits else C(0, 0)
+            return getattr(self, f"{side}_key")[i], payload, Cat(index, C(side == "b", 1))
 
         for r in range(self.keep):
             # a_i is element r iff exactly r - i of b are ahead of it, b_j iff exactly r - j of a.
@@ -256,9 +262,20 @@ class TopNode(wiring.Component):
                 if i <= len_a:
                     chosen.append(((~b_wins[i - 1, j] if i else C(1)) & (b_wins[i, j] if i < len_a else C(1)),
                                    element("b", j)))
-            for out, part in zip((self.key[r], self.payload[r], self.index[r]), range(3)):
-                m.d.comb += out.eq(_one_of([(sel, value[part]) for sel, value in chosen], len(out)))
+            outs = (self.key[r], self.payload[r] if self.payload_bits else None, self.index[r])
+            for out, part in zip(outs, range(3)):
+                if out is not None:
+                    m.d.comb += out.eq(_one_of([(sel, value[part]) for sel, value in chosen], len(out)))
         return m
+
+
+def _port(node, name: str, default=None, index: int | None = None):
+    """A node's payload port (element ``index`` of a list port), or ``default`` when the node
+    carries no payload."""
+    if not node.payload_bits:
+        return default
+    port = getattr(node, name)
+    return port if index is None else port[index]
 
 
 def _one_of(choices: list, width: int):
@@ -318,20 +335,22 @@ def argmax_tree(m, leaves: list, name: str, fault: str | None = None, *, stage_l
             (ka, pa, ia), (kb, pb, ib) = nodes[j], nodes[j + 1]
             if keep == len(ka) == len(kb) == 1:
                 node = ArgmaxNode(len(ka[0]), len(pa[0]), level, fault=fault)
-                wires = [(node.a_key, node.a_payload, ka[0], pa[0]), (node.b_key, node.b_payload, kb[0], pb[0])]
+                wires = [(node.a_key, _port(node, "a_payload"), ka[0], pa[0]),
+                         (node.b_key, _port(node, "b_payload"), kb[0], pb[0])]
                 index_ports = [(node.a_index, ia[0]), (node.b_index, ib and ib[0])] if level else []
-                result = ([node.key], [node.payload], [node.index])
+                result = ([node.key], [_port(node, "payload", C(0, 0))], [node.index])
             else:
                 node = TopNode(len(ka[0]), len(pa[0]), level, len(ka), len(kb), min(keep, len(ka) + len(kb)),
                                fault=fault)
-                wires = [(node.a_key[i], node.a_payload[i], k, p) for i, (k, p) in enumerate(zip(ka, pa))]
-                wires += [(node.b_key[i], node.b_payload[i], k, p) for i, (k, p) in enumerate(zip(kb, pb))]
+                wires = [(node.a_key[i], _port(node, "a_payload", index=i), k, p) for i, (k, p) in enumerate(zip(ka, pa))]
+                wires += [(node.b_key[i], _port(node, "b_payload", index=i), k, p) for i, (k, p) in enumerate(zip(kb, pb))]
                 index_ports = ([(node.a_index[i], x) for i, x in enumerate(ia)] +
                                [(node.b_index[i], x) for i, x in enumerate(ib or [])]) if level else []
-                result = tuple([port[r] for r in range(node.keep)] for port in (node.key, node.payload, node.index))
+                result = tuple([port[r] if port is not None else C(0, 0) for r in range(node.keep)]
+                               for port in (node.key, _port(node, "payload"), node.index))
             m.submodules[f"{name}{level}_{j // 2}"] = node
             m.d.comb += [sig.eq(value) for key_port, payload_port, k, p in wires
-                         for sig, value in ((key_port, k), (payload_port, p))]
+                         for sig, value in ((key_port, k), (payload_port, p)) if sig is not None]
             m.d.comb += [port.eq(x) for port, x in index_ports if x is not None]
             nxt.append(result)
         if len(nodes) % 2:
@@ -353,10 +372,11 @@ def _stage_register(m, lists: tuple, keep: int, level: int, j: int, selected: tu
     waiting) instead."""
     keys, payloads, indices = lists
     indices = indices or [C(0, level)]   # a leaf moved up unchanged: index 0 of its subtree
-    regs = [[Signal(len(v), name=f"{name}_{part}{r}") for r, v in enumerate(values)]
+    # A payload of no bits (the SRAM storage) gets no registers.
+    regs = [[Signal(len(v), name=f"{name}_{part}{r}") if len(v) else v for r, v in enumerate(values)]
             for part, values in (("key", keys), ("payload", payloads), ("index", indices))]
     m.d.sync += [reg.eq(v) for reg_list, values in zip(regs, (keys, payloads, indices))
-                 for reg, v in zip(reg_list, values)]
+                 for reg, v in zip(reg_list, values) if len(v)]
     sel_valid, sel_index = selected
     drop = Signal(name=f"{name}_drop")
     m.d.sync += drop.eq(0 if fault == "selector_selected_not_dropped" else sel_valid & (sel_index[level:] == j))
