@@ -9,8 +9,8 @@ from __future__ import annotations
 import time
 
 from common.paths import CONFIGS
+from hw.flow.manager_random import generate_with_events
 from sim.manager import Manager, ManagerConfig
-from sim.manager.random_txns import generate_with_events
 from sim.manager.transactions import Admit, DraftToken, Unlock, VerifyIssue, VerifyResult
 
 

@@ -15,7 +15,7 @@ import time
 from collections import defaultdict
 
 from common.paths import ROOT
-from sim.manager.random_txns import generate_with_events
+from hw.flow.manager_random import generate_with_events
 
 sys.path.insert(0, str(ROOT))     # the RTL test benches live in tests/ (a package)
 from tests.hw.manager.test_manager import SMALL, replay  # noqa: E402

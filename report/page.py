@@ -6,7 +6,7 @@ verdict) and one ``Section`` per paper figure: its experiment's description and 
 plots (paths relative to the page's folder), its claims beside ours with the measured
 decomposition where ours differs, and its side-by-side comparison if it has one. A last section
 holds the cost model's validation against AttAcc's simulator and Ramulator2
-(``sim/cost/validation.py``). Every figure's runs are simulated by the experiment runner into
+(``validation/compare.py``). Every figure's runs are simulated by the experiment runner into
 ``<page folder>/<experiment>/`` (a second ``saddle report`` reuses them, as ``saddle run`` does).
 """
 from __future__ import annotations
@@ -120,7 +120,7 @@ def reference_speedups(batches=(16, 32, 64, 128), contexts=(512, 1024)) -> Table
     """What AttAcc's simulator itself says of PIM-AD against GPU-AD: one decoding step's time on
     the DGX over DGX+AttAcc (no power constraint), per model, batch and context, from the
     reference table (``validation/tables/attacc_steps.json``)."""
-    from sim.cost import validation as v
+    from validation import compare as v
     doc = v.load_table("decode_steps")
     rows = [dict(zip(doc["columns"], r)) for r in doc["rows"]]
     total = {(r["model"], r["system"], r["batch"], r["context"]): r["total_ns"]
@@ -135,7 +135,7 @@ def reference_speedups(batches=(16, 32, 64, 128), contexts=(512, 1024)) -> Table
 def validation_section() -> Section:
     """The cost model against the reference tables, held to the project's bounds
     (``saddle validate``, calibration ``attacc``)."""
-    from sim.cost import validation as v
+    from validation import compare as v
     rows = v.summarize(v.compare("attacc"), v.known_deviations())
     table = Table(("component", "points", "mean |error|", "worst error", "bound (worst)",
                    "within", "where the worst is"),

@@ -18,11 +18,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from common.config import check_keys, suggest
 from common.errors import ConfigError
 
-# Every key a plot spec may have (sim/experiments/grid.py refuses others).
+# Every key a plot spec may have (check_plots refuses others), and what its x may be.
 PLOT_KEYS = ("name", "x", "metric", "normalize", "where", "stack", "metrics", "labels", "fraction",
              "ylabel")
+PLOT_X = ("batch", "draft_length", "sequence_length", "system", "aging_passes")
 # A legend's place: beside the axes' right edge, never over the data.
 BESIDE = dict(loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
 
@@ -45,6 +47,30 @@ def plot_all(out: Path, experiment: dict, records: list[dict]) -> list[Path]:
         if path is not None:
             paths.append(path)
     return paths
+
+
+def check_plots(plot, src: str, names: list[str], run_fields: tuple[str, ...]) -> None:
+    """An experiment's ``plot:`` (a spec or a list of specs), checked before anything runs;
+    ``names``: the runs' systems (what ``normalize`` may name), ``run_fields``: what ``where``
+    may match. Errors name ``src`` and the key path (``plot[1].x``)."""
+    for i, spec in enumerate(plot if isinstance(plot, list) else [plot]):
+        at = "plot" + (f"[{i}]" if isinstance(plot, list) else "")
+        where = f"{src}: {at}"
+        if not isinstance(spec, dict):
+            raise ConfigError(f"{where}: expected a mapping (x, metric, ...), found {spec!r}")
+        check_keys(spec, PLOT_KEYS, source=src, where=at)
+        if spec.get("x", "batch") not in PLOT_X:
+            raise ConfigError(f"{where}.x: expected one of {list(PLOT_X)}, found {spec.get('x')!r}")
+        check_spec(spec, where)
+        norm = spec.get("normalize")
+        if norm is not None and norm not in names:
+            raise ConfigError(f"{where}.normalize: no system of the experiment is named {norm!r}"
+                              f"{suggest(norm, names)}; systems: {', '.join(sorted(names))}")
+        plot_where = spec.get("where", {})
+        if not isinstance(plot_where, dict):
+            raise ConfigError(f"{where}.where: expected a mapping of run field -> value, "
+                              f"found {plot_where!r}")
+        check_keys(plot_where, run_fields, source=src, where=f"{at}.where")
 
 
 def check_spec(spec: dict, where: str) -> None:

@@ -17,16 +17,18 @@
         - {kind: share, system: saddle, parts: [latency_breakdown.monitoring,
            latency_breakdown.decision_making], of: time_s, value: 0.0083}
 
-A metric is a record field, or a nested one as ``field.key``. A share is the sum of ``parts``
-over ``of`` at the one point the system has (within ``tolerance`` of the published share, or
-0.005 of the whole, whichever is larger).
+A metric is a record field, a nested one as ``field.key``, or a sum of them as ``a+b``. A share
+is the sum of ``parts`` over ``of``, at each point the system has, their arithmetic mean when
+there are several (within ``tolerance`` of the published share, or 0.005 of the whole, whichever
+is larger).
 
 A system reference is a name (a record's ``system``: the entry's label if it has one) or a
 mapping of record fields. Records are matched into points by (pair, batch, sequence_length),
 ``where`` restricts the points; a ratio is taken per point, a mean_ratio is the geometric mean
 of the per-point ratios (the arithmetic mean reported beside it). Every claim gives one row:
 the claim, the published value, ours, and whether ours agrees (ratios: within ``tolerance``,
-default 10 %). A mean_ratio that does not agree is decomposed (``decompose``) into four measured
+default 10 %), and a detail: the values behind a single-point ratio, the spread of a mean, and a
+claim's ``why`` (the reason a reading is what it is, in words; the numbers come from the records). A mean_ratio that does not agree is decomposed (``decompose``) into four measured
 factors whose geometric means multiply to ours: tokens per verification pass, pass time (den /
 num), verifying share (the run's time the TLM is busy) and window (the full-batch window
 against the whole run).
@@ -64,7 +66,7 @@ def check(published: dict, src: str) -> None:
         missing = [k for k in NEEDS[claim["kind"]] if k not in claim]
         if missing:
             raise ConfigError(f"{where}: kind {claim['kind']} needs {missing}")
-        check_keys(claim, NEEDS[claim["kind"]] + ("kind", "label", "where", "tolerance", "metric"),
+        check_keys(claim, NEEDS[claim["kind"]] + ("kind", "label", "where", "tolerance", "metric", "why"),
                    source=src, where=f"published.claims[{i}]")
 
 
@@ -86,7 +88,9 @@ def _points(records: list[dict], ref, where: dict, metric: str | None) -> dict[t
 
 
 def value(record: dict, metric: str):
-    """``record``'s ``metric``: a field, or ``field.key`` of a nested one."""
+    """``record``'s ``metric``: a field, ``field.key`` of a nested one, or ``a+b`` their sum."""
+    if "+" in metric:
+        return sum(value(record, part) for part in metric.split("+"))
     head, _, key = metric.partition(".")
     try:
         return record[head][key] if key else record[head]
@@ -150,7 +154,8 @@ def compare(published: dict, records: list[dict]) -> list[dict]:
             else:
                 if len(ratios) != 1:
                     raise ConfigError(f"published: ratio {text}{scope}: expected one point, found {len(ratios)}")
-                ours, detail = ratios[0], ""
+                (k,) = keys
+                ours, detail = ratios[0], f"{_name(claim['num'])} {num[k]:.4g}, {_name(claim['den'])} {den[k]:.4g}"
             row = (f"{text}{scope}", claim["value"], round(ours, 3),
                    abs(ours / claim["value"] - 1) <= claim.get("tolerance", 0.10), detail)
         elif kind == "best_count":
@@ -173,15 +178,17 @@ def compare(published: dict, records: list[dict]) -> list[dict]:
                    f"ratio {detail}")
         elif kind == "share":
             points = _points(records, claim["system"], where, None)
-            if len(points) != 1:
-                raise ConfigError(f"published: share of {_name(claim['system'])}{scope}: expected "
-                                  f"one point, found {len(points)}")
-            r, = points.values()
-            ours = sum(value(r, m) for m in claim["parts"]) / value(r, claim["of"])
+            if not points:
+                raise ConfigError(f"published: share of {_name(claim['system'])}{scope}: no run")
+            shares = [sum(value(r, m) for m in claim["parts"]) / value(r, claim["of"])
+                      for r in points.values()]
+            ours = sum(shares) / len(shares)
+            detail = (f"mean of {len(shares)} points ({min(shares):.4f}-{max(shares):.4f})"
+                      if len(shares) > 1 else "")
             row = (claim.get("label") or f"{' + '.join(claim['parts'])} of {claim['of']}, "
                    f"{_name(claim['system'])}{scope}", claim["value"], round(ours, 4),
                    abs(ours - claim["value"]) <= max(claim.get("tolerance", 0.10) * claim["value"], 0.005),
-                   "")
+                   detail)
         else:   # argmax
             over = claim["over"]
             vals = {r[over]: value(r, metric) for r in records if _matches(r, claim["system"], where)}
@@ -191,6 +198,8 @@ def compare(published: dict, records: list[dict]) -> list[dict]:
             row = (f"best {over} of {_name(claim['system'])}{scope}", claim["value"], best,
                    best == claim["value"], "")
         rows.append(dict(zip(ROW, row), kind=kind))
+        if "why" in claim:
+            rows[-1]["detail"] = "; ".join(filter(None, (rows[-1]["detail"], claim["why"])))
         if kind == "mean_ratio" and not rows[-1]["agrees"] and metric == "tokens_per_s":
             factors = decompose(records, claim)
             if factors:

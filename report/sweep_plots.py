@@ -10,8 +10,43 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from common.config import check_keys, get, suggest
+from common.errors import ConfigError
 from report.plots import save, subplots
-from sim.sweeps.spec import SYSTEM
+
+PLOT_KEYS = ("metrics", "x", "y", "facet", "best", "best_per")
+# The run's own name in rows and plots (the system's label): plot.x / y / facet may name it.
+SYSTEM = "system"
+
+
+def check_plot(spec: dict, axes: tuple[str, ...], dims: tuple[str, ...], src: str) -> dict | None:
+    """A sweep's ``plot:`` checked, with its defaults: x, y, facet from ``dims`` in order (the
+    axes with more than one value, then the system when the base has several); None when more
+    than three dimensions are left to place."""
+    check_keys(spec, PLOT_KEYS, source=src, where="plot")
+    named = list(axes) + [SYSTEM] * (SYSTEM not in axes)
+    for key in ("x", "y", "facet"):
+        value = spec.get(key)
+        if value is not None and value not in named:
+            raise ConfigError(f"{src}: plot.{key}: {value!r} is not an axis{suggest(value, named)}; "
+                              f"axes: {', '.join(named)}")
+    metrics = get(spec, "metrics", list, source=src, prefix="plot", default=["tokens_per_s"])
+    best = get(spec, "best", str, source=src, prefix="plot", default="max")
+    if best not in ("max", "min"):
+        raise ConfigError(f"{src}: plot.best: expected max or min, found {best!r}")
+    per = get(spec, "best_per", str, source=src, prefix="plot", default="facet")
+    if per not in ("facet", "y"):
+        raise ConfigError(f"{src}: plot.best_per: expected facet or y, found {per!r}")
+    given = [spec[k] for k in ("x", "y", "facet") if spec.get(k)]
+    rest = [d for d in dims if d not in given]
+    x = spec.get("x") or (rest.pop(0) if rest else axes[0])
+    y = spec.get("y") if "y" in spec else (rest.pop(0) if rest else None)
+    facet = spec.get("facet") if "facet" in spec else (rest.pop(0) if rest else None)
+    if rest:
+        return None
+    if per == "y" and y is None:
+        raise ConfigError(f"{src}: plot.best_per: y needs a heatmap (plot.y)")
+    return {"metrics": metrics, "x": x, "y": y, "facet": facet, "best": best, "best_per": per}
 
 
 def _get(row: dict, key: str | None):

@@ -24,6 +24,7 @@ SUBCOMMAND_MODULES = [
     "sim.sweeps.cli",
     "traces.cli",
     "sim.cost.cli",
+    "validation.cli",
     "sim.manager.cli",
     "hw.flow.cli",
     "report.cli",

@@ -1,12 +1,13 @@
-"""The packages' import graph: no module imports itself through others, and the trace tools
-stand on their own (``traces/`` imports ``common/``, never ``sim/``). Every import counts,
+"""The packages' import graph: no module imports itself through others, the trace tools stand
+on their own (``traces/`` imports ``common/``, never ``sim/``), and the simulator does not
+import the checks that stand beside it (``hw/``, ``validation/``). Every import counts,
 module-level and inside functions: a deferred import hides a circle, it does not remove it.
 Imports under ``if TYPE_CHECKING:`` are annotations only, never executed, and do not count."""
 import ast
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-PACKAGES = ("common", "hw", "report", "sim", "traces")
+PACKAGES = ("common", "hw", "report", "sim", "traces", "validation")
 
 
 def _modules() -> dict[str, Path]:
@@ -107,6 +108,14 @@ def test_traces_do_not_import_the_simulator():
     graph = _graph()
     wrong = sorted(f"{m} -> {t}" for m, targets in graph.items() if m.startswith("traces")
                    for t in targets if t == "sim" or t.startswith("sim."))
+    assert wrong == []
+
+
+def test_the_simulator_imports_neither_the_rtl_nor_its_validation():
+    """``sim/cli.py`` names their command modules as strings (``SUBCOMMAND_MODULES``)."""
+    graph = _graph()
+    wrong = sorted(f"{m} -> {t}" for m, targets in graph.items() if m.startswith("sim")
+                   for t in targets if t.split(".")[0] in ("hw", "validation"))
     assert wrong == []
 
 

@@ -35,16 +35,17 @@ def _fp16_round():
     return FP32ToFP16()
 
 
-def full_size(block: str, stage_levels: int | None = None):
+def full_size(block: str, stage_levels: int | None = None, storage: str | None = None):
     """The named Manager block (``softmax``, ``controller``, ``shared_pool``, ``eager_pool``,
     ``scheduler``, ``manager``) at its shipped size; the Shared Pool's selector pipelined every
-    ``stage_levels`` levels (None: the shipped selector)."""
-    from hw.manager.sizes import selector_stage_levels, softmax_params
+    ``stage_levels`` levels and the pools' ``storage`` (None: the shipped ones)."""
+    from hw.manager.sizes import pool_storage, selector_stage_levels, softmax_params
     from sim.manager.config import ManagerConfig
     from sim.manager.formats import POOL_COUNT
 
     if stage_levels is None:
         stage_levels = selector_stage_levels()
+    storage = storage or pool_storage()
     cfg = ManagerConfig.load()
     if block == "softmax":
         from hw.manager.softmax import Softmax
@@ -54,22 +55,23 @@ def full_size(block: str, stage_levels: int | None = None):
         return Controller(cfg.max_requests, softmax_params())
     if block == "shared_pool":
         from hw.manager.shared_pool import SharedPool
-        return SharedPool(cfg.shared_entries, cfg.max_requests, cfg.aging_passes, stage_levels=stage_levels)
+        return SharedPool(cfg.shared_entries, cfg.max_requests, cfg.aging_passes, stage_levels=stage_levels,
+                          storage=storage)
     if block == "eager_pool":
         from hw.manager.eager_pool import EagerPools
-        return EagerPools(cfg.micro_batches, cfg.eager_entries, cfg.max_requests)
+        return EagerPools(cfg.micro_batches, cfg.eager_entries, cfg.max_requests, storage=storage)
     if block == "scheduler":
         from hw.manager.scheduler import Scheduler
         return Scheduler(cfg.max_requests, POOL_COUNT.max_raw)
     if block == "manager":
         from hw.manager.manager import Manager
-        return Manager.from_config(cfg, softmax_params(), selector_stage_levels=stage_levels)
+        return Manager.from_config(cfg, softmax_params(), selector_stage_levels=stage_levels, storage=storage)
     raise ValueError(f"unknown Manager block {block!r}")
 
 
-def _manager(block: str) -> Callable[[], object]:
+def _manager(block: str, storage: str | None = None) -> Callable[[], object]:
     def factory():
-        return full_size(block)
+        return full_size(block, storage=storage)
     return factory
 
 
@@ -84,4 +86,6 @@ BLOCKS: dict[str, Callable[[], object]] = {
     "eager_pool": _manager("eager_pool"),
     "scheduler": _manager("scheduler"),
     "manager": _manager("manager"),
+    # The pools' token records in SRAM macros (hw/manager/sram.py), for the area and timing tables.
+    "manager_sram": _manager("manager", "sram"),
 }

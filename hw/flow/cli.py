@@ -1,4 +1,4 @@
-"""`saddle hw export | synth | timing | cycles | fetch-lib | coverify | mutate`: Verilog, lint,
+"""`saddle hw export | synth | timing | cycles | fetch-lib | coverify | mutate | random`: Verilog, lint,
 Yosys figures and static timing of every RTL block, the cycle costs the simulator charges
 (measured on the RTL), co-verification on a simulated run, mutation testing.
 
@@ -64,6 +64,9 @@ def register(subparsers) -> None:
                         help="write configs/timing/manager.yaml (generated; its clock_ghz kept) and the PE's "
                              "latencies in configs/hardware/bank_pe.yaml")
     cycles.add_argument("--json", action="store_true", help="print the measured cycles as JSON")
+    cycles.add_argument("--storage", choices=["ff", "sram"],
+                        help="measure a Manager whose pools keep their records in flip-flops or SRAM macros "
+                             "(default: configs/hardware/manager_rtl.yaml's; --write needs the default)")
     cycles.set_defaults(func=_cycles)
 
     fetch = sub.add_parser("fetch-lib", help="fetch the osu018 standard-cell library into build/celllib/")
@@ -92,6 +95,9 @@ def register(subparsers) -> None:
                           "exported Verilog (built once under build/cocotb/; fast on long runs and full sizes)")
     cov.add_argument("--stall", type=float, default=0.2, help="probability of event back-pressure per cycle")
     cov.add_argument("--seed", type=int, default=0, help="seed of the back-pressure pattern")
+    cov.add_argument("--storage", choices=["ff", "sram"],
+                     help="the pools' token records in flip-flops or SRAM macros (default: "
+                          "configs/hardware/manager_rtl.yaml's)")
     cov.add_argument("--json", action="store_true", help="print the report as JSON")
     cov.set_defaults(func=_coverify)
 
@@ -106,6 +112,16 @@ def register(subparsers) -> None:
                      help="run every check on each mutant, not only up to the first that kills it")
     mut.add_argument("--json", action="store_true", help="print the report as JSON")
     mut.set_defaults(func=_mutate)
+
+    gen = sub.add_parser("random", help="write a seeded constrained-random Manager transaction log "
+                                        "(JSON Lines; saddle manager replay replays it)")
+    gen.add_argument("--seed", type=int, default=1, help="random seed (default 1)")
+    gen.add_argument("--length", type=int, default=10000, help="random transactions before the closing ones")
+    gen.add_argument("--config", help="Manager config YAML (default configs/manager.yaml)")
+    gen.add_argument("--requests", type=int, help="use request ids below this bound only")
+    gen.add_argument("--no-outputs", action="store_true", help="log the inputs only")
+    gen.add_argument("--out", required=True, help="output .jsonl file")
+    gen.set_defaults(func=_random)
 
     from hw.flow.report import MAPPINGS, REPORT_DIR, SECTIONS
     rep = sub.add_parser("report", help="regenerate every table of hw/README.md from the current RTL",
@@ -133,15 +149,18 @@ def _variant_options(parser, default_mapping: str = "area") -> None:
                              f"configs/synth/flow.yaml (work folder BLOCK_delay; default {default_mapping})")
 
 
-def _variant(name: str, factory, args):
-    """(work folder name, factory) of a block under `args`' selector and mapping options."""
-    work_name = name
-    if args.selector_stage_levels is not None and name in ("shared_pool", "manager"):
-        from hw.flow.blocks import full_size
+def _blocks(args):
+    """The report's ``Blocks`` (its cache) under `args`' work folder and selector option: a
+    pipelined variant is the block in work folder BLOCK_kK."""
+    from hw.flow.blocks import full_size
+    from hw.flow.report import Blocks
 
-        stage_levels = args.selector_stage_levels
-        work_name, factory = f"{name}_k{stage_levels}", lambda: full_size(name, stage_levels=stage_levels)
-    return work_name + ("_delay" if args.mapping == "delay" else ""), factory
+    variants = {}
+    if args.selector_stage_levels is not None:
+        k = args.selector_stage_levels
+        variants = {name: (f"{name}_k{k}", lambda name=name: full_size(name, stage_levels=k))
+                    for name in ("shared_pool", "manager")}
+    return Blocks(args.out, variants)
 
 
 def _selected(names: list[str] | None) -> dict:
@@ -196,15 +215,22 @@ def _synth_block(name: str, factory, out: Path, liberty, hierarchy=None, every_i
 
 
 def _synth(args) -> int:
-    from hw.flow.synth import resolve_library
+    from hw.flow.report import synth_entry
+    from hw.flow.synth import SynthResult, resolve_library
 
     liberty = resolve_library(args.library)
+    # The report's cache (keyed by the Verilog's digest) holds the default flow's results.
+    cached = liberty is not None and args.hierarchy is None and not args.every_instance
+    blocks = _blocks(args)
     results = []
-    for name, factory in _selected(args.block).items():
+    for name in _selected(args.block):
         started = time.monotonic()
-        work_name, factory = _variant(name, factory, args)
-        result = _synth_block(name, factory, args.out, liberty, args.hierarchy, args.every_instance, work_name,
-                              args.mapping)
+        work_name = blocks.work(name, args.mapping)
+        if cached:
+            result = SynthResult(**synth_entry(blocks, name, liberty, args.mapping)["result"])
+        else:
+            result = _synth_block(name, blocks.factories[name], args.out, liberty, args.hierarchy,
+                                  args.every_instance, work_name, args.mapping)
         results.append(result)
         if not args.json:
             print(f"{work_name:<16} cells {result.cells:>7}  flip-flops {result.flip_flops:>6}  "
@@ -223,7 +249,9 @@ def _synth(args) -> int:
 def _cycles(args) -> int:
     from hw.flow.cycles import differences, measure, write
 
-    cycles = measure()
+    if args.write and args.storage is not None:
+        raise SaddleError("--write: the timing config holds the shipped storage's cycles; drop --storage")
+    cycles = measure(args.storage)
     if args.json:
         print(json.dumps({"manager": cycles.manager, "pe": cycles.pe}, indent=2))
     else:
@@ -240,58 +268,35 @@ def _cycles(args) -> int:
 
 
 def _timing(args) -> int:
-    from common.config import config_path
-    from hw.flow.export import write_verilog
-    from hw.flow.synth import MAPPED_NETLIST, fetch_celllib, parse_liberty, repo_path
-    from hw.flow.timing import (
-        block_timing,
-        buffered_netlist,
-        critical_path,
-        fetch_opensta,
-        load_timing_config,
-        measure_fo4,
-        sta_netlist,
-    )
+    from hw.flow.report import StaContext, timing_entry
 
-    sta, liberty = fetch_opensta(), fetch_celllib()
-    config = load_timing_config()
-    library = parse_liberty(liberty).name
-    fo4 = measure_fo4(sta, liberty, Path(args.out) / "fo4", config.fo4_chains)
+    sta = StaContext(args.out)
+    config, library, fo4 = sta.config, sta.library, sta.fo4
+    blocks = _blocks(args)
     results = []
-    for name, factory in _selected(args.block).items():
+    for name in _selected(args.block):
         started = time.monotonic()
-        work_name, factory = _variant(name, factory, args)
-        work = Path(args.out) / work_name
-        netlist = work / MAPPED_NETLIST
-        verilog = write_verilog(factory(), name, work)  # rewritten only when the design changed
-        previous = json.loads((work / "result.json").read_text()) if (work / "result.json").is_file() else {}
-        # Resynthesized when the design or the synthesis flow (configs/synth/flow.yaml) is newer.
-        newest = max(verilog.stat().st_mtime, config_path("synth", "flow").stat().st_mtime)
-        if not (netlist.is_file() and netlist.stat().st_mtime > newest
-                and previous.get("library", "").startswith(library)):
-            _synth_block(name, factory, args.out, liberty, work_name=work_name, goal=args.mapping)
-        unbuffered = sta_netlist(netlist, name, liberty, work)
-        buffered, buffering = buffered_netlist(netlist, name, liberty, work, config)
-        for sta_v, trees, log in ((unbuffered, None, "sta"), (buffered, buffering, "sta_buffered")):
-            path = critical_path(sta, sta_v, name, liberty, work, config.clock_period_ns, log)
-            result = block_timing(work_name, path, fo4, config, library, repo_path(sta_v), trees, args.mapping)
+        # Synthesized only when the report's cache has no result for this Verilog.
+        for result in timing_entry(blocks, name, sta, args.mapping)["results"]:
             results.append(result)
             if not args.json:
-                print(f"{work_name:<22} {result.netlist_kind:<9} {path.startpoint} -> {path.endpoint}: "
-                      f"{path.stages} stages, {path.min_period_ns:.3f} ns, fmax {result.fmax_mhz:.0f} MHz "
-                      f"({library}), {result.depth_fo4:.1f} FO4 -> {result.target_period_ps:.0f} ps at "
-                      f"{config.target_node_nm:g} nm ({result.target_fmax_ghz:.2f} GHz, "
-                      f"{'meets' if result.meets_target_clock else 'MISSES'} {config.target_clock_ghz:g} GHz; "
-                      f"typical rule {result.target_period_typical_ps:.0f} ps, "
-                      f"{'meets' if result.meets_target_clock_typical else 'MISSES'})"
-                      + (f"; {trees.buffers} buffers on {trees.nets} nets" if trees else "")
+                trees = result["buffering"]
+                print(f"{result['block']:<22} {result['netlist_kind']:<9} {result['startpoint']} -> "
+                      f"{result['endpoint']}: {result['stages']} stages, {result['min_period_ns']:.3f} ns, fmax "
+                      f"{result['fmax_mhz']:.0f} MHz ({library}), {result['depth_fo4']:.1f} FO4 -> "
+                      f"{result['target_period_ps']:.0f} ps at {config.target_node_nm:g} nm "
+                      f"({result['target_fmax_ghz']:.2f} GHz, "
+                      f"{'meets' if result['meets_target_clock'] else 'MISSES'} {config.target_clock_ghz:g} GHz; "
+                      f"typical rule {result['target_period_typical_ps']:.0f} ps, "
+                      f"{'meets' if result['meets_target_clock_typical'] else 'MISSES'})"
+                      + (f"; {trees['buffers']} buffers on {trees['nets']} nets" if trees else "")
                       + f"  ({time.monotonic() - started:.0f} s)")
     verdict = _verdict(results) if args.mapping == "delay" else None
     if args.json:
         print(json.dumps({"fo4_ns": fo4, "fo4_target_ns": config.target_fo4_ns,
                           "fo4_target_typical_ns": config.target_fo4_typical_ns,
                           "target_clock_ghz": config.target_clock_ghz, "verdict": verdict,
-                          "blocks": [r.to_dict() for r in results]}, indent=2, sort_keys=True))
+                          "blocks": results}, indent=2, sort_keys=True))
     else:
         if verdict is not None:
             print(f"verdict (delay mapping, buffered): {'every block meets' if verdict['all_meet'] else 'MISSED by'} "
@@ -308,12 +313,12 @@ def _verdict(results) -> dict:
     """Per block, the figures of the buffered delay-mapped netlist (the one the verdict is read
     from: the unbuffered one lets one X1 gate drive every load), and whether all meet the clock
     with both variants of the scaling rule."""
-    blocks = {r.block: {"depth_fo4": r.depth_fo4, "target_period_ps": r.target_period_ps,
-                        "target_period_typical_ps": r.target_period_typical_ps,
-                        "meets_target_clock": r.meets_target_clock,
-                        "meets_target_clock_typical": r.meets_target_clock_typical,
-                        "meets_both": r.meets_target_clock and r.meets_target_clock_typical}
-              for r in results if r.netlist_kind == "buffered"}
+    blocks = {r["block"]: {"depth_fo4": r["depth_fo4"], "target_period_ps": r["target_period_ps"],
+                           "target_period_typical_ps": r["target_period_typical_ps"],
+                           "meets_target_clock": r["meets_target_clock"],
+                           "meets_target_clock_typical": r["meets_target_clock_typical"],
+                           "meets_both": r["meets_target_clock"] and r["meets_target_clock_typical"]}
+              for r in results if r["netlist_kind"] == "buffered"}
     return {"netlist": "delay mapping, buffered", "blocks": blocks,
             "all_meet": all(v["meets_both"] for v in blocks.values())}
 
@@ -351,7 +356,7 @@ def _coverify(args) -> int:
               file=sys.stderr)
     print(f"replaying {len(pairs)} transactions on the Manager RTL ({args.simulator}) ...", file=sys.stderr)
     report = coverify(config, pairs, source=source, softmax=softmax, stall=args.stall, seed=args.seed,
-                      txlog=txlog, simulator=args.simulator)
+                      txlog=txlog, simulator=args.simulator, storage=args.storage)
     if args.json:
         print(json.dumps(report.as_dict(), indent=1))
     else:
@@ -397,6 +402,23 @@ def _mutate(args) -> int:
     else:
         print(f"total {seconds:.0f} s")
     return 0 if all(r.ok for r in reports) else 1
+
+
+def _random(args) -> int:
+    from hw.flow.manager_random import coverage, generate_with_events
+    from sim.manager.config import ManagerConfig
+    from sim.manager.txlog import write_txlog
+
+    if args.length < 0:
+        raise SaddleError(f"--length: expected >= 0, found {args.length}")
+    config = ManagerConfig.load(args.config)
+    pairs, manager = generate_with_events(config, args.seed, args.length, requests=args.requests)
+    write_txlog(args.out, config, ((t, None if args.no_outputs else e) for t, e in pairs))
+    totals = manager.conservation(final=True)
+    cov = coverage(pairs)
+    print(f"{args.out}: {len(pairs)} transactions; tokens {totals.as_dict()}")
+    print("coverage: " + ", ".join(f"{k}={v}" for k, v in sorted(cov.items())))
+    return 0
 
 
 def _report(args) -> int:

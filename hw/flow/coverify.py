@@ -14,7 +14,7 @@ What this proves beyond the random tests: the RTL takes the model's decision on 
 transaction mix a real run produces (long rounds of a confident draft model, bursts of
 rejections, pools that fill while a verification is in flight, retirements and refills). The
 report counts the functional-coverage corners the sequence reached
-(``sim.manager.random_txns.CORNERS``).
+(``hw.flow.manager_random.CORNERS``).
 
 At the shipped size (``configs/manager.yaml``: 128 requests, 512 + 512 pool entries) only
 Verilator is fast enough; ``SHIPPED_RUNS`` are the two runs that size is checked on (every
@@ -42,7 +42,7 @@ class CoverifyReport:
     cycles: int                       # RTL clock edges over the compared transactions
     mismatch: str | None
     inputs: dict = field(default_factory=dict)    # transaction type -> count
-    coverage: dict = field(default_factory=dict)  # corner (random_txns.CORNERS) -> count
+    coverage: dict = field(default_factory=dict)  # corner (manager_random.CORNERS) -> count
     txlog: str | None = None
     seconds: float = 0.0
 
@@ -144,14 +144,15 @@ def corrupt_expected(pairs, index: int) -> tuple[list, int]:
 
 def coverify(config: ManagerConfig, pairs, *, source: str, softmax=None, stall: float = 0.2, seed: int = 0,
              txlog: Path | None = None, simulator: str = "amaranth",
-             selector_stage_levels: int | None = None) -> CoverifyReport:
+             selector_stage_levels: int | None = None, storage: str | None = None) -> CoverifyReport:
     """Replay ``pairs`` on the RTL sized by ``config`` (and ``softmax``, a ``SoftmaxParams``, if
     the sequence has DraftLogits) in ``simulator``: Amaranth's simulator on the design, or
     cocotb on Verilator on its exported Verilog (built once under build/cocotb/, which needs
     ``txlog``). With ``txlog`` the pairs are written there first. The Shared Pool selector is
     pipelined every ``selector_stage_levels`` tree levels (None: the shipped
-    configs/hardware/manager_rtl.yaml; 0: combinational)."""
-    from sim.manager.random_txns import CORNERS, coverage
+    configs/hardware/manager_rtl.yaml; 0: combinational), the pools keep their records in
+    ``storage`` (None: the shipped; "ff" or "sram")."""
+    from hw.flow.manager_random import CORNERS, coverage
     from sim.manager.txlog import write_txlog
 
     if simulator not in SIMULATORS:
@@ -169,32 +170,37 @@ def coverify(config: ManagerConfig, pairs, *, source: str, softmax=None, stall: 
         from hw.flow.manager_replay import replay
 
         result = replay(config, pairs, softmax=softmax, stall=stall, seed=seed, name="coverify",
-                        selector_stage_levels=selector_stage_levels)
+                        selector_stage_levels=selector_stage_levels, storage=storage)
         report.compared, report.cycles, report.mismatch = result.transactions, result.total_cycles, result.mismatch
     else:
         if txlog is None:
             raise ValueError("the Verilator replay reads the pairs from a transaction log: give txlog")
         report.compared, report.cycles, report.mismatch = _on_verilator(config, softmax, txlog, stall, seed,
-                                                                        selector_stage_levels)
+                                                                        selector_stage_levels, storage)
     report.seconds = time.monotonic() - started
     return report
 
 
-def design_name(config: ManagerConfig, softmax, selector_stage_levels: int | None = None) -> str:
+def design_name(config: ManagerConfig, softmax, selector_stage_levels: int | None = None,
+                storage: str | None = None) -> str:
     """Build folder name of a Manager design: the sizes its Verilog depends on (one Verilator
     build per distinct design, shared by coverify and the RTL tests); the selector's stage
-    levels (None: the shipped ones) when it is pipelined."""
+    levels (None: the shipped ones) when it is pipelined; ``_sram`` for the pools' SRAM storage
+    (None: the shipped storage)."""
+    from hw.manager.sizes import pool_storage
+
     if selector_stage_levels is None:
         from hw.manager.sizes import selector_stage_levels as shipped
         selector_stage_levels = shipped()
     return (f"manager_r{config.max_requests}_s{config.shared_entries}_e{config.eager_entries}"
             f"_m{config.micro_batches}_l{softmax.lanes}_v{softmax.vocab}_x{softmax.exp_frac_bits}"
             + ("" if config.aging_passes is None else f"_a{config.aging_passes}")
-            + (f"_k{selector_stage_levels}" if selector_stage_levels else ""))
+            + (f"_k{selector_stage_levels}" if selector_stage_levels else "")
+            + ("_sram" if (storage or pool_storage()) == "sram" else ""))
 
 
 def _on_verilator(config: ManagerConfig, softmax, txlog: Path, stall: float, seed: int,
-                  selector_stage_levels: int | None = None):
+                  selector_stage_levels: int | None = None, storage: str | None = None):
     import json
 
     from hw.flow.manager_replay import IDLE_SOFTMAX
@@ -202,8 +208,9 @@ def _on_verilator(config: ManagerConfig, softmax, txlog: Path, stall: float, see
     from hw.manager.manager import Manager
 
     unit = softmax or IDLE_SOFTMAX
-    design = built(design_name(config, unit, selector_stage_levels),
-                   lambda: Manager.from_config(config, unit, selector_stage_levels=selector_stage_levels))
+    design = built(design_name(config, unit, selector_stage_levels, storage),
+                   lambda: Manager.from_config(config, unit, selector_stage_levels=selector_stage_levels,
+                                               storage=storage))
     report_path = Path(txlog).with_suffix(".verilator.json")
     report_path.unlink(missing_ok=True)
     bench = Path(__file__).with_name("testbench") / "manager_txlog.py"

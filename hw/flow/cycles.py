@@ -44,9 +44,9 @@ class Cycles:
     pe: dict[str, int]           # pipeline_latency_cycles, drain_latency_cycles
 
 
-def monitoring_run(n_requests: int, vector: int, lanes: int, exp_frac_bits: int) -> int:
+def monitoring_run(n_requests: int, vector: int, lanes: int, exp_frac_bits: int, storage: str | None = None) -> int:
     """Clock edges from the first logit beat's transfer to the DONE transfer of the last of
-    ``n_requests`` DraftLogits of ``vector`` logits each."""
+    ``n_requests`` DraftLogits of ``vector`` logits each (the pools' ``storage``: None, the shipped)."""
     from hw.flow.manager_stimulus import SMALL
     from hw.manager.manager import Manager
     from sim.manager.softmax import SoftmaxParams
@@ -55,7 +55,7 @@ def monitoring_run(n_requests: int, vector: int, lanes: int, exp_frac_bits: int)
     if n_requests > SMALL.max_requests:
         raise ValueError(f"at most {SMALL.max_requests} requests")
     unit = SoftmaxParams(lanes=lanes, vocab=vector, exp_frac_bits=exp_frac_bits)
-    dut = Manager.from_config(SMALL, unit)
+    dut = Manager.from_config(SMALL, unit, storage=storage)
     logits = tuple((7 * i) % 23 - 11 for i in range(vector))
     drafts = [DraftLogits(request=r, microbatch=0, position=1, logits=logits) for r in range(n_requests)]
     state = {"go": False, "edges": 0}
@@ -99,8 +99,8 @@ def monitoring_run(n_requests: int, vector: int, lanes: int, exp_frac_bits: int)
     return state["edges"]
 
 
-def measure_monitoring(lanes: int, exp_frac_bits: int) -> dict[str, int]:
-    points = [(n, vec * lanes + extra, monitoring_run(n, vec * lanes + extra, lanes, exp_frac_bits))
+def measure_monitoring(lanes: int, exp_frac_bits: int, storage: str | None = None) -> dict[str, int]:
+    points = [(n, vec * lanes + extra, monitoring_run(n, vec * lanes + extra, lanes, exp_frac_bits, storage))
               for n, vec, extra in MONITOR_POINTS]
     (n1, v1, t1), (n2, _, t2) = points[0], points[1]
     beats = -(-v1 // lanes)
@@ -113,7 +113,7 @@ def measure_monitoring(lanes: int, exp_frac_bits: int) -> dict[str, int]:
     return fit
 
 
-def issue_cycles(k: int) -> int:
+def issue_cycles(k: int, storage: str | None = None) -> int:
     """Clock edges of a VerifyIssue that selects ``k`` tokens (cmd transfer to DONE transfer)."""
     from hw.flow.manager_replay import replay
     from hw.flow.manager_stimulus import SMALL
@@ -125,7 +125,7 @@ def issue_cycles(k: int) -> int:
     txns.append(VerifyIssue(tlm_idle=True, capacity=k))
     model = Model(SMALL)
     pairs = [(txn, model.apply(txn)) for txn in txns]
-    result = replay(SMALL, pairs, name=f"cycles_issue_{k}")
+    result = replay(SMALL, pairs, name=f"cycles_issue_{k}", storage=storage)
     if result.mismatch:
         raise AssertionError(result.mismatch)
     kind, n, selected = result.cycles[-1]
@@ -134,9 +134,9 @@ def issue_cycles(k: int) -> int:
     return n
 
 
-def measure_decision() -> dict[str, int]:
+def measure_decision(storage: str | None = None) -> dict[str, int]:
     (k1, k2) = ISSUE_SIZES
-    n1, n2 = issue_cycles(k1), issue_cycles(k2)
+    n1, n2 = issue_cycles(k1, storage), issue_cycles(k2, storage)
     per_token = (n2 - n1) // (k2 - k1)
     if per_token * (k2 - k1) != n2 - n1:
         raise AssertionError(f"Issue cycles {n1} (k={k1}) and {n2} (k={k2}) are not linear in k")
@@ -158,12 +158,14 @@ def measure_pe() -> dict[str, int]:
     return {"pipeline_latency_cycles": first - 1, "drain_latency_cycles": first - 2}
 
 
-def measure() -> Cycles:
+def measure(storage: str | None = None) -> Cycles:
+    """Every measured cycle count, on a Manager whose pools keep their records in ``storage``
+    (None: the shipped storage, what configs/timing/manager.yaml holds)."""
     from hw.manager.sizes import softmax_params
 
     unit = softmax_params()
-    manager = {"softmax_lanes": unit.lanes, **measure_monitoring(unit.lanes, unit.exp_frac_bits),
-               **measure_decision()}
+    manager = {"softmax_lanes": unit.lanes, **measure_monitoring(unit.lanes, unit.exp_frac_bits, storage),
+               **measure_decision(storage)}
     return Cycles(manager=manager, pe=measure_pe())
 
 

@@ -2,7 +2,7 @@
 transaction's events with the model's, bit for bit.
 
 The sequence is a list of ``(transaction, expected events)`` pairs: from
-``sim.manager.random_txns.generate_with_events``, from a simulator run
+``hw.flow.manager_random.generate_with_events``, from a simulator run
 (``sim.systems.run.simulate(..., record=True)``) or from a transaction log
 (``sim.manager.txlog.read_txlog``). The design is ``hw.manager.manager.Manager`` built with the
 sequence's ``ManagerConfig`` and softmax sizes. Each transaction is driven on ``cmd`` as soon as
@@ -53,16 +53,16 @@ class ReplayResult:
 
 def replay(config, pairs, *, softmax: SoftmaxParams | None = None, stall: float = 0.0, seed: int = 0,
            long_stalls: bool = False, name: str = "manager_replay", fault: str | None = None,
-           selector_stage_levels: int | None = None) -> ReplayResult:
+           selector_stage_levels: int | None = None, storage: str | None = None) -> ReplayResult:
     """Drive ``pairs`` through a ``Manager`` sized by ``config`` (``ManagerConfig``) and carrying
     ``fault`` (None: the shipped design), its Shared Pool selector pipelined every
-    ``selector_stage_levels`` levels (None: configs/hardware/manager_rtl.yaml), and compare. ``name`` names the waveform
-    (``SADDLE_WAVES=1``: ``build/waves/<name>.vcd``)."""
+    ``selector_stage_levels`` levels and its pools' ``storage`` (None: configs/hardware/manager_rtl.yaml),
+    and compare. ``name`` names the waveform (``SADDLE_WAVES=1``: ``build/waves/<name>.vcd``)."""
     uses_logits = any(isinstance(txn, DraftLogits) for txn, _ in pairs)
     if uses_logits and softmax is None:
         raise ValueError("the sequence has DraftLogits: give the softmax unit's SoftmaxParams")
     unit = softmax or IDLE_SOFTMAX
-    dut = Manager.from_config(config, unit, fault, selector_stage_levels=selector_stage_levels)
+    dut = Manager.from_config(config, unit, fault, selector_stage_levels=selector_stage_levels, storage=storage)
     rng = random.Random(seed)
     result = ReplayResult()
 

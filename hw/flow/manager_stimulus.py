@@ -7,9 +7,9 @@ Each sequence is a list of (input transaction, the model's events), the form
 """
 from __future__ import annotations
 
+from hw.flow.manager_random import generate_with_events
 from sim.manager.config import ManagerConfig
 from sim.manager.manager import Manager as Model
-from sim.manager.random_txns import generate_with_events
 from sim.manager.softmax import SoftmaxParams
 from sim.manager.transactions import (
     Admit,

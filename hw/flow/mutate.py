@@ -11,7 +11,9 @@ says by which check and how far into it) or all pass (it survives):
   (hw/flow/manager_stimulus.py), the two random sequences (700 transactions each, DraftLogits
   through the softmax, random and 40-cycle event stalls), then co-verification on the real
   trace: the transactions of ``saddle hw coverify``'s default run (``saddle``, batch 16, 24
-  requests of the SmolLM2 trace, configs/manager_coverify.yaml) with 20 % event stalls.
+  requests of the SmolLM2 trace, configs/manager_coverify.yaml) with 20 % event stalls; then the
+  options the shipped configuration leaves off (calibrated rule, aging, pipelined selector, SRAM
+  storage), each on its own Manager.
   Distance: the failing transaction (1-based) and the clock edges before it.
 - ``pe`` (Amaranth simulator; the programs of tests/hw/pe/test_pe.py): the corner cases on 4
   and 16 lanes, three random back-to-back programs, the two 300-MAC accumulations. Distance:
@@ -127,6 +129,8 @@ def manager_checks() -> list[Check]:
           for k in (1, 3)),
         replay_check("pipelined selector (k = 2), random", SMALL, random_pairs(RANDOM_SEEDS[0])[0], softmax=SOFTMAX,
                      stall=0.3, seed=7, selector_stage_levels=2),
+        replay_check("SRAM storage, random", SMALL, random_pairs(RANDOM_SEEDS[1])[0], softmax=SOFTMAX,
+                     stall=0.3, seed=8, long_stalls=True, storage="sram"),
     ]
 
 

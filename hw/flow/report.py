@@ -41,8 +41,10 @@ SOURCE_GLOBS = ("hw/**/*.py", "sim/manager/**/*.py", "configs/manager*.yaml",
 # Tooling the simulations do not run: editing it keeps their cache (the power section adds
 # power.py to its own key).
 NOT_SOURCES = ("hw/flow/report.py", "hw/flow/cli.py", "hw/flow/power.py", "hw/flow/synth.py", "hw/flow/timing.py",
-               "hw/flow/unique_modules.py", "hw/flow/debian_package.py", "hw/flow/export.py")
+               "hw/flow/unique_modules.py", "hw/flow/debian_package.py", "hw/flow/export.py",
+               "hw/flow/sram_macro.py")
 FLOW_CONFIGS = ("configs/synth/flow.yaml", "configs/synth/timing.yaml", "configs/synth/generic_cells.yaml")
+SRAM_CONFIG = "configs/synth/sram.yaml"
 
 
 def sha256(*parts: bytes | str) -> str:
@@ -79,14 +81,23 @@ def _cpu_self() -> float:
 # ---------------------------------------------------------------- synthesis and timing
 
 class Blocks:
-    """Each block's Verilog exported once per process (the Manager's takes most of a minute)."""
+    """Each block's Verilog exported once per process (the Manager's takes most of a minute).
+    ``variants``: name -> (work folder base, factory) replacing a block's shipped design (the
+    options of ``saddle hw synth|timing``), so that the commands and the report share one cache."""
 
-    def __init__(self, out: Path = BUILD / "synth"):
+    def __init__(self, out: Path = BUILD / "synth", variants: dict[str, tuple[str, Callable]] | None = None):
         from hw.flow.blocks import BLOCKS
 
         self.factories = dict(BLOCKS)
+        self.bases = {name: name for name in BLOCKS}
+        for name, (base, factory) in (variants or {}).items():
+            self.factories[name], self.bases[name] = factory, base
         self.out = Path(out)
         self._text: dict[str, tuple[str, float]] = {}
+
+    def work(self, name: str, mapping: str) -> str:
+        """The work folder of ``name`` under ``mapping``: BASE, or BASE_delay."""
+        return self.bases.get(name, name) + ("_delay" if mapping == "delay" else "")
 
     def verilog(self, name: str, work_name: str | None = None) -> tuple[Path, str, float]:
         """(path, SHA-256 of the text, export CPU seconds) of ``name`` in its work folder
@@ -104,12 +115,12 @@ class Blocks:
         return path, hashlib.sha256(text.encode()).hexdigest(), cpu
 
     def key(self, name: str, mapping: str, library: str) -> str:
-        _, digest, _ = self.verilog(name, work_name(name, mapping))
-        return sha256(digest, mapping, library, *((ROOT / c).read_bytes() for c in FLOW_CONFIGS))
+        from hw.flow.sram_macro import memory_modules
 
-
-def work_name(name: str, mapping: str) -> str:
-    return name + ("_delay" if mapping == "delay" else "")
+        path, digest, _ = self.verilog(name, self.work(name, mapping))
+        # The SRAM macro model counts only for a design that has SRAM macros.
+        sram = [SRAM_CONFIG] if memory_modules(self._text[name][0]) else []
+        return sha256(digest, mapping, library, *((ROOT / c).read_bytes() for c in FLOW_CONFIGS + tuple(sram)))
 
 
 def synth_entry(blocks: Blocks, name: str, liberty: Path, mapping: str = "area", run: bool = True) -> dict | None:
@@ -118,7 +129,7 @@ def synth_entry(blocks: Blocks, name: str, liberty: Path, mapping: str = "area",
     from hw.flow.synth import parse_liberty, synthesize
 
     lib = parse_liberty(liberty).name
-    work = blocks.out / work_name(name, mapping)
+    work = blocks.out / blocks.work(name, mapping)
     key = blocks.key(name, mapping, lib)
     stored = work / "report_synth.json"
     if stored.is_file() and (entry := json.loads(stored.read_text())).get("key") == key \
@@ -126,7 +137,7 @@ def synth_entry(blocks: Blocks, name: str, liberty: Path, mapping: str = "area",
         return entry
     if not run:
         return None
-    verilog, digest, export_cpu = blocks.verilog(name, work_name(name, mapping))
+    verilog, digest, export_cpu = blocks.verilog(name, blocks.work(name, mapping))
     cpu, wall = _cpu_children(), time.monotonic()
     result = synthesize(verilog, name, liberty=liberty, work_dir=work, block=name, goal=mapping)
     entry = {"key": key, "verilog_sha256": digest, "result": result.to_dict(),
@@ -151,10 +162,11 @@ class StaContext:
 def timing_entry(blocks: Blocks, name: str, sta: StaContext, mapping: str = "area", run: bool = True) -> dict | None:
     """Both netlists' critical paths (as mapped, buffered) of ``name`` under ``mapping``, cached
     by the same key as its synthesis."""
+    from hw.flow.sram_macro import block_liberty
     from hw.flow.synth import repo_path
     from hw.flow.timing import block_timing, buffered_netlist, critical_path, sta_netlist
 
-    work = blocks.out / work_name(name, mapping)
+    work = blocks.out / blocks.work(name, mapping)
     key = blocks.key(name, mapping, sta.library)
     stored = work / "report_timing.json"
     if stored.is_file() and (entry := json.loads(stored.read_text())).get("key") == key:
@@ -165,11 +177,12 @@ def timing_entry(blocks: Blocks, name: str, sta: StaContext, mapping: str = "are
     cpu, wall = _cpu_children(), time.monotonic()
     netlist = work / "mapped.v"
     results = []
-    unbuffered = sta_netlist(netlist, name, sta.liberty, work)
-    buffered, trees = buffered_netlist(netlist, name, sta.liberty, work, sta.config)
+    liberty = block_liberty(work, sta.liberty, sta.fo4)   # with the block's SRAM macros, if any
+    unbuffered = sta_netlist(netlist, name, liberty, work)
+    buffered, trees = buffered_netlist(netlist, name, liberty, work, sta.config)
     for sta_v, buffering, log in ((unbuffered, None, "sta"), (buffered, trees, "sta_buffered")):
-        path = critical_path(sta.sta, sta_v, name, sta.liberty, work, sta.config.clock_period_ns, log)
-        results.append(block_timing(work_name(name, mapping), path, sta.fo4, sta.config, sta.library,
+        path = critical_path(sta.sta, sta_v, name, liberty, work, sta.config.clock_period_ns, log)
+        results.append(block_timing(blocks.work(name, mapping), path, sta.fo4, sta.config, sta.library,
                                     repo_path(sta_v), buffering, mapping).to_dict())
     entry = {"key": key, "verilog_sha256": synth["verilog_sha256"], "results": results,
              "fo4_ns": sta.fo4, "fo4_target_ns": sta.config.target_fo4_ns,
@@ -212,23 +225,27 @@ def coverify_runs() -> dict:
         shipped_design,
         shipped_params,
     )
+    from hw.flow.manager_random import CORNERS, coverage
     from hw.flow.manager_stimulus import RANDOM_SEEDS, ROUND_BY_HAND, corner_pairs, random_pairs
     from hw.flow.verilator_runner import built
-    from sim.manager.random_txns import CORNERS, coverage
 
     def measured(config, pairs, label, simulator, seed, **kw) -> dict:
         cpu = _cpu_self() + _cpu_children()
         report = coverify(config, pairs, source=label, stall=0.2, seed=seed, simulator=simulator, **kw)
         return {"run": label, "manager": f"{config.max_requests} requests, {config.shared_entries} + "
-                                          f"{config.eager_entries} entries",
+                                          f"{config.eager_entries} entries"
+                                          + (", SRAM storage" if kw.get("storage") == "sram" else ""),
                 "simulator": simulator, **report.as_dict(), "config": None, **occupancy(config, pairs),
                 "cpu_s": round(_cpu_self() + _cpu_children() - cpu, 1)}
 
     params = default_coverify_params()
     config, default_pairs, record = record_run(params)
-    runs = [{**measured(config, default_pairs, f"{params.system}, batch {params.batch}, {params.requests} requests "
-                                               "of the real trace (`saddle hw coverify`)", "amaranth", 0),
-             "tokens_drafted": record["tokens"]["drafted"]}]
+    default_label = (f"{params.system}, batch {params.batch}, {params.requests} requests of the real trace "
+                     "(`saddle hw coverify`)")
+    runs = [{**measured(config, default_pairs, default_label, "amaranth", 0),
+             "tokens_drafted": record["tokens"]["drafted"]},
+            {**measured(config, default_pairs, f"{default_label[:-2]} --storage sram`)", "amaranth", 0,
+                        storage="sram"), "tokens_drafted": record["tokens"]["drafted"]}]
     design = built(*shipped_design())
     shipped, work = {}, CACHE / "coverify"
     for kind, n in SHIPPED_CI_TRANSACTIONS.items():
@@ -242,6 +259,9 @@ def coverify_runs() -> dict:
                      "tokens_drafted": record["tokens"]["drafted"]})
         runs.append({**measured(config, pairs[:n], f"{label}: its first {_fmt(n)} (CI)", "verilator", SHIPPED_SEED,
                                 txlog=work / f"{kind}_ci.jsonl"), "ci": True})
+        if kind == "real":      # the pools' SRAM storage at the shipped size (its own build)
+            runs.append({**measured(config, pairs, label, "verilator", SHIPPED_SEED, storage="sram",
+                                    txlog=work / f"{kind}_sram.jsonl"), "tokens_drafted": record["tokens"]["drafted"]})
     random = [random_pairs(seed)[0] for seed in RANDOM_SEEDS]
     stimuli = {
         "random": ("random, 2 x 700 on `SMALL` (Amaranth tests, mutate)", [p for r in random for p in r]),
@@ -298,22 +318,36 @@ def render_area(data: dict) -> str:
                       "CPU s", "wall s"], ["l", "l"] + ["r"] * 7, rows))
 
 
-def render_manager_parts(e: dict | None) -> str:
-    if not e:
+def render_manager_parts(data: dict | None) -> str:
+    """The Manager's parts with flip-flop storage (``manager``) and, beside them, with SRAM
+    storage (``manager_sram``, its macros inside the pools' parts) where measured."""
+    if not data or not data.get("manager"):
         return "Not measured on this RTL.\n"
-    r = e["result"]
-    total = r["nand2_eq"]
     names = {"sp": "Shared Pool", "ep": "Eager Pools", "ctl": "Controller + softmax", "sched": "Scheduler"}
-    rows, rest = [], dict(cells=r["cells"], flip_flops=r["flip_flops"], nand2_eq=total)
-    for part, p in sorted(r["parts"].items(), key=lambda kv: -kv[1]["nand2_eq"]):
-        label = next((v for k, v in names.items() if part.endswith(k) or part == k), part)
-        rows.append([f"`{part}` {label}", _fmt(p["cells"]), _fmt(p["flip_flops"]), _fmt(p["nand2_eq"]),
-                     f"{100 * p['nand2_eq'] / total:.1f} %"])
-        for k in rest:
-            rest[k] -= p[k]
-    rows.append(["the top's own logic (sequencer, event formatting, drain walk)", _fmt(rest["cells"]),
-                 _fmt(rest["flip_flops"]), _fmt(rest["nand2_eq"]), f"{100 * rest['nand2_eq'] / total:.1f} %"])
-    return _table(["`manager` part", "cells", "flip-flops", "NAND2-eq", "share"], ["l"] + ["r"] * 4, rows)
+
+    def parts(e) -> dict:
+        r = e["result"]
+        out, rest = {}, dict(cells=r["cells"], flip_flops=r["flip_flops"], nand2_eq=r["nand2_eq"])
+        for part, p in r["parts"].items():
+            out[part.rsplit(".", 1)[-1]] = p
+            for k in rest:
+                rest[k] -= p[k]
+        return {**out, "top": rest}
+
+    ff = parts(data["manager"])
+    sram = parts(data["manager_sram"]) if data.get("manager_sram") else {}
+    total, sram_total = data["manager"]["result"]["nand2_eq"], sum(p["nand2_eq"] for p in sram.values())
+    rows = []
+    for key, p in sorted(ff.items(), key=lambda kv: (kv[0] == "top", -kv[1]["nand2_eq"])):
+        label = (f"`manager.{key}` {names.get(key, key)}" if key != "top"
+                 else "the top's own logic (sequencer, event formatting, drain walk)")
+        s = sram.get(key)
+        rows.append([label, _fmt(p["cells"]), _fmt(p["flip_flops"]), _fmt(p["nand2_eq"]),
+                     f"{100 * p['nand2_eq'] / total:.1f} %",
+                     *((_fmt(s["flip_flops"]), _fmt(s["nand2_eq"]), f"{100 * s['nand2_eq'] / sram_total:.1f} %")
+                       if s else ("-", "-", "-"))])
+    return _table(["`manager` part", "cells", "flip-flops", "NAND2-eq", "share", "`sram`: flip-flops",
+                   "`sram`: NAND2-eq", "`sram`: share"], ["l"] + ["r"] * 7, rows)
 
 
 def render_timing(data: dict) -> str:
@@ -357,7 +391,7 @@ def render_coverify(data: dict | None) -> str:
     if build:
         compile_ = build.get("last_compilation") or (build if build.get("compiled") else None)
         ci = [r for r in data["runs"] if r.get("ci")]
-        out += (f"\nThe Verilator runs share one build, `{build['design']}` (the shipped sizes, the idle softmax of "
+        out += (f"\nThe Verilator runs with flip-flop storage share one build, `{build['design']}` (the shipped sizes, the idle softmax of "
                 f"every co-verification; {build['verilog_bytes'] / 1e6:.1f} MB of Verilog): export "
                 f"{_fmt(build['export_cpu_s'])} s CPU, Verilator and g++ -O0 "
                 + (f"{_fmt(compile_['verilator_cpu_s'])} s CPU" if compile_ else "not measured") + ". "
@@ -509,7 +543,8 @@ def build_report(sections=SECTIONS, blocks: list[str] | None = None, mappings=MA
             area["blocks"][name] = synth_entry(bl, name, liberty, "area", run)
         area["blocks"] = {n: area["blocks"].get(n) for n in bl.factories if n in area["blocks"]}
         report["area"] = area
-        report["manager_parts"] = area["blocks"].get("manager")
+        report["manager_parts"] = {"manager": area["blocks"].get("manager"),
+                                   "manager_sram": area["blocks"].get("manager_sram")}
     if "timing" in sections:
         sta = StaContext(bl.out)
         timing = {"blocks": {k: dict(v) for k, v in (report.get("timing") or {}).get("blocks", {}).items()}}

@@ -24,7 +24,9 @@ and two ways to treat the design hierarchy (configs/synth/flow.yaml picks one pe
 
 The library is fetched once into build/celllib/ (`fetch_celllib`, `saddle hw fetch-lib`):
 ``apt-get download`` of the package and ``dpkg-deb -x``, without qflow's dependencies. Memories
-are mapped to flip-flops by ``synth``; their bits are also reported separately.
+are mapped to flip-flops by ``synth``, except SRAM macros (hw/flow/sram_macro.py: the pools'
+SRAM storage), which stay black boxes with an area from a stated density; memory bits are
+reported separately.
 """
 from __future__ import annotations
 
@@ -42,6 +44,7 @@ from common.config import config_path, get, load_yaml
 from common.errors import SaddleError
 from common.paths import BUILD, ROOT
 from hw.flow.debian_package import extract_package
+from hw.flow.sram_macro import check_inferred, clear_libraries, memory_modules, write_libraries
 from hw.flow.unique_modules import share_identical_modules
 
 LIB_PACKAGE = "qflow-tech-osu018"
@@ -342,9 +345,23 @@ def synthesize(verilog: Path, top: str, *, liberty: Path | None, work_dir: Path,
         children = {child.lstrip("\\"): shared.representative[child].lstrip("\\")
                     for child in shared.top_children}
         shape += f", identical instances mapped once ({shared.distinct} of {shared.modules} modules)"
+    # SRAM macros (hw/flow/sram_macro.py): kept out of flattening, black boxes after the coarse
+    # stage (where Yosys' memory cell is checked), then one liberty cell per instance.
+    macros = memory_modules(Path(verilog).read_text()) if liberty is not None else []
+    stat_lib = liberty
+    if macros:
+        macro_lib, stat_lib = write_libraries(liberty, macros, work_dir, parse_liberty(liberty).nand2_area)
+        names = " ".join(m.name for m in macros)
+        shape += (f", {len(macros)} SRAM macro(s) ({', '.join(f'{m.depth} x {m.width}' for m in macros)}) "
+                  "kept as black boxes, area from configs/synth/sram.yaml")
+    else:
+        clear_libraries(work_dir)
     script = [f"read_verilog {yosys_path(verilog, work_dir)}",
+              *([f"setattr -mod -set keep_hierarchy 1 {names}"] if macros else []),
               # Stop after the coarse stage to count memory bits before they become flip-flops.
               f"{synth} -run begin:fine", "tee -q -o coarse.json stat -json",
+              *([f"blackbox {names}", f"read_liberty -lib {macro_lib.name}", "techmap -map sram_map.v",
+                 f"hierarchy -top {top} -purge_lib"] if macros else []),
               f"{synth} -run fine:" + (" -noabc" if direct else ""),
               # Flattening leaves $scopeinfo cells (names of the flattened instances): no logic.
               "delete t:$scopeinfo", "tee -q -o generic.json stat -json"]
@@ -361,10 +378,14 @@ def synthesize(verilog: Path, top: str, *, liberty: Path | None, work_dir: Path,
                       f"abc -D {delay.target_ps} -constr, script {delay.abc_script}: "
                       "buffering, gate sizing)")
         script += [f"dfflibmap -liberty {rel}", abc, "opt_clean",
-                   f"tee -q -o mapped.json stat -json -liberty {rel}", f"write_verilog -noattr {MAPPED_NETLIST}"]
+                   f"tee -q -o mapped.json stat -json -liberty {yosys_path(Path(stat_lib).resolve(), work_dir)}",
+                   f"write_verilog -noattr {MAPPED_NETLIST}"]
     run_yosys("; ".join(script), cwd=work_dir, log=work_dir / "yosys.log")
-    memory_bits = int(_stat(work_dir / "coarse.json").get("num_memory_bits", 0))
+    memory_bits = (check_inferred(json.loads((work_dir / "coarse.json").read_text()), macros) if macros else
+                   int(_stat(work_dir / "coarse.json").get("num_memory_bits", 0)))
     if liberty is not None:
+        lib = parse_liberty(stat_lib)
+        cell_of = {m.name: m.cell for m in macros}
         report = work_dir / "mapped.json"
         subtrees = _subtree_cells(report)
         by_type = subtrees[top]
@@ -381,7 +402,8 @@ def synthesize(verilog: Path, top: str, *, liberty: Path | None, work_dir: Path,
             latches=sum(n for t, n in by_type.items() if t in lib.latches),
             memory_bits=memory_bits, nand2_eq=round(area / lib.nand2_area, 1), area=area,
             cells_by_type=by_type,
-            parts={child: _part(subtrees[module], lambda t: t in lib.flip_flops,
+            # A child that was an SRAM macro module is now its liberty cell.
+            parts={child: _part(subtrees.get(module) or {cell_of[module]: 1}, lambda t: t in lib.flip_flops,
                                 lambda t: lib.areas[t] / lib.nand2_area)
                    for child, module in (children or _children(report, top)).items()})
     weights = load_generic_weights()

@@ -63,6 +63,14 @@ latency), an Issue of k tokens k + 8: one selected token per cycle
 (``tests/hw/manager/test_manager.py`` and ``saddle hw cycles`` measure both). The same with a
 pipelined Shared Pool selector (``selector_stage_levels``): its latency (at most ``SELECT_GAP`` cycles, checked
 at construction) passes between a pool write and the next Issue's first SELECT.
+
+Storage (``storage``, hw/manager/sram.py): with ``"sram"`` both pools keep their token records in
+an SRAM macro model, read with one cycle of latency. The Shared Pool's: the ISSUED_TOKEN beat
+takes its token from the macro's read data (``sp.sel_token``) in the cycle it is on ``event``,
+the SELECT's read filling the beat as the event register would, so an Issue still takes
+k + 8. The Eager Pools': the Unlock and Retire drain looks up a request's first eager token one
+cycle before its first MOVE (``primed``), then each MOVE takes the looked-up token and looks up
+the next: one cycle more per request drained, one token per cycle as before.
 """
 from __future__ import annotations
 
@@ -76,6 +84,7 @@ from hw.manager.controller import Controller, CtlOp, SlotState
 from hw.manager.eager_pool import EagerOp, EagerPools
 from hw.manager.scheduler import Scheduler
 from hw.manager.shared_pool import ArgmaxNode, PoolOp, SharedPool, tree_stages
+from hw.manager.sizes import pool_storage as shipped_storage
 from hw.manager.sizes import selector_stage_levels as shipped_selector_stage_levels
 from hw.manager.softmax import Softmax, logits_layout
 from sim.manager.controller import ACCEPTANCE_BINS
@@ -204,6 +213,8 @@ class Manager(wiring.Component):
                                 "count is 1 (as if the Shared Pool counted a SELECT in the next cycle)",
         "query_mask_stale": "manager: a SchedulerQuery's drafting mask is taken for the previous command's "
                             "micro-batch (the command register's while the query is accepted)",
+        "sram_move_unprimed": "manager, SRAM storage: the drain moves a token in its first cycle, before the "
+                              "Eager Pools have looked it up (the previous look-up's token is moved)",
     }
     BLOCKS = (Controller, Softmax, SharedPool, ArgmaxNode, EagerPools, Scheduler)   # the blocks a fault goes to
 
@@ -214,8 +225,9 @@ class Manager(wiring.Component):
 
     def __init__(self, *, requests: int, shared_entries: int, eager_entries: int,
                  micro_batches: int, softmax: SoftmaxParams, aging_passes: int | None = None,
-                 selector_stage_levels: int = 0, fault: str | None = None):
+                 selector_stage_levels: int = 0, storage: str = "ff", fault: str | None = None):
         self.requests, self.shared_entries, self.aging_passes = requests, shared_entries, aging_passes
+        self.storage = storage
         self.selector_stage_levels = selector_stage_levels
         latency = len(tree_stages(shared_entries, selector_stage_levels))
         if latency > self.SELECT_GAP:
@@ -240,26 +252,28 @@ class Manager(wiring.Component):
 
     @classmethod
     def from_config(cls, config, softmax: SoftmaxParams, fault: str | None = None, *,
-                    selector_stage_levels: int | None = None) -> Manager:
-        """Sized like a ``sim.manager.config.ManagerConfig``; the selector of
-        configs/hardware/manager_rtl.yaml unless ``selector_stage_levels`` is given."""
+                    selector_stage_levels: int | None = None, storage: str | None = None) -> Manager:
+        """Sized like a ``sim.manager.config.ManagerConfig``; the selector and the pools' storage
+        of configs/hardware/manager_rtl.yaml unless ``selector_stage_levels``, ``storage`` are given."""
         if selector_stage_levels is None:
             selector_stage_levels = shipped_selector_stage_levels()
         return cls(requests=config.max_requests, shared_entries=config.shared_entries,
                    eager_entries=config.eager_entries, micro_batches=config.micro_batches,
                    softmax=softmax, aging_passes=config.aging_passes,
-                   selector_stage_levels=selector_stage_levels, fault=fault)
+                   selector_stage_levels=selector_stage_levels, storage=storage or shipped_storage(),
+                   fault=fault)
 
     def elaborate(self, platform):
         m = Module()
         fault = self.fault
         m.submodules.ctl = ctl = Controller(self.requests, self.softmax_params,
                                             fault=fault_for(fault, Controller, Softmax))
+        sram = self.storage == "sram"
         m.submodules.sp = sp = SharedPool(self.shared_entries, self.requests, self.aging_passes,
-                                          stage_levels=self.selector_stage_levels,
+                                          stage_levels=self.selector_stage_levels, storage=self.storage,
                                           fault=fault_for(fault, SharedPool, ArgmaxNode))
         m.submodules.ep = ep = EagerPools(self.micro_batches, self.eager_entries, self.requests,
-                                          fault=fault_for(fault, EagerPools))
+                                          storage=self.storage, fault=fault_for(fault, EagerPools))
         m.submodules.sched = sched = Scheduler(self.requests, POOL_COUNT.max_raw,
                                                fault=fault_for(fault, Scheduler))
         wiring.connect(m, wiring.flipped(self.logits), ctl.logits)
@@ -300,6 +314,7 @@ class Manager(wiring.Component):
         code = Signal(2)
         wait_left = Signal(POSITION.bits)      # waiting tokens discarded after a rejected prefix
 
+        primed = Signal() if sram else None    # SRAM storage: the drain's MOVE has looked up its position
         # The token SELECTed in the previous cycle, if any (the pass's bookkeeping, SELECT).
         sel_valid = Signal()
         sel_req = Signal(REQUEST_ID.bits)
@@ -348,6 +363,12 @@ class Manager(wiring.Component):
 
         ev = self.event
         out = ev.payload
+        if sram:
+            # The beat is a register but for an ISSUED_TOKEN's token: the Shared Pool's macro
+            # read it at the SELECT's clock edge and holds it while the beat waits.
+            out = Signal(event_layout, name="event_beat")
+            token_from_pool = Signal()
+            m.d.comb += [ev.payload.eq(out), ev.payload.token.eq(Mux(token_from_pool, sp.sel_token, out.token))]
         room = Signal()
         m.d.comb += room.eq(~ev.valid | ev.ready)
         with m.If(ev.valid & ev.ready):
@@ -356,6 +377,8 @@ class Manager(wiring.Component):
         def emit(kind, **fields):
             m.d.sync += [ev.valid.eq(1), out.eq(0), out.kind.eq(kind)]
             m.d.sync += [getattr(out, k).eq(v) for k, v in fields.items()]
+            if sram:
+                m.d.sync += token_from_pool.eq(kind == EventKind.ISSUED_TOKEN)
 
         def one_hot(index, name):
             bits = Signal(self.requests, name=f"{name}_bit")
@@ -501,8 +524,9 @@ class Manager(wiring.Component):
                     if self.aging_passes is not None:   # the selection is complete: age the pool
                         m.d.comb += sp.pass_end.eq(1)
                 with m.Elif(room):
-                    emit(EventKind.ISSUED_TOKEN, request=sp.best_req, position=sp.best_pos,
-                         token=sp.best_token, h=sp.best_h)
+                    # SRAM: the token is the Shared Pool's read of this SELECT (``token_from_pool``).
+                    token = {} if sram else {"token": sp.best_token}
+                    emit(EventKind.ISSUED_TOKEN, request=sp.best_req, position=sp.best_pos, **token, h=sp.best_h)
                     m.d.sync += [left.eq(left - 1), queries.eq(queries + 1),
                                  sel_valid.eq(1), sel_req.eq(sp.best_req)]
                     m.d.comb += sel_req_next.eq(sp.best_req)
@@ -596,6 +620,8 @@ class Manager(wiring.Component):
 
             with m.Case(_State.DRAIN):
                 # Eager tokens to the Shared Pool while it has room: ascending request, position.
+                if sram:
+                    m.d.sync += primed.eq(0)
                 with m.If(~hold_fresh):
                     pass
                 with m.Elif(~hold_any | shared_full):
@@ -613,7 +639,13 @@ class Manager(wiring.Component):
                 m.d.comb += [cur_mb.eq(walk_mb), ep.pos.eq(pos),
                              sp.pos.eq(pos), sp.mb.eq(walk_mb), sp.token.eq(ep.look_token),
                              sp.h.eq(ep.look_h)]
-                with m.If(room):
+                # SRAM: the first cycle looks up the first position (``primed``); from then on
+                # each cycle takes the token looked up in the previous one and looks up the next.
+                move = room & (primed | (fault == "sram_move_unprimed")) if sram else room
+                if sram:
+                    m.d.comb += [ep.pos.eq(Mux(primed, pos + 1, pos)), ep.look.eq(~primed | room)]
+                    m.d.sync += primed.eq(1)
+                with m.If(move):
                     m.d.comb += [ep.op.eq(EagerOp.TAKE), sp.op.eq(PoolOp.INSERT)]
                     emit(EventKind.MOVED, request=walk_req, microbatch=walk_mb, position=pos)
                     m.d.sync += pos.eq(pos + 1)

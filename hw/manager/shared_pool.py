@@ -45,6 +45,16 @@ an INSERT, CLEAR or ``pass_end`` (aging changes keys) of cycle t from cycle t + 
 on (t + 1 for the combinational tree), so the user must not SELECT earlier. 512 entries (9 levels): k = 3 or 4 -> latency 2, k = 5..8
 -> latency 1. The registers hold more than each subtree's winner (``argmax_tree``).
 
+Storage (``storage``): ``"ff"`` keeps every field of an entry in flip-flops. ``"sram"`` keeps
+the payload {micro-batch, token} (``PAYLOAD_BITS``) in an ``Sram`` macro (hw/manager/sram.py,
+one word per entry) and in the entries only what every cycle compares: valid, in flight,
+request (CLEAR's match), position and H (the selector's key), aging. The tree then carries no
+payload; its winner's index addresses the macro. ``best_token`` and ``best_mb`` are replaced by
+``sel_token`` and ``sel_mb``: the payload of the entry SELECTed in the last SELECT cycle, from
+the cycle after it, held until the next SELECT (the macro's one cycle of read latency; the
+Manager puts it straight into its ISSUED_TOKEN beat, so no cycle is added). INSERT writes the
+macro at the lowest free entry; INSERT and SELECT never share a cycle, so one port suffices.
+
 Structure: every entry and every tree node is its own submodule, so that the exported Verilog
 keeps them as modules and synthesis can map them one at a time (``hw/flow/synth.py``, method
 ``osu018-hier``) instead of optimizing one flat 200k-gate netlist.
@@ -59,8 +69,10 @@ from amaranth.lib import data, enum, wiring
 from amaranth.lib.wiring import In, Out
 
 from hw.common.fault import checked_fault, fault_for
-from hw.common.priority_encoder import first_one_hot
+from hw.common.priority_encoder import first_one_hot, one_hot_index
 from hw.common.read_mux import read
+from hw.manager.sizes import STORAGES
+from hw.manager.sram import Sram
 from sim.manager.formats import AGE, CUM_PROB, MICROBATCH_ID, POSITION, REQUEST_ID, TOKEN_ID
 
 KEY_BITS = 1 + CUM_PROB.bits + REQUEST_ID.bits + POSITION.bits     # without aging (one more with)
@@ -87,12 +99,16 @@ class CamEntry(wiring.Component):
     With ``aging_passes``: ``selecting`` (a SELECT of a token of request ``req`` this cycle) and
     ``pass_end`` age the entry, and ``key`` = {waiting, aged, H, ~request, ~position}."""
 
-    def __init__(self, aging_passes: int | None = None, *, fault: str | None = None):
-        self.aging_passes = aging_passes
+    def __init__(self, aging_passes: int | None = None, *, payload: bool = True, fault: str | None = None):
+        self.aging_passes, self.has_payload = aging_passes, payload
         self.fault = fault      # one of SharedPool.FAULTS' aging faults, for mutation testing
+        fields = _entry_fields()
+        if not payload:
+            del fields["token"], fields["mb"]
         ports = {"write": In(1), "select": In(1), "clear": In(1), "clear_fly": In(1),
-                 "clear_wait": In(1), **_entry_fields(),
-                 "free": Out(1), "key": Out(key_bits(aging_passes)), "payload": Out(PAYLOAD_BITS)}
+                 "clear_wait": In(1), **fields, "free": Out(1), "key": Out(key_bits(aging_passes))}
+        if payload:
+            ports["payload"] = Out(PAYLOAD_BITS)
         if aging_passes is not None:
             ports.update(selecting=In(1), pass_end=In(1))
         super().__init__(ports)
@@ -100,15 +116,16 @@ class CamEntry(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         valid, fly = Signal(), Signal()
-        req, mb, pos = Signal(REQUEST_ID.bits), Signal(MICROBATCH_ID.bits), Signal(POSITION.bits)
-        token, h = Signal(TOKEN_ID.bits), Signal(CUM_PROB.bits)
+        payload = self.has_payload
+        req, mb, pos = Signal(REQUEST_ID.bits), Signal(MICROBATCH_ID.bits) if payload else None, Signal(POSITION.bits)
+        token, h = Signal(TOKEN_ID.bits) if payload else None, Signal(CUM_PROB.bits)
         k = self.aging_passes
         if k is None:
             key = Cat(~pos, ~req, h, valid & ~fly)
         else:
             age, served = Signal(range(k + 1)), Signal()
             key = Cat(~pos, ~req, h, age == k, valid & ~fly)
-        m.d.comb += [self.key.eq(key), self.payload.eq(Cat(token, mb)), self.free.eq(~valid)]
+        m.d.comb += [self.key.eq(key), *([self.payload.eq(Cat(token, mb))] if payload else []), self.free.eq(~valid)]
         if k is not None:
             with m.If(self.selecting & valid & (req == self.req)):
                 m.d.sync += served.eq(1)
@@ -124,8 +141,11 @@ class CamEntry(wiring.Component):
         m.d.comb += gone.eq(self.clear & valid & (req == self.req) &
                             Mux(fly, self.clear_fly, self.clear_wait))
         with m.If(self.write):
-            m.d.sync += [valid.eq(1), fly.eq(0), req.eq(self.req), mb.eq(self.mb), pos.eq(self.pos),
-                         token.eq(self.token), h.eq(self.h)]
+            if payload:
+                m.d.sync += [valid.eq(1), fly.eq(0), req.eq(self.req), mb.eq(self.mb), pos.eq(self.pos),
+                             token.eq(self.token), h.eq(self.h)]
+            else:
+                m.d.sync += [valid.eq(1), fly.eq(0), req.eq(self.req), pos.eq(self.pos), h.eq(self.h)]
         with m.If(self.select):
             m.d.sync += fly.eq(1)
         with m.If(gone):
@@ -155,9 +175,13 @@ class ArgmaxNode(wiring.Component):
     def __init__(self, key_bits: int, payload_bits: int, index_bits: int, *, fault: str | None = None):
         self.index_bits = index_bits
         self.fault = checked_fault(fault, ArgmaxNode)
-        ports = {"a_key": In(key_bits), "a_payload": In(payload_bits),
-                 "b_key": In(key_bits), "b_payload": In(payload_bits),
-                 "key": Out(key_bits), "payload": Out(payload_bits), "index": Out(index_bits + 1)}
+        # No payload ports without a payload (the SRAM storage): no zero-width Verilog wires.
+        self.payload_bits = payload_bits
+        carried = (lambda port: {port: In(payload_bits)}) if payload_bits else (lambda port: {})
+        ports = {"a_key": In(key_bits), **carried("a_payload"),
+                 "b_key": In(key_bits), **carried("b_payload"),
+                 "key": Out(key_bits), **({"payload": Out(payload_bits)} if payload_bits else {}),
+                 "index": Out(index_bits + 1)}
         if index_bits:
             ports.update(a_index=In(index_bits), b_index=In(index_bits))
         super().__init__(ports)
@@ -167,7 +191,7 @@ class ArgmaxNode(wiring.Component):
         take_b = Signal()
         m.d.comb += [take_b.eq(self.beats(self.fault, self.a_key, self.b_key)),
                      self.key.eq(Mux(take_b, self.b_key, self.a_key)),
-                     self.payload.eq(Mux(take_b, self.b_payload, self.a_payload))]
+                     *([self.payload.eq(Mux(take_b, self.b_payload, self.a_payload))] if self.payload_bits else [])]
         if self.index_bits:
             m.d.comb += self.index.eq(Cat(Mux(take_b, self.b_index, self.a_index), take_b))
         else:
@@ -197,14 +221,16 @@ class TopNode(wiring.Component):
         if not 1 <= keep <= len_a + len_b:
             raise ValueError(f"TopNode: keep {keep} must be 1..{len_a + len_b}")
         self.lengths, self.keep, self.index_bits = (len_a, len_b), keep, index_bits
+        self.payload_bits = payload_bits     # 0: no payload ports (as ArgmaxNode)
         self.fault = checked_fault(fault, ArgmaxNode)
         ports = {}
         for side, n in zip("ab", self.lengths):
             ports.update({f"{side}_key": In(data.ArrayLayout(key_bits, n)),
-                          f"{side}_payload": In(data.ArrayLayout(payload_bits, n))})
+                          **({f"{side}_payload": In(data.ArrayLayout(payload_bits, n))} if payload_bits else {})})
             if index_bits:
                 ports[f"{side}_index"] = In(data.ArrayLayout(index_bits, n))
-        ports.update(key=Out(data.ArrayLayout(key_bits, keep)), payload=Out(data.ArrayLayout(payload_bits, keep)),
+        ports.update(key=Out(data.ArrayLayout(key_bits, keep)),
+                     **({"payload": Out(data.ArrayLayout(payload_bits, keep))} if payload_bits else {}),
                      index=Out(data.ArrayLayout(index_bits + 1, keep)))
         super().__init__(ports)
 
@@ -220,8 +246,8 @@ class TopNode(wiring.Component):
 
         def element(side, i):
             index = getattr(self, f"{side}_index")[i] if self.index_bits else C(0, 0)
-            return getattr(self, f"{side}_key")[i], getattr(self, f"{side}_payload")[i], \
-                Cat(index, C(side == "b", 1))
+            payload = getattr(self, f"{side}_payload")[i] if self.payload_bits else C(0, 0)
+            return getattr(self, f"{side}_key")[i], payload, Cat(index, C(side == "b", 1))
 
         for r in range(self.keep):
             # a_i is element r iff exactly r - i of b are ahead of it, b_j iff exactly r - j of a.
@@ -236,9 +262,20 @@ class TopNode(wiring.Component):
                 if i <= len_a:
                     chosen.append(((~b_wins[i - 1, j] if i else C(1)) & (b_wins[i, j] if i < len_a else C(1)),
                                    element("b", j)))
-            for out, part in zip((self.key[r], self.payload[r], self.index[r]), range(3)):
-                m.d.comb += out.eq(_one_of([(sel, value[part]) for sel, value in chosen], len(out)))
+            outs = (self.key[r], self.payload[r] if self.payload_bits else None, self.index[r])
+            for out, part in zip(outs, range(3)):
+                if out is not None:
+                    m.d.comb += out.eq(_one_of([(sel, value[part]) for sel, value in chosen], len(out)))
         return m
+
+
+def _port(node, name: str, default=None, index: int | None = None):
+    """A node's payload port (element ``index`` of a list port), or ``default`` when the node
+    carries no payload."""
+    if not node.payload_bits:
+        return default
+    port = getattr(node, name)
+    return port if index is None else port[index]
 
 
 def _one_of(choices: list, width: int):
@@ -298,20 +335,22 @@ def argmax_tree(m, leaves: list, name: str, fault: str | None = None, *, stage_l
             (ka, pa, ia), (kb, pb, ib) = nodes[j], nodes[j + 1]
             if keep == len(ka) == len(kb) == 1:
                 node = ArgmaxNode(len(ka[0]), len(pa[0]), level, fault=fault)
-                wires = [(node.a_key, node.a_payload, ka[0], pa[0]), (node.b_key, node.b_payload, kb[0], pb[0])]
+                wires = [(node.a_key, _port(node, "a_payload"), ka[0], pa[0]),
+                         (node.b_key, _port(node, "b_payload"), kb[0], pb[0])]
                 index_ports = [(node.a_index, ia[0]), (node.b_index, ib and ib[0])] if level else []
-                result = ([node.key], [node.payload], [node.index])
+                result = ([node.key], [_port(node, "payload", C(0, 0))], [node.index])
             else:
                 node = TopNode(len(ka[0]), len(pa[0]), level, len(ka), len(kb), min(keep, len(ka) + len(kb)),
                                fault=fault)
-                wires = [(node.a_key[i], node.a_payload[i], k, p) for i, (k, p) in enumerate(zip(ka, pa))]
-                wires += [(node.b_key[i], node.b_payload[i], k, p) for i, (k, p) in enumerate(zip(kb, pb))]
+                wires = [(node.a_key[i], _port(node, "a_payload", index=i), k, p) for i, (k, p) in enumerate(zip(ka, pa))]
+                wires += [(node.b_key[i], _port(node, "b_payload", index=i), k, p) for i, (k, p) in enumerate(zip(kb, pb))]
                 index_ports = ([(node.a_index[i], x) for i, x in enumerate(ia)] +
                                [(node.b_index[i], x) for i, x in enumerate(ib or [])]) if level else []
-                result = tuple([port[r] for r in range(node.keep)] for port in (node.key, node.payload, node.index))
+                result = tuple([port[r] if port is not None else C(0, 0) for r in range(node.keep)]
+                               for port in (node.key, _port(node, "payload"), node.index))
             m.submodules[f"{name}{level}_{j // 2}"] = node
             m.d.comb += [sig.eq(value) for key_port, payload_port, k, p in wires
-                         for sig, value in ((key_port, k), (payload_port, p))]
+                         for sig, value in ((key_port, k), (payload_port, p)) if sig is not None]
             m.d.comb += [port.eq(x) for port, x in index_ports if x is not None]
             nxt.append(result)
         if len(nodes) % 2:
@@ -333,10 +372,11 @@ def _stage_register(m, lists: tuple, keep: int, level: int, j: int, selected: tu
     waiting) instead."""
     keys, payloads, indices = lists
     indices = indices or [C(0, level)]   # a leaf moved up unchanged: index 0 of its subtree
-    regs = [[Signal(len(v), name=f"{name}_{part}{r}") for r, v in enumerate(values)]
+    # A payload of no bits (the SRAM storage) gets no registers.
+    regs = [[Signal(len(v), name=f"{name}_{part}{r}") if len(v) else v for r, v in enumerate(values)]
             for part, values in (("key", keys), ("payload", payloads), ("index", indices))]
     m.d.sync += [reg.eq(v) for reg_list, values in zip(regs, (keys, payloads, indices))
-                 for reg, v in zip(reg_list, values)]
+                 for reg, v in zip(reg_list, values) if len(v)]
     sel_valid, sel_index = selected
     drop = Signal(name=f"{name}_drop")
     m.d.sync += drop.eq(0 if fault == "selector_selected_not_dropped" else sel_valid & (sel_index[level:] == j))
@@ -355,13 +395,18 @@ class SharedPool(wiring.Component):
                                          "cycle is not dropped from the stage registers' lists",
         "select_counts_lost": "shared pool: a SELECT's delayed update of its request's waiting and in-flight "
                               "counts is lost",
+        "sram_read_every_cycle": "shared pool, SRAM storage: the payload macro reads the winner in every cycle, "
+                                 "not only at a SELECT (a held ISSUED_TOKEN beat shows the next winner's token)",
     }
     _ENTRY_FAULTS = ("aging_served_not_reset", "aging_write_keeps_age")
 
     def __init__(self, entries: int, requests: int, aging_passes: int | None = None, *,
-                 stage_levels: int | tuple[int, ...] = 0, fault: str | None = None):
+                 stage_levels: int | tuple[int, ...] = 0, storage: str = "ff", fault: str | None = None):
         if entries < 2 or requests < 1:
             raise ValueError("SharedPool: entries >= 2 and requests >= 1 expected")
+        if storage not in STORAGES:
+            raise ValueError(f"SharedPool: storage {storage!r}, expected one of {', '.join(STORAGES)}")
+        self.storage = storage
         if aging_passes is not None and not 1 <= aging_passes <= AGE.max_raw:
             raise ValueError(f"SharedPool: aging_passes in [1, {AGE.max_raw}] or None expected")
         self.entries, self.requests, self.aging_passes = entries, requests, aging_passes
@@ -376,8 +421,12 @@ class SharedPool(wiring.Component):
             "req": In(REQUEST_ID.bits), "mb": In(MICROBATCH_ID.bits), "pos": In(POSITION.bits),
             "token": In(TOKEN_ID.bits), "h": In(CUM_PROB.bits),
             "clear_fly": In(1), "clear_wait": In(1),
-            "best_valid": Out(1), "best_req": Out(REQUEST_ID.bits), "best_mb": Out(MICROBATCH_ID.bits),
-            "best_pos": Out(POSITION.bits), "best_token": Out(TOKEN_ID.bits), "best_h": Out(CUM_PROB.bits),
+            "best_valid": Out(1), "best_req": Out(REQUEST_ID.bits),
+            **({"best_mb": Out(MICROBATCH_ID.bits)} if storage == "ff" else {}),
+            "best_pos": Out(POSITION.bits),
+            **({"best_token": Out(TOKEN_ID.bits)} if storage == "ff" else
+               {"sel_mb": Out(MICROBATCH_ID.bits), "sel_token": Out(TOKEN_ID.bits)}),
+            "best_h": Out(CUM_PROB.bits),
             "count": Out(range(entries + 1)), "fly_count": Out(range(entries + 1)),
             "q_req": In(REQUEST_ID.bits), "q_wait": Out(per_req), "q_fly": Out(per_req),
         })
@@ -386,7 +435,8 @@ class SharedPool(wiring.Component):
         m = Module()
         n = self.entries
         entry_fault = self.fault if self.fault in self._ENTRY_FAULTS else None
-        cam = [CamEntry(self.aging_passes, fault=entry_fault) for _ in range(n)]
+        sram = self.storage == "sram"
+        cam = [CamEntry(self.aging_passes, payload=not sram, fault=entry_fault) for _ in range(n)]
         per_req = range(POSITION.max_raw + 1)
         wait_n = [Signal(per_req, name=f"r{r}_wait") for r in range(self.requests)]
         fly_n = [Signal(per_req, name=f"r{r}_fly") for r in range(self.requests)]
@@ -394,7 +444,8 @@ class SharedPool(wiring.Component):
         best_idx = Signal(range(n))
         inserting, selecting = Signal(), Signal()
         selected = (selecting, best_idx) if self.latency else None
-        best_key, best_payload, best_index = argmax_tree(m, [(e.key, e.payload) for e in cam], "sel",
+        best_key, best_payload, best_index = argmax_tree(m, [(e.key, C(0, 0) if sram else e.payload) for e in cam],
+                                                         "sel",
                                                          fault_for(self.fault, ArgmaxNode),
                                                          stage_levels=self.stage_levels, selected=selected,
                                                          register_fault=self.fault)
@@ -404,8 +455,8 @@ class SharedPool(wiring.Component):
             self.best_h.eq(best_key[POSITION.bits + REQUEST_ID.bits:POSITION.bits + REQUEST_ID.bits + CUM_PROB.bits]),
             self.best_req.eq(~best_key[POSITION.bits:POSITION.bits + REQUEST_ID.bits]),
             self.best_pos.eq(~best_key[:POSITION.bits]),
-            self.best_token.eq(best_payload[:TOKEN_ID.bits]),
-            self.best_mb.eq(best_payload[TOKEN_ID.bits:]),
+            *([] if sram else [self.best_token.eq(best_payload[:TOKEN_ID.bits]),
+                               self.best_mb.eq(best_payload[TOKEN_ID.bits:])]),
         ]
 
         free = Signal(n)
@@ -423,8 +474,17 @@ class SharedPool(wiring.Component):
                 m.d.comb += [e.selecting.eq(selecting), e.pass_end.eq(self.pass_end)]
             m.d.comb += [e.write.eq(inserting & free_one_hot[i]), e.select.eq(selecting & (best_idx == i)),
                          e.clear.eq(self.op == PoolOp.CLEAR), e.clear_fly.eq(self.clear_fly),
-                         e.clear_wait.eq(self.clear_wait), e.req.eq(entry_req), e.mb.eq(self.mb),
-                         e.pos.eq(self.pos), e.token.eq(self.token), e.h.eq(self.h)]
+                         e.clear_wait.eq(self.clear_wait), e.req.eq(entry_req),
+                         *([] if sram else [e.mb.eq(self.mb)]), e.pos.eq(self.pos),
+                         *([] if sram else [e.token.eq(self.token)]), e.h.eq(self.h)]
+        if sram:
+            # The payload: written at the free entry by INSERT, read at the winner by SELECT.
+            m.submodules.sram = mem = Sram(n, PAYLOAD_BITS)
+            m.d.comb += [mem.addr.eq(Mux(inserting, one_hot_index(m, free_one_hot, "free"), best_idx)),
+                         mem.w_en.eq(inserting), mem.w_data.eq(Cat(self.token, self.mb)),
+                         mem.r_en.eq(1 if self.fault == "sram_read_every_cycle" else selecting),
+                         self.sel_token.eq(mem.r_data[:TOKEN_ID.bits]),
+                         self.sel_mb.eq(mem.r_data[TOKEN_ID.bits:])]
 
         count = Signal(range(n + 1))
         fly_count = Signal(range(n + 1))

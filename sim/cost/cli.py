@@ -1,4 +1,4 @@
-"""``saddle cost pim-attention | step | roofline`` and ``saddle validate``."""
+"""``saddle cost pim-attention | step | roofline``."""
 from __future__ import annotations
 
 import argparse
@@ -8,13 +8,9 @@ from sim.config import CALIBRATIONS
 
 
 def _positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, found {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, found {value}")
-    return value
+    if text.isdigit() and int(text) > 0:
+        return int(text)
+    raise argparse.ArgumentTypeError(f"expected a positive integer, found {text!r}")
 
 
 def register(subparsers) -> None:
@@ -64,19 +60,6 @@ def register(subparsers) -> None:
     p.add_argument("--json", action="store_true", help="also print the plotted points")
     p.set_defaults(func=_roofline)
 
-    p = subparsers.add_parser(
-        "validate", help="compare the cost models with AttAcc's simulator and Ramulator2",
-        description="Price every point of the reference tables in validation/tables/ (AttAcc's "
-                    "simulator and Ramulator2 with AttAcc's PIM patches) with our cost models and "
-                    "print, per component, the mean and worst relative error and where the worst "
-                    "is. Exit status 1 if the checked calibration breaks a bound at a point not "
-                    "listed in validation/known_deviations.yaml.")
-    p.add_argument("--calibration", choices=CALIBRATIONS + ("all",), default="all",
-                   help="calibration to compare (default: all; only attacc is held to the bounds)")
-    p.add_argument("--points", action="store_true", help="also print every point's error")
-    p.add_argument("--json", action="store_true", help="print one JSON object instead of text")
-    p.set_defaults(func=_validate)
-
 
 def _pim_attention(args) -> int:
     from sim.cost.pim import load_pim
@@ -116,7 +99,7 @@ def _step(args) -> int:
 
 
 def _roofline(args) -> int:
-    from sim.cost.roofline import plot_roofline
+    from report.roofline import plot_roofline
 
     points = plot_roofline(args.pair, args.out, system=args.system, context=args.context)
     if args.json:
@@ -124,54 +107,6 @@ def _roofline(args) -> int:
     else:
         print(f"wrote {args.out}")
     return 0
-
-
-def _validate(args) -> int:
-    from sim.cost import validation as v
-    from sim.cost.pim import load_pim
-
-    schedule = load_pim("hbm3_pim", "attacc").attacc
-    fitted = v.fit_attacc_schedule()
-    report = {"tables": {k: v.load_table(k)["sources"] for k in v.TABLE_FILES},
-              "attacc_pim_schedule": {"configured": {k: getattr(schedule, k) for k in fitted},
-                                      "fitted": fitted},
-              "calibrations": {}}
-    failed = False
-    for cal in CALIBRATIONS if args.calibration == "all" else (args.calibration,):
-        points, checked = v.compare(cal), cal == "attacc"
-        rows = v.summarize(points, v.known_deviations() if checked else None)
-        failed |= checked and not all(r["within"] for r in rows)
-        report["calibrations"][cal] = {"checked": checked, "components": rows}
-        if args.points:
-            report["calibrations"][cal]["points"] = [
-                {"component": p.component, "where": p.where, "ours": p.ours,
-                 "reference": p.reference, "error": p.error} for p in points]
-    if args.json:
-        print(json.dumps(report, indent=2))
-        return int(failed)
-    def row(component, points, mean, worst, bound, where) -> None:
-        print(f"  {component:<11}{points:>7}{mean:>12}{worst:>9}  {bound:<14}{where}")
-    for cal, body in report["calibrations"].items():
-        held = "held to the bounds" if body["checked"] else "for comparison, not held to the bounds"
-        print(f"calibration {cal} ({held})")
-        row("component", "points", "mean |err|", "worst", "bound", "where the worst is")
-        for r in body["components"]:
-            mean_bound = "" if r["bound_mean"] is None else f"{r['bound_mean']:.0%} / "
-            mark = "" if not body["checked"] else ("  ok" if r["within"] else "  OUT OF BOUND")
-            row(r["component"], r["points"], f"{r['mean_abs_error']:.2%}", f"{r['worst_error']:+.2%}",
-                f"{mean_bound}{r['bound_worst']:.0%}", r["worst_at"] + mark)
-            for k in r["known_deviations"]:
-                row("", "", "", f"{k['error']:+.2%}", "known",
-                    f"{k['where']} (validation/known_deviations.yaml)")
-        for p in body.get("points", []):
-            print(f"    {p['component']:<11}{p['error']:>+8.2%}  ours {p['ours']:.6g} "
-                  f"reference {p['reference']:.6g}  {p['where']}")
-    sched = report["attacc_pim_schedule"]
-    print(f"attacc PIM schedule (configs/hardware/hbm3_pim.yaml): {sched['configured']}; "
-          f"fitted to the Ramulator2 table: {sched['fitted']}")
-    print("validation/tables: " + "; ".join(
-        f"{name} {src['commit'][:12]}" for name, src in report["tables"]["decode_steps"].items()))
-    return int(failed)
 
 
 def _print(out: dict, as_json: bool) -> None:

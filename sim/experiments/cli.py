@@ -1,4 +1,4 @@
-"""``saddle run [FILE]`` and ``saddle tune-tau --pair PAIR``."""
+"""``saddle run [FILE]``, ``saddle tune-tau --pair PAIR`` and ``saddle tune-stop``."""
 from __future__ import annotations
 
 import argparse
@@ -51,14 +51,6 @@ def register(subparsers) -> None:
                            "in results/tune-stop/PAIR/, so a rerun resumes")
     stop.set_defaults(func=tune_stop_handler)
 
-    cal = subparsers.add_parser("calibrate", help="fit a pair's synthetic acceptance to the fig3 shape")
-    cal.add_argument("--pair", required=True, help="model pair in configs/models/pairs/")
-    cal.add_argument("--write", action="store_true",
-                     help="store the fit in configs/traces/PAIR.yaml and regenerate the shipped trace")
-    cal.add_argument("--from-log", metavar="FILE",
-                     help="take candidates already evaluated from an earlier run's output")
-    cal.set_defaults(func=calibrate_handler)
-
 
 def add_backend_args(parser) -> None:
     """``--backend`` and ``--address`` (``saddle run`` and ``saddle sweep``)."""
@@ -102,8 +94,8 @@ def _jobs(text: str) -> int:
 
 def run_handler(args) -> int:
     from common.paths import check_output, results_dir
+    from common.progress import announce
     from sim.experiments.grid import load_experiment, resolve_path
-    from sim.experiments.progress import announce
     from sim.experiments.runner import claim_folder, default_jobs, execute, table, write_results
 
     path = resolve_path(args.file)
@@ -185,8 +177,3 @@ def tune_stop_handler(args) -> None:
     from sim.experiments.tune import tune_stop
     tune_stop(args.pair, args.rule, args.config, write=not args.dry_run,
               jobs=args.jobs or default_jobs())
-
-
-def calibrate_handler(args) -> None:
-    from sim.experiments.calibrate import calibrate
-    calibrate(args.pair, write=args.write, from_log=args.from_log)

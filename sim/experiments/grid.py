@@ -45,7 +45,7 @@ from pathlib import Path
 
 from common.config import check_keys, config_path, get, load_yaml, suggest
 from common.errors import ConfigError
-from report.plots import PLOT_KEYS, check_spec
+from report.plots import check_plots
 from sim.config import BASE, Configs
 from sim.manager.config import ManagerConfig
 from sim.model import load_pair
@@ -56,7 +56,6 @@ from sim.systems.resolve import RunParams, adapter, check_int, check_probability
 from sim.systems.spec import SystemSpec, load_system
 from sim.workload import BATCHING, SPLITS
 
-PLOT_X = ("batch", "draft_length", "sequence_length", "system", "aging_passes")
 # Every key an experiment file may have; anything else is refused with the closest suggested.
 EXPERIMENT_KEYS = ("name", "description", "pairs", "batches", "systems", "workload",
                    "sequence_length", "tau", "select", "plot", "published", "overrides", "compare",
@@ -74,19 +73,22 @@ WORKLOAD_KEYS = ("split", "requests", "requests_per_batch", "batching", "seed",
 RUN_FIELDS = ("pair", "batch", "system", "sequence_length", "draft_length", "aging_passes")
 
 
-def resolve_path(name_or_path: str | None) -> Path:
+def resolve_path(name_or_path: str | None, folder: str = "experiments",
+                 where: str | None = None) -> Path:
+    """A file of ``configs/<folder>/`` by name (None: ``default``), or any file by path."""
     if name_or_path is None:
-        return config_path("experiments", "default")
+        return config_path(folder, "default")
+    what = f"{folder.removesuffix('s')} file"
     if not name_or_path.strip():
-        raise ConfigError(f"expected an experiment name or file, found {name_or_path!r}")
+        raise ConfigError(f"expected a name or a path, found {name_or_path!r}")
     path = Path(name_or_path)
     if path.suffix in (".yaml", ".yml") or path.exists() or "/" in name_or_path:
         if path.is_dir():
-            raise ConfigError(f"{path}: is a directory, expected an experiment file (.yaml)")
+            raise ConfigError(f"{path}: is a directory, expected a YAML file")
         if not path.is_file():
-            raise ConfigError(f"{path}: no such experiment file")
+            raise ConfigError(f"{path}: no such {what}")
         return path
-    return config_path("experiments", name_or_path)
+    return config_path(folder, name_or_path, where=where)
 
 
 def _list(value) -> list:
@@ -401,24 +403,9 @@ def _select(data: dict, src: str, runs: list[RunParams]) -> list[RunParams]:
 
 
 def _check_extras(data: dict, src: str, plot, names: list[str]) -> None:
-    """The plot specs, ``published:`` and ``compare:`` (``names``: the runs' systems)."""
-    for i, spec in enumerate(plot if isinstance(plot, list) else [plot]):
-        at = "plot" + (f"[{i}]" if isinstance(plot, list) else "")
-        where = f"{src}: {at}"
-        if not isinstance(spec, dict):
-            raise ConfigError(f"{where}: expected a mapping (x, metric, ...), found {spec!r}")
-        check_keys(spec, PLOT_KEYS, source=src, where=at)
-        if spec.get("x", "batch") not in PLOT_X:
-            raise ConfigError(f"{where}.x: expected one of {list(PLOT_X)}, found {spec.get('x')!r}")
-        check_spec(spec, where)
-        norm = spec.get("normalize")
-        if norm is not None and norm not in names:
-            raise ConfigError(f"{where}.normalize: no system of the experiment is named {norm!r}"
-                              f"{suggest(norm, names)}; systems: {', '.join(sorted(names))}")
-        plot_where = spec.get("where", {})
-        if not isinstance(plot_where, dict):
-            raise ConfigError(f"{where}.where: expected a mapping of run field -> value, found {plot_where!r}")
-        check_keys(plot_where, RUN_FIELDS, source=src, where=f"{at}.where")
+    """The plot specs, ``published:`` and ``compare:`` (``names``: the runs' systems), each by
+    the report module that reads it."""
+    check_plots(plot, src, names, RUN_FIELDS)
     if "published" in data:
         from report.published import check
         check(data["published"], src)

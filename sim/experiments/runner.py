@@ -25,9 +25,9 @@ import yaml
 
 from common.errors import SaddleError
 from common.paths import CONFIGS, ROOT
+from common.progress import Progress, announce
 from sim.experiments.backends import Backend, make
 from sim.experiments.grid import params_dict, run_key
-from sim.experiments.progress import Progress, announce
 from sim.metrics import CSV_FIELDS, RunRecord
 from sim.systems.registry import STOP_RULES, reads_tau
 from sim.systems.resolve import load_stop_param, load_tau
@@ -147,11 +147,9 @@ def plan(runs: list[RunParams], out: Path, timeline: Path | None = None,
         params, name = run_file(p)
         path = runs_dir / name
         recorded = timeline is not None and i == timeline_run
-        saved = None if recorded else saved_record(path, params)
-        if saved is not None:
-            records[i] = saved
-            continue
-        pending.append(_Task(i, p, params, str(path), str(timeline) if recorded else None))
+        records[i] = None if recorded else saved_record(path, params)
+        if records[i] is None:
+            pending.append(_Task(i, p, params, str(path), str(timeline) if recorded else None))
     return todo, records, pending
 
 
@@ -206,7 +204,7 @@ def dispatch(name: str, pending: list[_Task], total: int, done, runner: Backend,
     file is written here as soon as it ends, then ``done(task, record, error)`` is called. A
     run another process sharing the folder simulates is waited for and reused (``RunLocks``).
     ``progress``: a bar on a terminal, else a line every few seconds, then a summary line
-    (sim/experiments/progress.py)."""
+    (common/progress.py)."""
     report = Progress(name, total, total - len(pending), bar=progress and sys.stderr.isatty())
     locks = RunLocks(Path(pending[0].path).parent.parent) if pending else None
 
@@ -350,7 +348,7 @@ def _run_task(task: _Task) -> tuple[dict | None, str | None]:
     except Exception:
         return None, "internal error:\n" + traceback.format_exc()
     if task.timeline:
-        from sim.engine.timeline import write_timeline
+        from report.timeline import write_timeline
         write_timeline(Path(task.timeline), run.log, run.n_devices)
     return metrics.to_dict() | {"sequence_length": p.sequence_length}, None
 
@@ -398,9 +396,9 @@ def write_results(out: Path, experiment: dict, runs: list[RunParams], records: l
     write_whole(out / "results.json", json.dumps(summary, indent=1, sort_keys=True))
     write_whole(out / "results.csv", csv_text(CSV_FIELDS, [[row.get(k) for k in CSV_FIELDS]
                                                            for row in map(flat, records)]))
-    resolved_cfg = dict(experiment)
-    resolved_cfg["resolved_runs"] = [_saved_params(resolved(p)) for p in runs]
-    write_whole(out / "config.yaml", yaml.safe_dump(resolved_cfg, sort_keys=False))
+    resolved_runs = [_saved_params(resolved(p)) for p in runs]
+    write_whole(out / "config.yaml", yaml.safe_dump(dict(experiment, resolved_runs=resolved_runs),
+                                                    sort_keys=False))
 
 
 def csv_text(header: list | tuple, rows: list[list]) -> str:

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import yaml
 
-from common.config import check_keys, config_path, get, load_yaml
+from common.config import check_keys, get, load_yaml
 from common.errors import ConfigError
 from common.paths import CONFIGS
 from sim.experiments.grid import (
@@ -49,12 +49,6 @@ def read_log(path: str | Path) -> dict[float, float]:
             if (m := _LOG_LINE.match(line))}
 
 
-def resolve_settings(name: str) -> Path:
-    """A settings file: a name in configs/experiments/ or a path."""
-    return resolve_path(name) if name.endswith((".yaml", ".yml")) or "/" in name \
-        else config_path("experiments", name, where="--config")
-
-
 def geomean(rates: list[float]) -> float:
     return math.exp(sum(math.log(r) for r in rates) / len(rates))
 
@@ -66,7 +60,7 @@ def best_of(scores: dict[float, float]) -> float:
 
 def _settings(pair: str, settings: str, grid_key: str) -> tuple[Path, dict, str, SystemSpec]:
     """The settings file checked with ``--pair``: its path, contents, system and spec."""
-    path = resolve_settings(settings)
+    path = resolve_path(settings, where="--config")
     data = load_yaml(path)
     check_keys(data, SETTINGS_KEYS + (grid_key,), source=str(path))
     check_pair(pair, None, "--pair")

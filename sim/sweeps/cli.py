@@ -26,15 +26,16 @@ def register(subparsers) -> None:
 
 def sweep_handler(args) -> int:
     from common.paths import check_output, results_dir
+    from common.progress import announce
     from report.sweep_plots import plot_sweep
     from sim.experiments.backends import make
-    from sim.experiments.progress import announce
+    from sim.experiments.grid import resolve_path
     from sim.experiments.runner import claim_folder, default_jobs
     from sim.sweeps.run import run_sweep, write_outputs
-    from sim.sweeps.spec import load_sweep, resolve_sweep
+    from sim.sweeps.spec import load_sweep
 
     runner = make(args.backend, args.jobs or default_jobs(), args.address)
-    path = resolve_sweep(args.file)
+    path = resolve_path(args.file, "sweeps")
     with announce(f"checking {path}: every point as an experiment is checked"):
         sweep = load_sweep(path)
     for warning in sweep.warnings:

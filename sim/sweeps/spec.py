@@ -33,8 +33,9 @@ import itertools
 from dataclasses import dataclass
 from pathlib import Path
 
-from common.config import check_keys, config_path, get, load_yaml, suggest
+from common.config import check_keys, get, load_yaml, suggest
 from common.errors import ConfigError
+from report.sweep_plots import SYSTEM, check_plot
 from sim.experiments.grid import (
     ENTRY_KEYS,
     WORKLOAD_KEYS,
@@ -47,14 +48,11 @@ from sim.systems.run import RunParams
 
 SWEEP_KEYS = ("name", "description", "experiment", "grid", "zip", "sample", "plot")
 SAMPLE_KEYS = ("method", "points", "seed", "ranges")
-PLOT_KEYS = ("metrics", "x", "y", "facet", "best", "best_per")
 # Keys of the experiment a point may set: its grid's own dimensions, the per-system settings
 # (set on every system entry) and the workload's.
 RUN_KEYS = ("pair", "batch", "system", "sequence_length", "tau") + \
     tuple(k for k in ENTRY_KEYS if k not in ("system", "batches", "tau", "label")) + \
     tuple(f"workload.{k}" for k in WORKLOAD_KEYS)
-# The run's own name in rows and plots (the system's label): plot.x / y / facet may name it.
-SYSTEM = "system"
 
 
 @dataclass(frozen=True)
@@ -67,15 +65,6 @@ class Sweep:
     runs: tuple[tuple[int, RunParams], ...]     # (point index, run), point order
     plot: dict | None
     warnings: tuple[str, ...] = ()              # the base's memory_check: warn, per point
-
-
-def resolve_sweep(name_or_path: str) -> Path:
-    path = Path(name_or_path)
-    if path.suffix in (".yaml", ".yml") or "/" in name_or_path:
-        if not path.is_file():
-            raise ConfigError(f"{path}: no such sweep file")
-        return path
-    return config_path("sweeps", name_or_path)
 
 
 def _check_key(key, where: str) -> str:
@@ -223,38 +212,7 @@ def load_sweep(path: Path) -> Sweep:
             runs.append((i, p))
     labels = {p.label or p.system for _, p in runs}
     varying = tuple(a for a in axes if len({repr(p[a]) for p in points}) > 1)
-    plot = _plot(data, axes, varying + ((SYSTEM,) if len(labels) > 1 and SYSTEM not in axes else ()),
-                 src)
+    plot = check_plot(get(data, "plot", dict, source=src, default={}), axes,
+                      varying + ((SYSTEM,) if len(labels) > 1 and SYSTEM not in axes else ()), src)
     return Sweep(name=name, source=src, experiment=base_path, axes=axes, points=tuple(points),
                  runs=tuple(runs), plot=plot, warnings=tuple(warnings))
-
-
-def _plot(data: dict, axes: tuple[str, ...], dims: tuple[str, ...], src: str) -> dict | None:
-    """The plot spec with its defaults: x, y, facet from ``dims`` in order (the axes with more
-    than one value, then the system when the base has several); None when more than three
-    dimensions are left to place."""
-    spec = get(data, "plot", dict, source=src, default={})
-    check_keys(spec, PLOT_KEYS, source=src, where="plot")
-    named = list(axes) + [SYSTEM] * (SYSTEM not in axes)
-    for key in ("x", "y", "facet"):
-        value = spec.get(key)
-        if value is not None and value not in named:
-            raise ConfigError(f"{src}: plot.{key}: {value!r} is not an axis{suggest(value, named)}; "
-                              f"axes: {', '.join(named)}")
-    metrics = get(spec, "metrics", list, source=src, prefix="plot", default=["tokens_per_s"])
-    best = get(spec, "best", str, source=src, prefix="plot", default="max")
-    if best not in ("max", "min"):
-        raise ConfigError(f"{src}: plot.best: expected max or min, found {best!r}")
-    per = get(spec, "best_per", str, source=src, prefix="plot", default="facet")
-    if per not in ("facet", "y"):
-        raise ConfigError(f"{src}: plot.best_per: expected facet or y, found {per!r}")
-    given = [spec[k] for k in ("x", "y", "facet") if spec.get(k)]
-    rest = [d for d in dims if d not in given]
-    x = spec.get("x") or (rest.pop(0) if rest else axes[0])
-    y = spec.get("y") if "y" in spec else (rest.pop(0) if rest else None)
-    facet = spec.get("facet") if "facet" in spec else (rest.pop(0) if rest else None)
-    if rest:
-        return None
-    if per == "y" and y is None:
-        raise ConfigError(f"{src}: plot.best_per: y needs a heatmap (plot.y)")
-    return {"metrics": metrics, "x": x, "y": y, "facet": facet, "best": best, "best_per": per}

@@ -100,7 +100,8 @@ def test_requests_and_requests_per_batch_exclude_each_other(tmp_path):
 def test_calibrate_and_tune_tau_run_the_experiments_sequence_length(tmp_path, monkeypatch):
     """Both fit on the workload fig3 / fig12 report: the settings' sequence_length reaches every
     simulated run, and a bad one is refused naming the file and key before anything runs."""
-    from sim.experiments import calibrate, tune
+    from sim.experiments import tune
+    from validation import calibrate
     seen = []
     monkeypatch.setattr(tune, "simulate", lambda p: (seen.append(p.sequence_length), (_Metrics(100.0), None))[1])
     monkeypatch.setattr(calibrate, "simulate", tune.simulate)
@@ -158,3 +159,18 @@ def test_a_share_claim_sums_nested_parts_over_the_whole():
     with pytest.raises(ConfigError, match="no metric 'latency_breakdown.nothing'"):
         published.compare({"source": "s", "claims": [dict(claim, of="latency_breakdown.nothing")]},
                           [record])
+
+
+def test_a_share_over_several_points_is_their_mean_and_a_metric_may_be_a_sum():
+    records = [{"system": "saddle", "pair": "p", "batch": b, "sequence_length": None,
+                "verification_s": 1.0, "verification_comm_s": c,
+                "latency_breakdown": {"prediction": 0.25, "overlap": o}}
+               for b, c, o in ((16, 0.1, 0.5), (64, 0.3, 0.25))]
+    share = {"kind": "share", "system": "saddle", "value": 0.2, "of": "verification_s",
+             "parts": ["verification_comm_s"]}
+    row, = published.compare({"source": "s", "claims": [share]}, records)
+    assert row["ours"] == 0.2 and row["agrees"] and row["detail"] == "mean of 2 points (0.1000-0.3000)"
+    assert published.value(records[0], "latency_breakdown.prediction+latency_breakdown.overlap") == 0.75
+    ratio = {"kind": "ratio", "num": "saddle", "den": "saddle", "where": {"batch": 16}, "value": 1.0,
+             "metric": "latency_breakdown.prediction+latency_breakdown.overlap"}
+    assert published.compare({"source": "s", "claims": [ratio]}, records)[0]["ours"] == 1.0

@@ -18,8 +18,8 @@ from hw.flow.coverify import (
     record_run,
     shipped_params,
 )
+from hw.flow.manager_random import CORNERS, coverage
 from sim.cli import main
-from sim.manager.random_txns import CORNERS, coverage
 from sim.manager.transactions import Refused
 from sim.systems.run import RunParams
 

@@ -139,7 +139,7 @@ def test_synthesis_flow_config(tmp_path):
     from hw.flow.synth import load_direct_mapping
 
     assert load_flow()["shared_pool"] == "hier"
-    assert load_direct_mapping() == {"manager"}
+    assert load_direct_mapping() == {"manager", "manager_sram"}
     nothing = tmp_path / "none.yaml"
     nothing.write_text("hierarchical: []\n")
     assert load_direct_mapping(nothing) == frozenset()
@@ -228,3 +228,32 @@ def test_direct_mapping_skips_the_generic_abc(acc_verilog, tmp_path, monkeypatch
     assert "direct mapping" in r.method
     assert (r.flip_flops, r.cells_by_type["DFFPOSX1"], r.latches) == (8, 8, 0)
     assert (tmp_path / "yosys.log").read_text().count("Executing ABC pass") == 1
+
+
+@pytest.mark.parametrize("hierarchy", ["flat", "hier"])
+def test_sram_macro_is_inferred_and_kept_as_a_black_box(tmp_path, hierarchy):
+    """The Shared Pool with SRAM storage: Yosys infers the payload memory ($mem_v2, checked),
+    the flow keeps it as one macro cell whose area is its bits at the stated density; with
+    flip-flop storage there is no memory."""
+    from hw.flow.sram_macro import load_sram_model
+    from hw.manager.shared_pool import PAYLOAD_BITS, SharedPool
+
+    try:
+        libpath = fetch_celllib()
+    except SaddleError as exc:
+        pytest.skip(f"osu018 library not available here: {exc}")
+    lib = parse_liberty(libpath)
+    verilog = write_verilog(SharedPool(8, 4, storage="sram"), "sp", tmp_path / "v")
+    result = synthesize(verilog, "sp", liberty=libpath, work_dir=tmp_path / hierarchy, hierarchy=hierarchy)
+    bits = 8 * PAYLOAD_BITS
+    assert result.memory_bits == bits and "1 SRAM macro(s) (8 x 21)" in result.method
+    assert result.cells_by_type["SADDLE_SRAM_8x21_0"] == 1
+    macro = bits * load_sram_model().nand2_eq_per_bit(lib.nand2_area)
+    logic = sum(n * lib.areas[t] for t, n in result.cells_by_type.items() if not t.startswith("SADDLE")) / lib.nand2_area
+    assert result.nand2_eq == pytest.approx(logic + macro, abs=0.2)
+    if hierarchy == "hier":
+        assert result.parts["sp.sram"] == {"cells": 1, "flip_flops": 0, "nand2_eq": pytest.approx(macro, abs=0.1)}
+    ff = synthesize(write_verilog(SharedPool(8, 4), "sp", tmp_path / "ff"), "sp", liberty=libpath,
+                    work_dir=tmp_path / "ff", hierarchy=hierarchy)
+    assert ff.memory_bits == 0 and not (tmp_path / "ff" / "cells.lib").exists()
+    assert ff.flip_flops - result.flip_flops == bits     # the payload's flip-flops

@@ -93,3 +93,15 @@ def test_pe_mutants_killed_by_the_corner_cases():
     assert not report.clean_failures
     assert all(r.killed_by == "corner cases" for r in report.results if r.fault != "start_mode_from_register")
     assert report.ok and report.killed == report.killable == 10
+
+
+def test_sram_mutants_killed_by_the_sram_stimulus():
+    """The SRAM storage's mutants: the random sequence with long stalls on a Manager whose pools
+    keep their records in SRAM (a prefix of `saddle hw mutate`'s check); the shipped (flip-flop)
+    design does not contain the faults."""
+    checks = [replay_check("SRAM storage", SMALL, random_pairs(RANDOM_SEEDS[1])[0][:300], softmax=SOFTMAX,
+                           stall=0.3, seed=8, long_stalls=True, storage="sram")]
+    faults = ["sram_read_every_cycle", "sram_take_by_match", "sram_move_unprimed"]
+    report = mutate("manager", faults, checks)
+    assert not report.clean_failures
+    assert {r.fault for r in report.results if r.killed_by == "SRAM storage"} == set(faults)

@@ -208,6 +208,48 @@ def test_cli_timing_of_a_synthesized_block(tools, tmp_path, capsys):
     assert main(["hw", "timing", "--block", "scheduler", "--mapping", "area", "--json", "--out", str(tmp_path)]) == 0
     report = json.loads(capsys.readouterr().out)
     assert report["verdict"] is None and report["blocks"][0]["mapping"] == "area"
+    # The report's cache holds both: `saddle hw report` would not synthesize or time them again.
+    from hw.flow.report import Blocks, StaContext, synth_entry, timing_entry
+
+    sta_context = StaContext(tmp_path)
+    for mapping in ("delay", "area"):
+        assert synth_entry(Blocks(tmp_path), "scheduler", sta_context.liberty, mapping, run=False) is not None
+        assert timing_entry(Blocks(tmp_path), "scheduler", sta_context, mapping, run=False) is not None
+
+
+class SramPort(wiring.Component):
+    """An SRAM macro between ports: inputs to its pins, its read data straight out."""
+
+    def __init__(self):
+        super().__init__({"addr": In(4), "w_en": In(1), "w_data": In(8), "r_en": In(1), "q": Out(8)})
+
+    def elaborate(self, platform):
+        from hw.manager.sram import Sram
+
+        m = Module()
+        m.submodules.sram = sram = Sram(16, 8)
+        m.d.comb += [sram.addr.eq(self.addr), sram.w_en.eq(self.w_en), sram.w_data.eq(self.w_data),
+                     sram.r_en.eq(self.r_en), self.q.eq(sram.r_data)]
+        return m
+
+
+def test_sram_macro_is_timed_by_its_access_time(tools, tmp_path):
+    """The macro's read data leaves it the access time of configs/synth/sram.yaml after the
+    clock edge (in FO4 of the library): the whole path to the output port."""
+    from hw.flow.export import write_verilog
+    from hw.flow.sram_macro import block_liberty, load_sram_model
+    from hw.flow.synth import synthesize
+
+    sta, liberty = tools
+    config = load_timing_config()
+    fo4 = measure_fo4(sta, liberty, tmp_path / "fo4", config.fo4_chains)
+    verilog = write_verilog(SramPort(), "sram_port", tmp_path)
+    synthesize(verilog, "sram_port", liberty=liberty, work_dir=tmp_path, hierarchy="flat")
+    timed = block_liberty(tmp_path, liberty, fo4)
+    path = critical_path(sta, sta_netlist(tmp_path / "mapped.v", "sram_port", timed, tmp_path), "sram_port",
+                         timed, tmp_path, 10.0)
+    assert path.startpoint == "sram" and path.cells[0] == "SADDLE_SRAM_16x8_0"
+    assert path.arrival_ns == pytest.approx(load_sram_model().access_fo4 * fo4, abs=0.05)
 
 
 def test_opensta_override_must_exist_and_run(monkeypatch, tmp_path):

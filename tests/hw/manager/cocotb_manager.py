@@ -13,9 +13,9 @@ import random
 import cocotb
 from cocotb.clock import Clock
 
+from hw.flow.manager_random import coverage, generate_with_events
 from hw.flow.testbench.manager_cocotb import feed_logits, replay, reset
 from sim.manager.config import ManagerConfig
-from sim.manager.random_txns import coverage, generate_with_events
 from sim.manager.softmax import SoftmaxParams
 from sim.manager.transactions import DraftLogits
 

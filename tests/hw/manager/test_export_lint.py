@@ -23,6 +23,8 @@ SMALL_BLOCKS = {
     "eager_pool": lambda: EagerPools(3, 12, 8),
     "scheduler": lambda: Scheduler(8, 64),
     "manager": lambda: Manager.from_config(SMALL, SOFTMAX),
+    # The pools' SRAM storage: the selector without payload ports, the macros' memories.
+    "manager_sram": lambda: Manager.from_config(SMALL, SOFTMAX, storage="sram", selector_stage_levels=1),
 }
 
 

@@ -1,11 +1,12 @@
 """Manager top RTL against the model (sim/manager/manager.py) on the Amaranth simulator:
-seeded constrained-random transaction sequences from sim/manager/random_txns.py, every event
+seeded constrained-random transaction sequences from hw/flow/manager_random.py, every event
 compared bit for bit, with random back-pressure on the event stream."""
 from __future__ import annotations
 
 import pytest
 
 from hw.flow import manager_replay
+from hw.flow.manager_random import coverage, generate_with_events
 from hw.flow.manager_stimulus import (
     RANDOM_LENGTH,
     RANDOM_SEEDS,
@@ -17,7 +18,6 @@ from hw.flow.manager_stimulus import (
 )
 from hw.manager.manager import Manager as HwManager
 from sim.manager.manager import Manager as Model
-from sim.manager.random_txns import coverage, generate_with_events
 from sim.manager.transactions import (
     Device,
     Drafted,
@@ -32,11 +32,12 @@ from sim.manager.transactions import (
 
 
 def replay(config, pairs, name, *, stall: float = 0.0, seed: int = 0, long_stalls: bool = False,
-           selector_stage_levels: int | None = None):
+           selector_stage_levels: int | None = None, storage: str | None = None):
     """Every transaction on the RTL, compared with the model's events; per transaction, the
     clock edges it occupies the Manager when issued back to back (see hw/flow/manager_replay.py)."""
     result = manager_replay.replay(config, pairs, softmax=SOFTMAX, stall=stall, seed=seed,
-                                   long_stalls=long_stalls, name=name, selector_stage_levels=selector_stage_levels)
+                                   long_stalls=long_stalls, name=name, selector_stage_levels=selector_stage_levels,
+                                   storage=storage)
     assert result.mismatch is None, result.mismatch
     return result.cycles
 
@@ -75,6 +76,30 @@ def test_pipelined_selector_against_model():
         pairs, _ = random_pairs(seed)
         replay(SMALL, pairs, f"manager_random_k{stage_levels}", stall=0.3, seed=seed, long_stalls=True,
                selector_stage_levels=stage_levels)
+
+
+def test_sram_storage_against_model():
+    """Both pools' token records in SRAM macros: random sequences with back-pressure (40-cycle
+    stalls hold an ISSUED_TOKEN beat whose token is the macro's read data), the pipelined
+    selector, and the directed corners."""
+    for seed, stage_levels in ((RANDOM_SEEDS[0], 0), (RANDOM_SEEDS[1], 2)):
+        pairs, _ = random_pairs(seed)
+        replay(SMALL, pairs, f"manager_random_sram_k{stage_levels}", stall=0.3, seed=seed, long_stalls=True,
+               selector_stage_levels=stage_levels, storage="sram")
+    replay(SMALL, corner_pairs(), "manager_corners_sram", storage="sram")
+
+
+def test_sram_storage_cycle_costs():
+    """SRAM storage: a DraftToken 4 and an Issue k + 8 as with flip-flops; an Unlock or Retire
+    one cycle more per request whose eager tokens it moves (the first look-up)."""
+    pairs, _ = generate_with_events(SMALL, 3, 300, requests=8)
+    ff = replay(SMALL, pairs, "manager_cycles_ff", storage="ff")
+    sram = replay(SMALL, pairs, "manager_cycles_sram", storage="sram")
+    moving = [(a, b, sum(isinstance(e, Moved) for e in expected))
+              for (a, b, (_, expected)) in zip(ff, sram, pairs)]
+    assert all(a[0] == b[0] for a, b, _ in moving)
+    assert all(b[1] - a[1] == n for a, b, n in moving), [(a, b, n) for a, b, n in moving if b[1] - a[1] != n]
+    assert sum(n for *_, n in moving) > 5
 
 
 def test_selector_latency_beyond_the_issue_gap_is_refused():

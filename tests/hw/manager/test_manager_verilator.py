@@ -62,8 +62,8 @@ def test_aging_manager_on_verilator_matches_model(verilator_design):
     """The Manager built with Shared Pool aging K = 1 (the build the aging co-verification of
     tests/hw/flow/test_coverify.py also uses) on a random sequence whose selections aging
     changes: the greedy model diverges from its events."""
+    from hw.flow.manager_random import generate_with_events
     from sim.manager.manager import Manager as Model
-    from sim.manager.random_txns import generate_with_events
     from sim.manager.transactions import ProtocolError
     config, seed, txns = REDUCED.replace(aging_passes=1), 23, 5500
     pairs, _ = generate_with_events(config, seed, txns, softmax=SOFTMAX)      # as the bench does
@@ -75,6 +75,13 @@ def test_aging_manager_on_verilator_matches_model(verilator_design):
 
 
 @pytest.mark.slow
+def test_sram_storage_on_verilator(verilator_design):
+    """The reduced Manager with both pools' token records in SRAM macros (the exported
+    ``Memory`` on Verilator), one seed with DraftLogits and back-pressure."""
+    _bench(verilator_design, REDUCED, SOFTMAX, 25, "2000", logits=True, storage="sram")
+
+
+@pytest.mark.slow
 def test_illegal_transactions_on_verilator(verilator_design):
     """Illegal transactions among 600 legal ones on the reduced Manager's Verilog (the build of
     the random test): the error count and the events as the model's ProtocolError says."""
@@ -82,11 +89,12 @@ def test_illegal_transactions_on_verilator(verilator_design):
 
 
 def _bench(verilator_design, config: ManagerConfig, softmax, seed: int, txns: str, *, logits: bool,
-           selector_stage_levels: int = 0, illegal: bool = False):
+           selector_stage_levels: int = 0, illegal: bool = False, storage: str = "ff"):
     """cocotb_manager.py's random sequence ``seed`` on the Verilator build of ``config`` (its
-    Shared Pool selector pipelined every ``selector_stage_levels`` levels, 0: combinational)."""
-    design = verilator_design(design_name(config, softmax, selector_stage_levels),
-                              lambda: Manager.from_config(config, softmax,
+    Shared Pool selector pipelined every ``selector_stage_levels`` levels, 0: combinational; the
+    pools' ``storage``)."""
+    design = verilator_design(design_name(config, softmax, selector_stage_levels, storage),
+                              lambda: Manager.from_config(config, softmax, storage=storage,
                                                           selector_stage_levels=selector_stage_levels))
     design.run(BENCH, env={"SADDLE_MGR_CONFIG": json.dumps(_sizes(config)), "SADDLE_SEED": str(seed),
                            "SADDLE_MGR_SOFTMAX": json.dumps(dataclasses.asdict(softmax)),

@@ -19,6 +19,11 @@ def entry_of(ctx, dut) -> tuple:
             ctx.get(dut.best_h), ctx.get(dut.best_mb))
 
 
+def key_of(ctx, dut) -> tuple:
+    """The winner's fields the selector's key carries (the SRAM storage has no ``best_token``)."""
+    return ctx.get(dut.best_req), ctx.get(dut.best_pos), ctx.get(dut.best_h)
+
+
 async def command(ctx, dut, op, **fields):
     ctx.set(dut.op, op)
     for name, value in fields.items():
@@ -62,10 +67,12 @@ def random_session(seed: int, rounds: int, ties: bool, entries: int = ENTRIES):
 
 
 def replay(script, name, aging: int | None = None, stage_levels: int = 0, entries: int = ENTRIES,
-           fault: str | None = None):
+           fault: str | None = None, storage: str = "ff"):
     """The script on the RTL and the model; a selection starts ``dut.latency`` cycles after the
-    last insert or clear (the pipelined selector's latency), then selects one entry per cycle."""
-    dut = SharedPool(entries, REQUESTS, aging, stage_levels=stage_levels, fault=fault)
+    last insert or clear (the pipelined selector's latency), then selects one entry per cycle.
+    With SRAM storage the selected entry's token and micro-batch are checked on ``sel_*`` in the
+    cycle after its SELECT, and again one cycle later (held)."""
+    dut = SharedPool(entries, REQUESTS, aging, stage_levels=stage_levels, fault=fault, storage=storage)
     model = ModelPool(entries, aging)
     stats = {"selected": 0, "orders": []}
 
@@ -84,8 +91,16 @@ def replay(script, name, aging: int | None = None, stage_levels: int = 0, entrie
                     await ctx.tick().repeat(dut.latency)
                 for e in chosen:
                     assert ctx.get(dut.best_valid)
-                    assert entry_of(ctx, dut) == (e.request, e.position, e.token, e.h, e.microbatch)
-                    await command(ctx, dut, PoolOp.SELECT)
+                    if storage == "ff":
+                        assert entry_of(ctx, dut) == (e.request, e.position, e.token, e.h, e.microbatch)
+                        await command(ctx, dut, PoolOp.SELECT)
+                    else:
+                        assert key_of(ctx, dut) == (e.request, e.position, e.h)
+                        await command(ctx, dut, PoolOp.SELECT)
+                        assert (ctx.get(dut.sel_token), ctx.get(dut.sel_mb)) == (e.token, e.microbatch)
+                if chosen and storage == "sram":
+                    await ctx.tick()        # held while no SELECT follows
+                    assert (ctx.get(dut.sel_token), ctx.get(dut.sel_mb)) == (chosen[-1].token, chosen[-1].microbatch)
                 if aging is not None:       # the Manager's end-of-selection cycle
                     await command(ctx, dut, PoolOp.NOP, pass_end=1)
                     ctx.set(dut.pass_end, 0)
@@ -109,8 +124,15 @@ def replay(script, name, aging: int | None = None, stage_levels: int = 0, entrie
     return stats
 
 
-def test_random_against_model():
-    stats = replay(random_session(1, 25, ties=False), "shared_pool_random")
+@pytest.mark.parametrize("storage", ["ff", "sram"])
+def test_random_against_model(storage):
+    stats = replay(random_session(1, 25, ties=False), f"shared_pool_random_{storage}", storage=storage)
+    assert stats["selected"] > 50
+
+
+def test_sram_storage_with_aging_and_pipelined_selector():
+    stats = replay(random_session(4, 20, ties=True), "shared_pool_sram_k1", aging=2, stage_levels=1,
+                   storage="sram")
     assert stats["selected"] > 50
 
 

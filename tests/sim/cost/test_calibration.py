@@ -13,7 +13,8 @@ from sim.cost.gpu import load_gpu
 from sim.cost.links import load_link
 from sim.cost.pim import load_pim
 from sim.cost.system import load_hardware
-from sim.cost.validation import (
+from sim.model import FC, load_model
+from validation.compare import (
     BOUNDS,
     TABLE_FILES,
     Point,
@@ -23,7 +24,6 @@ from sim.cost.validation import (
     load_table,
     summarize,
 )
-from sim.model import FC, load_model
 
 GPU = load_gpu("a100", "attacc")
 

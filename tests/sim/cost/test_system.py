@@ -7,7 +7,6 @@ from pathlib import Path
 import pytest
 
 from common.errors import ConfigError, SaddleError
-from sim.cost.crossover import dlm_fc_crossover, tlm_attention_crossover
 from sim.cost.system import load_hardware
 from sim.model import load_model
 
@@ -106,21 +105,24 @@ def test_errors_are_clear():
         DGX.check_fits("opt-175b", [(2048, 1)] * 128)
 
 
+def _first_gpu_win(sizes, price) -> int | None:
+    """The first size at which ``price(size, "gpu")`` is faster than ``price(size, "pim")``."""
+    return next((n for n in sizes if price(n, "gpu").time_ps < price(n, "pim").time_ps), None)
+
+
 def test_crossovers_are_where_the_cheaper_side_flips():
-    b = dlm_fc_crossover(SADDLE, "opt-1.3b", context=512)
+    draft = lambda batch, fc: SADDLE.price_draft("opt-1.3b", [(512, 1)] * batch, fc=fc)
+    b = _first_gpu_win(range(1, 513), draft)
     assert b is not None and b > 1
-    below = [(512, 1)] * (b - 1)
-    at = [(512, 1)] * b
-    assert SADDLE.price_draft("opt-1.3b", below, fc="pim").time_ps <= \
-        SADDLE.price_draft("opt-1.3b", below, fc="gpu").time_ps
-    assert SADDLE.price_draft("opt-1.3b", at, fc="gpu").time_ps < \
-        SADDLE.price_draft("opt-1.3b", at, fc="pim").time_ps
-    q = tlm_attention_crossover(SADDLE, "opt-66b", batch=32, context=512)
+    assert draft(b - 1, "pim").time_ps <= draft(b - 1, "gpu").time_ps
+    assert draft(b, "gpu").time_ps < draft(b, "pim").time_ps
+
+    def verify(model):
+        return lambda q, attention: SADDLE.price_verify(model, [(512, q)] * 32, attention=attention)
+    q = _first_gpu_win(range(1, 65), verify("opt-66b"))
     assert q is not None and q > 1
     # grouped-query attention already has g = 8 queries per KV head: it flips much earlier
-    assert tlm_attention_crossover(SADDLE, "llama-3.1-70b", batch=32, context=512) < q
-    with pytest.raises(SaddleError, match="no PIM"):
-        dlm_fc_crossover(DGX, "opt-1.3b", context=512)
+    assert _first_gpu_win(range(1, 65), verify("llama-3.1-70b")) < q
 
 
 def test_energy_is_at_least_the_weight_and_kv_streams():

@@ -87,7 +87,7 @@ def test_a_second_experiment_into_one_folder_names_both(tmp_path):
 def test_a_long_check_says_what_it_is_doing(capsys, monkeypatch):
     import time
 
-    from sim.experiments.progress import announce
+    from common.progress import announce
     monkeypatch.setenv("SADDLE_PROGRESS_INTERVAL", "0.1")
     with announce("checking x", after=0.05):
         time.sleep(0.38)

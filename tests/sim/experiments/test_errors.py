@@ -387,7 +387,7 @@ def test_interrupt_is_reported_once(monkeypatch, capsys):
 def test_shipped_sweep_settings_pass_and_a_typo_is_refused(tmp_path):
     from common.config import config_path
     from common.errors import ConfigError
-    from sim.experiments.calibrate import check_settings
+    from validation.calibrate import check_settings
     settings, shape = check_settings(config_path("experiments", "calibrate"), PAIR)
     assert settings["deltas"] and shape["category"] == "creative_writing"
     bad = _write(tmp_path, (ROOT / "configs/experiments/calibrate.yaml").read_text()

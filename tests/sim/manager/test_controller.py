@@ -78,8 +78,8 @@ def test_effective_microbatch_size_counts_drafting_requests_only():
 def test_drafting_count_is_the_count_of_drafting_slots_on_random_streams():
     # The Controller keeps the count as states change (RequestSlot.state); the reference is a
     # scan of the micro-batch's slots.
+    from hw.flow.manager_random import generate
     from sim.manager import Manager
-    from sim.manager.random_txns import generate
     from tests.sim.manager.helpers import config
     cfg = config(max_requests=12, max_draft_len=8, tau=9000, shared_entries=24, eager_entries=16, micro_batches=4)
     m = Manager(cfg)

@@ -7,11 +7,11 @@ import random
 
 import pytest
 
+from hw.flow.manager_random import generate
 from sim.manager import Manager
 from sim.manager.controller import STOPPED, Controller, acceptance_bin, stops, update_h
 from sim.manager.formats import PROB_ONE, quantize_prob
 from sim.manager.manager import positions_by_request
-from sim.manager.random_txns import generate
 from sim.manager.scheduler import dlm_fc_estimate
 from sim.manager.shared_pool import PoolEntry, SharedPool
 from sim.manager.transactions import Issued, Mapping, Op, SchedulerQuery, VerifyIssue

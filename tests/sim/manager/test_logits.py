@@ -1,8 +1,8 @@
 """DraftLogits: the softmax path into the Controller."""
 import pytest
 
+from hw.flow.manager_random import generate_with_events
 from sim.manager import Manager
-from sim.manager.random_txns import generate_with_events
 from sim.manager.softmax import SoftmaxParams, softmax_greedy
 from sim.manager.transactions import (
     Drafted,

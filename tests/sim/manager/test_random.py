@@ -4,9 +4,9 @@ import functools
 
 import pytest
 
+from hw.flow.manager_random import coverage, generate, generate_with_events
 from sim.manager import Manager, ManagerConfig
 from sim.manager.controller import update_h
-from sim.manager.random_txns import coverage, generate, generate_with_events
 from sim.manager.transactions import (
     Admitted,
     Discarded,

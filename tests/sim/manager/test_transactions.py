@@ -3,7 +3,7 @@ import json
 
 import pytest
 
-from sim.manager.random_txns import generate_with_events
+from hw.flow.manager_random import generate_with_events
 from sim.manager.softmax import SoftmaxParams
 from sim.manager.transactions import (
     INPUTS,

@@ -4,9 +4,9 @@ import pytest
 
 from common.errors import SaddleError
 from common.paths import CONFIGS
+from hw.flow.manager_random import generate_with_events
 from sim.cli import main
 from sim.manager import ManagerConfig
-from sim.manager.random_txns import generate_with_events
 from sim.manager.transactions import Drafted
 from sim.manager.txlog import read_txlog, replay, write_txlog
 from tests.sim.manager.helpers import config
@@ -72,7 +72,7 @@ def test_bad_logs_name_file_and_line(tmp_path, lines, match):
 
 def test_cli_random_then_replay(tmp_path, capsys):
     out = tmp_path / "r.jsonl"
-    assert main(["manager", "random", "--seed", "2", "--length", "800", "--config",
+    assert main(["hw", "random", "--seed", "2", "--length", "800", "--config",
                  str(CONFIGS / "manager_small.yaml"), "--out", str(out)]) == 0
     assert "pending': 0" in capsys.readouterr().out
     assert main(["manager", "replay", str(out)]) == 0
@@ -89,7 +89,7 @@ def test_cli_random_then_replay(tmp_path, capsys):
 
 def _header(tmp_path):
     path = tmp_path / "good.jsonl"
-    assert main(["manager", "random", "--length", "5", "--out", str(path)]) == 0
+    assert main(["hw", "random", "--length", "5", "--out", str(path)]) == 0
     return path.read_bytes().splitlines(keepends=True)
 
 

@@ -4,9 +4,9 @@ unboxed, what the simulator sends when it is not recording) are their transactio
 random streams they leave the same state and give the answers the events would."""
 import pytest
 
+from hw.flow.manager_random import generate
 from sim.manager import Manager
 from sim.manager.manager import positions_by_request
-from sim.manager.random_txns import generate
 from sim.manager.transactions import (
     Discarded,
     DiscardReason,

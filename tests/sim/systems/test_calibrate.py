@@ -1,5 +1,5 @@
 """The calibration knob: accept levels shifted in log-odds, nothing else touched."""
-from sim.experiments.calibrate import score, shifted_config
+from validation.calibrate import score, shifted_config
 
 TEXT = """categories:
   open_qa:
@@ -27,5 +27,5 @@ def test_score_counts_violations_then_distance_to_published_speedup():
 def test_read_log_parses_printed_candidates(tmp_path):
     log = tmp_path / "cal.out"
     log.write_text("delta +0.50: violations 0, s8@8=3.21 s4@64=1.07\nchosen delta for x: +0.50\n")
-    from sim.experiments.calibrate import read_log
+    from validation.calibrate import read_log
     assert read_log(log) == {0.5: {"s8@8": 3.21, "s4@64": 1.07}}

@@ -171,7 +171,7 @@ def calibrate(pair: str, write: bool, from_log: str | None = None) -> float:
         write_default_trace(pair)
         record = {
             "pair": pair, "chosen_delta_logodds": best,
-            "method": "saddle calibrate (sim/experiments/calibrate.py): shift of every category's "
+            "method": "saddle calibrate (validation/calibrate.py): shift of every category's "
             "accept_start/accept_end in log-odds; fig3 criteria on the validation split at fig3's "
             "sequence length",
             "settings": {k: settings[k] for k in settings},
