@@ -5,7 +5,11 @@ processes (default: as ``saddle run``). Prints runs, jobs, wall seconds, CPU sec
 process and its workers (a figure that depends less on what else the machine runs), and the
 load average before and after (the machine is shared: a loaded machine is slower). The
 experiment's check (every trace read and validated, about 2 s) runs before the clock starts;
-forked workers start with what it read."""
+forked workers start with what it read.
+
+Then one SADDLE run per batch of ``--single`` (default 64 and 128, OPT-66B) in this process:
+CPU microseconds per generated token and simulated seconds per CPU second, the figures that say
+how far the per-token path is from the interpreter's floor (``--single`` with no batch skips)."""
 from __future__ import annotations
 
 import argparse
@@ -35,6 +39,8 @@ def main() -> int:
     parser.add_argument("--out", help="results folder to fill (its runs/ is emptied first)")
     parser.add_argument("--jobs", type=int, default=default_jobs(),
                         help="worker processes (default: %(default)s on this machine)")
+    parser.add_argument("--single", type=int, nargs="*", default=[64, 128], metavar="BATCH",
+                        help="batches of the single SADDLE runs (default: %(default)s)")
     args = parser.parse_args()
     experiment, runs = load_experiment(resolve_path("fig12"))
     load_before = _load()
@@ -47,7 +53,22 @@ def main() -> int:
     print(f"fig12 grid: {len(runs)} runs, jobs {args.jobs}, in {seconds:.1f} s "
           f"({seconds / len(runs):.2f} s per run), {cpu:.1f} CPU s; load average (1, 5, 15 min) before "
           f"{load_before}, after {_load()}; {os.cpu_count()} CPUs")
+    for batch in args.single:
+        single(runs, batch)
     return 0
+
+
+def single(runs: list, batch: int, pair: str = "opt-66b+opt-1.3b") -> None:
+    """One fig12 SADDLE run, timed in this process (CPU time, so other load inflates it less)."""
+    from sim.systems.run import simulate
+    p = next((r for r in runs if r.system == "saddle" and r.pair == pair and r.batch == batch), None)
+    if p is None:
+        raise SystemExit(f"--single: fig12 has no SADDLE run of {pair} at batch {batch}")
+    start = time.process_time()
+    record = simulate(p)[0]
+    cpu = time.process_time() - start
+    print(f"SADDLE {pair} batch {batch}: {cpu:.2f} CPU s, {cpu / record.tokens.generated * 1e6:.1f} "
+          f"us per generated token, {record.time_s / cpu:.1f} simulated s per CPU s")
 
 
 if __name__ == "__main__":

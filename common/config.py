@@ -168,3 +168,12 @@ def get(data: dict, key: str, kind: type | tuple[type, ...], *, source: str | Pa
     if positive and not (math.isfinite(cast(float, value)) and cast(float, value) > 0):
         raise ConfigError(f"{source}: {where}: expected a positive number, found {value!r}")
     return value
+
+
+def positive_int(text: str) -> int:
+    """An argparse ``type``: a command-line count that must be a positive integer."""
+    import argparse
+
+    if text.isdigit() and int(text) > 0:
+        return int(text)
+    raise argparse.ArgumentTypeError(f"expected a positive integer, found {text!r}")

@@ -4,6 +4,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from common.config import positive_int
+
 
 def register(subparsers) -> None:
     from report.page import FIGURES
@@ -16,11 +18,11 @@ def register(subparsers) -> None:
     p.add_argument("--figures", type=_figures, metavar="NAME,...", default=FIGURES,
                    help=f"the experiments on the page, in order (default: {','.join(FIGURES)}); a "
                         "name in configs/experiments/ or a file")
-    p.add_argument("--requests", type=_requests, metavar="N",
+    p.add_argument("--requests", type=positive_int, metavar="N",
                    help="replace each experiment's workload.requests (a quicker, reduced page)")
     p.add_argument("--no-validation", action="store_true",
                    help="leave out the cost model's validation against the reference tables")
-    p.add_argument("--jobs", "-j", type=_jobs, metavar="N",
+    p.add_argument("--jobs", "-j", type=positive_int, metavar="N",
                    help="runs simulated at once (default: the CPUs, at most 8)")
     p.set_defaults(func=report_handler)
 
@@ -30,15 +32,6 @@ def _figures(text: str) -> tuple[str, ...]:
     if not all(names):
         raise argparse.ArgumentTypeError(f"expected NAME[,NAME...], found {text!r}")
     return names
-
-
-def _requests(text: str) -> int:
-    if text.isdigit() and int(text) > 0:
-        return int(text)
-    raise argparse.ArgumentTypeError(f"expected a positive integer, found {text!r}")
-
-
-_jobs = _requests
 
 
 def report_handler(args) -> int:

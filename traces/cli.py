@@ -9,6 +9,7 @@ import json
 import sys
 from pathlib import Path
 
+from common.config import positive_int
 from common.errors import SaddleError
 
 
@@ -29,7 +30,7 @@ def register(subparsers) -> None:
                        help="model pair: the name of a configs/traces/PAIR.yaml, e.g. "
                             "opt-66b+opt-1.3b, opt-175b+opt-6.7b, llama-3.1-70b+llama-3.2-1b")
     count = synth.add_mutually_exclusive_group(required=True)
-    count.add_argument("--requests", type=_positive, metavar="N",
+    count.add_argument("--requests", type=positive_int, metavar="N",
                        help="number of requests (one block named 'all')")
     count.add_argument("--split", action="append", type=_split, metavar="NAME=N",
                        help="a block of N requests named NAME (repeat for several, in file order)")
@@ -43,7 +44,7 @@ def register(subparsers) -> None:
     synth.add_argument("--entropy", action="store_true",
                        help="add the DLM's modelled entropy (the config's entropy block; "
                             "traces/README.md)")
-    synth.add_argument("--context", type=_positive, metavar="L",
+    synth.add_argument("--context", type=positive_int, metavar="L",
                        help="extend every request past its natural end until its context "
                             "reaches L (for sequence_length L; default: natural outputs only)")
     synth.set_defaults(func=_synth)
@@ -55,7 +56,7 @@ def register(subparsers) -> None:
     stats.add_argument("file", type=Path, metavar="FILE", help="trace file (.jsonl or .jsonl.gz)")
     stats.add_argument("--json", action="store_true", help="print one JSON object")
     stats.add_argument("--plot", type=Path, metavar="DIR", help="write PNG figures into DIR")
-    stats.add_argument("--bins", type=_positive, default=10,
+    stats.add_argument("--bins", type=positive_int, default=10,
                        help="probability bins of the reliability table (default 10)")
     stats.set_defaults(func=_stats)
 
@@ -72,21 +73,11 @@ def register(subparsers) -> None:
             capture.register(sub)
 
 
-def _positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, found {text!r}")
-    return value
-
-
 def _split(text: str) -> tuple[str, int]:
     name, sep, count = text.partition("=")
     if not sep or not name:
         raise argparse.ArgumentTypeError(f"expected NAME=N, found {text!r}")
-    return name, _positive(count)
+    return name, positive_int(count)
 
 
 def _check(args) -> int:

@@ -163,7 +163,7 @@ def timing_entry(blocks: Blocks, name: str, sta: StaContext, mapping: str = "are
     """Both netlists' critical paths (as mapped, buffered) of ``name`` under ``mapping``, cached
     by the same key as its synthesis."""
     from hw.flow.sram_macro import block_liberty
-    from hw.flow.synth import repo_path
+    from hw.flow.synth import parse_liberty, repo_path
     from hw.flow.timing import block_timing, buffered_netlist, critical_path, sta_netlist
 
     work = blocks.out / blocks.work(name, mapping)
@@ -177,7 +177,8 @@ def timing_entry(blocks: Blocks, name: str, sta: StaContext, mapping: str = "are
     cpu, wall = _cpu_children(), time.monotonic()
     netlist = work / "mapped.v"
     results = []
-    liberty = block_liberty(work, sta.liberty, sta.fo4)   # with the block's SRAM macros, if any
+    liberty = block_liberty(work, sta.liberty, sta.fo4,   # with the block's SRAM macros, if any
+                            parse_liberty(sta.liberty).nand2_area)
     unbuffered = sta_netlist(netlist, name, liberty, work)
     buffered, trees = buffered_netlist(netlist, name, liberty, work, sta.config)
     for sta_v, buffering, log in ((unbuffered, None, "sta"), (buffered, trees, "sta_buffered")):

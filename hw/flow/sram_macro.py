@@ -181,19 +181,17 @@ def clear_libraries(work_dir: Path) -> None:
         (Path(work_dir) / name).unlink(missing_ok=True)
 
 
-def block_liberty(work_dir: Path, liberty: Path, fo4_ns: float) -> Path:
+def block_liberty(work_dir: Path, liberty: Path, fo4_ns: float, nand2_area: float) -> Path:
     """The liberty a block's netlists are timed with: ``liberty`` with the block's SRAM macros
-    timed by the library's FO4 (``WORK/cells_sta.lib``) when synthesis found macros, else
-    ``liberty`` itself."""
+    (sized from ``nand2_area``, the library's NAND2 area) timed by the library's FO4
+    (``WORK/cells_sta.lib``) when synthesis found macros, else ``liberty`` itself."""
     import json
-
-    from hw.flow.synth import parse_liberty
 
     spec = Path(work_dir) / "macros.json"
     if not spec.is_file():
         return Path(liberty)
     macros = [MacroModule(**{**m, "ports": tuple(tuple(p) for p in m["ports"])}) for m in json.loads(spec.read_text())]
-    cells = liberty_cells(macros, load_sram_model(), parse_liberty(liberty).nand2_area, fo4_ns)
+    cells = liberty_cells(macros, load_sram_model(), nand2_area, fo4_ns)
     out = Path(work_dir) / "cells_sta.lib"
     text = _with_cells(liberty, cells)
     if not out.is_file() or out.read_text() != text:

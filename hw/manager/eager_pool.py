@@ -78,22 +78,19 @@ class EagerEntry(wiring.Component):
         m = Module()
         valid = Signal()
         req, pos = Signal(REQUEST_ID.bits), Signal(POSITION.bits)
+        stored = [valid.eq(1), req.eq(self.req), pos.eq(self.pos)]
+        m.d.comb += [self.free.eq(~valid), self.req_match.eq(valid & (req == self.req)),
+                     self.hit.eq(self.req_match & (pos == self.pos))]
+        taken = self.take
         if self.has_payload:
             token, h = Signal(TOKEN_ID.bits), Signal(CUM_PROB.bits)
-            m.d.comb += [self.free.eq(~valid), self.req_match.eq(valid & (req == self.req)),
-                         self.hit.eq(self.req_match & (pos == self.pos)),
-                         self.token_out.eq(token), self.h_out.eq(h)]
-            with m.If(self.write):
-                m.d.sync += [valid.eq(1), req.eq(self.req), pos.eq(self.pos), token.eq(self.token), h.eq(self.h)]
-            with m.If((self.take & self.hit) | (self.drop & self.req_match)):
-                m.d.sync += valid.eq(0)
-        else:
-            m.d.comb += [self.free.eq(~valid), self.req_match.eq(valid & (req == self.req)),
-                         self.hit.eq(self.req_match & (pos == self.pos))]
-            with m.If(self.write):
-                m.d.sync += [valid.eq(1), req.eq(self.req), pos.eq(self.pos)]
-            with m.If(self.take | (self.drop & self.req_match)):
-                m.d.sync += valid.eq(0)
+            m.d.comb += [self.token_out.eq(token), self.h_out.eq(h)]
+            stored += [token.eq(self.token), h.eq(self.h)]
+            taken = self.take & self.hit
+        with m.If(self.write):
+            m.d.sync += stored
+        with m.If(taken | (self.drop & self.req_match)):
+            m.d.sync += valid.eq(0)
         return m
 
 

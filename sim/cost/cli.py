@@ -1,16 +1,10 @@
 """``saddle cost pim-attention | step | roofline``."""
 from __future__ import annotations
 
-import argparse
 import json
 
+from common.config import positive_int
 from sim.config import CALIBRATIONS
-
-
-def _positive(text: str) -> int:
-    if text.isdigit() and int(text) > 0:
-        return int(text)
-    raise argparse.ArgumentTypeError(f"expected a positive integer, found {text!r}")
 
 
 def register(subparsers) -> None:
@@ -18,13 +12,13 @@ def register(subparsers) -> None:
     sub = cost.add_subparsers(dest="cost_command", metavar="WHAT", required=True)
 
     p = sub.add_parser("pim-attention", help="N attention instances on one HBM3-PIM stack")
-    p.add_argument("--instances", type=_positive, required=True,
+    p.add_argument("--instances", type=positive_int, required=True,
                    help="attention instances (one request x one KV head each)")
-    p.add_argument("--context", type=_positive, required=True, help="keys per instance")
-    p.add_argument("--head-dim", type=_positive, required=True, help="elements per attention head")
-    p.add_argument("--query-tokens", type=_positive, default=1,
+    p.add_argument("--context", type=positive_int, required=True, help="keys per instance")
+    p.add_argument("--head-dim", type=positive_int, required=True, help="elements per attention head")
+    p.add_argument("--query-tokens", type=positive_int, default=1,
                    help="queries per instance (1 when decoding, d+1 when verifying d drafts; default 1)")
-    p.add_argument("--group", type=_positive, default=1,
+    p.add_argument("--group", type=positive_int, default=1,
                    help="query heads per KV head (grouped-query attention)")
     p.add_argument("--power-constraint", action="store_true",
                    help="MAC commands at the power-constrained spacing")
@@ -37,11 +31,11 @@ def register(subparsers) -> None:
     p = sub.add_parser("step", help="one decoding step of a whole model on a system")
     p.add_argument("--system", required=True, help="system preset (dgx-a100, attacc, saddle, specpim-4gpu)")
     p.add_argument("--model", required=True, help="model in configs/models/")
-    p.add_argument("--batch", type=_positive, required=True, help="requests in the step")
-    p.add_argument("--context", type=_positive, required=True, help="KV length of every request")
-    p.add_argument("--query-tokens", type=_positive, default=1,
+    p.add_argument("--batch", type=positive_int, required=True, help="requests in the step")
+    p.add_argument("--context", type=positive_int, required=True, help="KV length of every request")
+    p.add_argument("--query-tokens", type=positive_int, default=1,
                    help="tokens per request (1 when decoding, d+1 when verifying d drafts; default 1)")
-    p.add_argument("--devices", type=_positive, help="devices the model is split over (default: all)")
+    p.add_argument("--devices", type=positive_int, help="devices the model is split over (default: all)")
     p.add_argument("--fc", choices=("gpu", "pim"), help="override the system's FC mapping")
     p.add_argument("--attention", choices=("gpu", "pim"), help="override the attention mapping")
     p.add_argument("--power-constraint", action="store_true",
@@ -54,7 +48,7 @@ def register(subparsers) -> None:
     p = sub.add_parser("roofline", help="GPU and PIM rooflines with a pair's operators on them")
     p.add_argument("--pair", required=True, help="pair in configs/models/pairs/")
     p.add_argument("--system", default="saddle", help="system preset in configs/hardware/ (default saddle)")
-    p.add_argument("--context", type=_positive,
+    p.add_argument("--context", type=positive_int,
                    help="KV length of every request (default: half the pair's maximum)")
     p.add_argument("--out", required=True, help="output PNG")
     p.add_argument("--json", action="store_true", help="also print the plotted points")

@@ -6,6 +6,7 @@ import json
 import sys
 from pathlib import Path
 
+from common.config import positive_int
 from common.errors import SaddleError
 
 
@@ -27,7 +28,7 @@ def register(subparsers) -> None:
                      help="results folder, relative to the current directory (default: "
                           "results/<name>/ in the current directory, or $SADDLE_RESULTS/<name>/)")
     run.add_argument("--no-plot", action="store_true", help="skip the plot")
-    run.add_argument("--jobs", "-j", type=_jobs, metavar="N",
+    run.add_argument("--jobs", "-j", type=positive_int, metavar="N",
                      help="runs simulated at once, in worker processes (default: the CPUs, at most 8)")
     add_backend_args(run)
     run.set_defaults(func=run_handler)
@@ -46,7 +47,7 @@ def register(subparsers) -> None:
     stop.add_argument("--rule", required=True, help="stop rule with a parameter (confidence, calibrated, entropy)")
     stop.add_argument("--config", default="tune-stop", help="tuning settings in configs/experiments/")
     stop.add_argument("--dry-run", action="store_true", help="print the choice, do not write configs/stopping/")
-    stop.add_argument("--jobs", "-j", type=_jobs, metavar="N",
+    stop.add_argument("--jobs", "-j", type=positive_int, metavar="N",
                       help="runs simulated at once (default: the CPUs, at most 8); the runs are kept "
                            "in results/tune-stop/PAIR/, so a rerun resumes")
     stop.set_defaults(func=tune_stop_handler)
@@ -84,12 +85,6 @@ def _run_filter(text: str) -> dict:
             raise argparse.ArgumentTypeError(f"unknown field {key!r}; expected one of {', '.join(RUN_FIELDS)}")
         rule[key] = int(value) if value.isdigit() else (None if value in ("none", "null") else value)
     return rule
-
-
-def _jobs(text: str) -> int:
-    if text.isdigit() and int(text) > 0:
-        return int(text)
-    raise argparse.ArgumentTypeError(f"expected a positive integer, found {text!r}")
 
 
 def run_handler(args) -> int:

@@ -7,13 +7,14 @@ from pathlib import Path
 
 
 def register(subparsers) -> None:
-    from sim.experiments.cli import _jobs, add_backend_args
+    from common.config import positive_int
+    from sim.experiments.cli import add_backend_args
     sweep = subparsers.add_parser(
         "sweep", help="a design-space sweep: a base experiment over axes of any config key "
                       "(configs/sweeps/)")
     sweep.add_argument("file", help="sweep YAML file or name in configs/sweeps/")
     add_backend_args(sweep)
-    sweep.add_argument("--jobs", "-j", type=_jobs, metavar="N",
+    sweep.add_argument("--jobs", "-j", type=positive_int, metavar="N",
                        help="runs at once: worker processes, or the local Ray cluster's CPUs "
                             "(default: the CPUs, at most 8)")
     sweep.add_argument("--out", metavar="DIR",

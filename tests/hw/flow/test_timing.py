@@ -238,14 +238,14 @@ def test_sram_macro_is_timed_by_its_access_time(tools, tmp_path):
     clock edge (in FO4 of the library): the whole path to the output port."""
     from hw.flow.export import write_verilog
     from hw.flow.sram_macro import block_liberty, load_sram_model
-    from hw.flow.synth import synthesize
+    from hw.flow.synth import parse_liberty, synthesize
 
     sta, liberty = tools
     config = load_timing_config()
     fo4 = measure_fo4(sta, liberty, tmp_path / "fo4", config.fo4_chains)
     verilog = write_verilog(SramPort(), "sram_port", tmp_path)
     synthesize(verilog, "sram_port", liberty=liberty, work_dir=tmp_path, hierarchy="flat")
-    timed = block_liberty(tmp_path, liberty, fo4)
+    timed = block_liberty(tmp_path, liberty, fo4, parse_liberty(liberty).nand2_area)
     path = critical_path(sta, sta_netlist(tmp_path / "mapped.v", "sram_port", timed, tmp_path), "sram_port",
                          timed, tmp_path, 10.0)
     assert path.startpoint == "sram" and path.cells[0] == "SADDLE_SRAM_16x8_0"
