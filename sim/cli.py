@@ -25,6 +25,7 @@ SUBCOMMAND_MODULES = [
     "traces.cli",
     "sim.cost.cli",
     "validation.cli",
+    "tuning.cli",
     "sim.manager.cli",
     "hw.flow.cli",
     "report.cli",

@@ -1,4 +1,4 @@
-"""``saddle run [FILE]``, ``saddle tune-tau --pair PAIR`` and ``saddle tune-stop``."""
+"""``saddle run [FILE]``."""
 from __future__ import annotations
 
 import argparse
@@ -32,25 +32,6 @@ def register(subparsers) -> None:
                      help="runs simulated at once, in worker processes (default: the CPUs, at most 8)")
     add_backend_args(run)
     run.set_defaults(func=run_handler)
-
-    tune = subparsers.add_parser("tune-tau", help="choose SADDLE's tau on the validation split and store it")
-    tune.add_argument("--pair", required=True, help="model pair in configs/models/pairs/")
-    tune.add_argument("--config", default="tune-tau", help="tuning settings in configs/experiments/")
-    tune.add_argument("--dry-run", action="store_true", help="print the choice, do not write configs/tau/")
-    tune.add_argument("--from-log", metavar="FILE",
-                      help="take the taus already evaluated from an earlier run's output")
-    tune.set_defaults(func=tune_handler)
-
-    stop = subparsers.add_parser("tune-stop", help="choose a stopping rule's parameter on the "
-                                 "validation split and store it in configs/stopping/")
-    stop.add_argument("--pair", required=True, help="model pair in configs/models/pairs/")
-    stop.add_argument("--rule", required=True, help="stop rule with a parameter (confidence, calibrated, entropy)")
-    stop.add_argument("--config", default="tune-stop", help="tuning settings in configs/experiments/")
-    stop.add_argument("--dry-run", action="store_true", help="print the choice, do not write configs/stopping/")
-    stop.add_argument("--jobs", "-j", type=positive_int, metavar="N",
-                      help="runs simulated at once (default: the CPUs, at most 8); the runs are kept "
-                           "in results/tune-stop/PAIR/, so a rerun resumes")
-    stop.set_defaults(func=tune_stop_handler)
 
 
 def add_backend_args(parser) -> None:
@@ -160,15 +141,3 @@ def _describe(p) -> str:
     fields = dict(system=p.label or p.system, pair=p.pair, batch=p.batch,
                   draft_length=p.draft_length, sequence_length=p.sequence_length)
     return ",".join(f"{k}={v}" for k, v in fields.items() if v is not None)
-
-
-def tune_handler(args) -> None:
-    from sim.experiments.tune import tune_tau
-    tune_tau(args.pair, args.config, write=not args.dry_run, from_log=args.from_log)
-
-
-def tune_stop_handler(args) -> None:
-    from sim.experiments.runner import default_jobs
-    from sim.experiments.tune import tune_stop
-    tune_stop(args.pair, args.rule, args.config, write=not args.dry_run,
-              jobs=args.jobs or default_jobs())

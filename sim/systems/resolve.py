@@ -468,7 +468,7 @@ def _pool_setup(r: RunSetup, issue_rule: IssueRule | None) -> None:
     _plus_setup(r, issue_rule is IssueRule.COST, rule is CapacityRule.COST)
 
 
-PLUS_FILE = CONFIGS / "tau" / "plus"     # SADDLE+'s tuned tables: <pair>.yaml (tune_plus.py)
+PLUS_FILE = CONFIGS / "tau" / "plus"     # SADDLE+'s tuned tables: <pair>.yaml (tuning/plus.py)
 
 
 def _plus_setup(r: RunSetup, issue: bool, select: bool) -> None:
@@ -504,7 +504,7 @@ def _plus_file(pair: str, key: str) -> Any:
     value = load_yaml(path).get(key) if path.is_file() else None
     if value is None:
         raise ConfigError(f"{path}: {key}: missing: SADDLE+'s tuned tables for {pair} (give tau, "
-                          f"or tune them: python -m sim.systems.tune_plus --pair {pair})")
+                          f"or tune them: saddle tune-plus --pair {pair})")
     return value
 
 

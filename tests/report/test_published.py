@@ -100,7 +100,7 @@ def test_requests_and_requests_per_batch_exclude_each_other(tmp_path):
 def test_calibrate_and_tune_tau_run_the_experiments_sequence_length(tmp_path, monkeypatch):
     """Both fit on the workload fig3 / fig12 report: the settings' sequence_length reaches every
     simulated run, and a bad one is refused naming the file and key before anything runs."""
-    from sim.experiments import tune
+    from tuning import tau as tune
     from validation import calibrate
     seen = []
     monkeypatch.setattr(tune, "simulate", lambda p: (seen.append(p.sequence_length), (_Metrics(100.0), None))[1])
@@ -114,7 +114,7 @@ def test_calibrate_and_tune_tau_run_the_experiments_sequence_length(tmp_path, mo
 
 def test_tune_tau_finishes_from_an_earlier_runs_output(tmp_path, monkeypatch):
     from common.config import config_path, load_yaml
-    from sim.experiments import tune
+    from tuning import tau as tune
     grid = load_yaml(config_path("experiments", "tune-tau"))["tau_grid"]
     log = tmp_path / "tau.log"
     log.write_text("".join(f"tau {t:.3f}: {1000 + (50 if t == 0.6 else t):.1f} tokens/s (geomean)\n"

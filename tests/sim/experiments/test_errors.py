@@ -217,7 +217,7 @@ def test_pair_files_name_unknown_models(tmp_path, capsys, configs, no_simulation
 
 
 def test_sweep_settings_files_refuse_unknown_keys_and_pairs(tmp_path, capsys, monkeypatch):
-    import sim.experiments.tune as tune
+    import tuning.tau as tune
     monkeypatch.setattr(tune, "simulate", lambda p: (_ for _ in ()).throw(AssertionError("ran")))
     bad = _write(tmp_path, (ROOT / "configs/experiments/tune-tau.yaml").read_text()
                  .replace("tau_grid:", "tau_grd:"), "tune.yaml")

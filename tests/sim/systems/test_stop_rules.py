@@ -183,7 +183,7 @@ def test_rules_run_and_the_comparison_table(tmp_path, capsys, tiny_trace):
 def test_tune_stop_scores_every_value_and_keeps_the_best(tmp_path, capsys):
     """tune-tau's procedure for a rule's parameter, on a tiny settings file (2 natural-length
     validation requests, batch 2, two values); nothing written with write=False."""
-    from sim.experiments.tune import tune_stop
+    from tuning.tau import tune_stop
 
     settings = tmp_path / "tune.yaml"
     settings.write_text("system: saddle\nbatches: [2]\nrequests: 2\nsequence_length: null\n"

@@ -1,4 +1,4 @@
-"""SADDLE+'s tuning on the validation split (``python -m sim.systems.tune_plus --pair PAIR``):
+"""``saddle tune-plus --pair PAIR``: SADDLE+'s tables chosen on the validation split:
 for each stop rule the Controller reads (``threshold``: tau; ``calibrated``: 1 - h) and each
 batch, the threshold with the highest tokens/s of SADDLE+ with one tau (``saddle-plus-flat-tau``,
 given each candidate); then the planner's wait bound
@@ -8,7 +8,6 @@ tokens/s, and ``wait_bound``. Requests: the first 4 x batch of the split (at mos
 """
 from __future__ import annotations
 
-import argparse
 import math
 from datetime import date
 
@@ -53,17 +52,11 @@ def tune(pair: str) -> dict:
                                       for b in BATCHES) / len(BATCHES)), 1)
     data["wait_bound"] = max(WAITS, key=waits.__getitem__)
     data["wait_bound_candidates"] = waits
-    data["method"] = (f"python -m sim.systems.tune_plus --pair {pair}: saddle-plus-flat-tau on the validation "
+    data["method"] = (f"saddle tune-plus --pair {pair}: saddle-plus-flat-tau on the validation "
                       f"split, 4 x batch requests, batches {list(BATCHES)}, thresholds {list(GRID)}; "
                       f"wait bound by geometric-mean tokens/s over {list(WAITS)}")
     data["tuned_at"] = str(date.today())
-    path.write_text("# SADDLE+'s tuned Controller tables (sim/systems/tune_plus.py)\n"
+    path.write_text("# SADDLE+'s tuned Controller tables (tuning/plus.py)\n"
                     + yaml.safe_dump(data, sort_keys=False))
     return data
 
-
-if __name__ == "__main__":
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--pair", action="append", required=True)
-    for name in parser.parse_args().pair:
-        tune(name)
