@@ -186,7 +186,8 @@ def design_name(config: ManagerConfig, softmax, selector_stage_levels: int | Non
     """Build folder name of a Manager design: the sizes its Verilog depends on (one Verilator
     build per distinct design, shared by coverify and the RTL tests); the selector's stage
     levels (None: the shipped ones) when it is pipelined; ``_sram`` for the pools' SRAM storage
-    (None: the shipped storage)."""
+    (None: the shipped storage); ``_plus`` for SADDLE+ (a configuration that uses it)."""
+    from hw.manager.manager import uses_plus
     from hw.manager.sizes import pool_storage
 
     if selector_stage_levels is None:
@@ -196,7 +197,8 @@ def design_name(config: ManagerConfig, softmax, selector_stage_levels: int | Non
             f"_m{config.micro_batches}_l{softmax.lanes}_v{softmax.vocab}_x{softmax.exp_frac_bits}"
             + ("" if config.aging_passes is None else f"_a{config.aging_passes}")
             + (f"_k{selector_stage_levels}" if selector_stage_levels else "")
-            + ("_sram" if (storage or pool_storage()) == "sram" else ""))
+            + ("_sram" if (storage or pool_storage()) == "sram" else "")
+            + ("_plus" if uses_plus(config) else ""))
 
 
 def _on_verilator(config: ManagerConfig, softmax, txlog: Path, stall: float, seed: int,

@@ -16,8 +16,12 @@ from hw.manager.manager import (
     TxnKind,
     command_layout,
     event_layout,
+    uses_plus,
 )
+from hw.manager.planner import COST_BITS, fc_entries
 from sim.manager import transactions as tx
+from sim.manager.controller import TAU_BUCKETS
+from sim.manager.formats import TAU
 
 _KIND = {tx.Admit: TxnKind.ADMIT, tx.DraftToken: TxnKind.DRAFT, tx.DraftLogits: TxnKind.DRAFT,
          tx.VerifyIssue: TxnKind.ISSUE,
@@ -69,11 +73,32 @@ def acceptance_writes(config) -> list[tuple[int, int]]:
     return list(enumerate(config.acceptance_table or ()))
 
 
-def config_ports(config) -> dict:
-    """Configuration port values of a ``ManagerConfig`` (the acceptance table is written
-    through its register port: ``acceptance_writes``)."""
+def _packed(values, bits: int) -> int:
+    """``values`` as one port value, value i in bits [bits i, bits (i + 1))."""
+    return sum(v << (bits * i) for i, v in enumerate(values))
+
+
+def plus_ports(config) -> dict:
+    """SADDLE+'s configuration port values (the Manager built with ``plus``): a piece the
+    configuration leaves out is given its SADDLE equivalent (tau in every entry of the tau table,
+    the DLM FC threshold while locked too, no planner)."""
+    costs = config.pass_costs
+    fc = costs.fc if costs is not None else (0,) * fc_entries(config.shared_entries)
+    locked = config.dlm_fc_threshold_locked
+    return {"tau_table": _packed(config.tau_table or (config.tau,) * TAU_BUCKETS, TAU.bits),
+            "dlm_fc_threshold_locked": config.dlm_fc_threshold if locked is None else locked,
+            "pass_fc": _packed(fc, COST_BITS), "per_request": costs.per_request if costs else 0,
+            "wait_bound": costs.wait_bound if costs else 0,
+            "plan_select": int(bool(costs and costs.select)), "plan_issue": int(bool(costs and costs.issue))}
+
+
+def config_ports(config, plus: bool | None = None) -> dict:
+    """Configuration port values of a ``ManagerConfig`` for a Manager built with ``plus``
+    (None: ``uses_plus(config)``, as ``Manager.from_config``); the acceptance table is written
+    through its register port (``acceptance_writes``)."""
     table = config.acceptance_table
-    return {"tau": config.tau, "max_draft_len": config.max_draft_len,
+    plus = uses_plus(config) if plus is None else plus
+    return {**(plus_ports(config) if plus else {"tau": config.tau}), "max_draft_len": config.max_draft_len,
             "calibrated": int(table is not None),
             "dynamic": int(config.dynamic_mapping),
             "dlm_fc_threshold": config.dlm_fc_threshold,

@@ -53,21 +53,23 @@ class ReplayResult:
 
 def replay(config, pairs, *, softmax: SoftmaxParams | None = None, stall: float = 0.0, seed: int = 0,
            long_stalls: bool = False, name: str = "manager_replay", fault: str | None = None,
-           selector_stage_levels: int | None = None, storage: str | None = None) -> ReplayResult:
+           selector_stage_levels: int | None = None, storage: str | None = None,
+           plus: bool | None = None) -> ReplayResult:
     """Drive ``pairs`` through a ``Manager`` sized by ``config`` (``ManagerConfig``) and carrying
     ``fault`` (None: the shipped design), its Shared Pool selector pipelined every
     ``selector_stage_levels`` levels and its pools' ``storage`` (None: configs/hardware/manager_rtl.yaml),
-    and compare. ``name`` names the waveform (``SADDLE_WAVES=1``: ``build/waves/<name>.vcd``)."""
+    built with SADDLE+ (``plus``; None: if ``config`` uses it), and compare. ``name`` names the waveform (``SADDLE_WAVES=1``: ``build/waves/<name>.vcd``)."""
     uses_logits = any(isinstance(txn, DraftLogits) for txn, _ in pairs)
     if uses_logits and softmax is None:
         raise ValueError("the sequence has DraftLogits: give the softmax unit's SoftmaxParams")
     unit = softmax or IDLE_SOFTMAX
-    dut = Manager.from_config(config, unit, fault, selector_stage_levels=selector_stage_levels, storage=storage)
+    dut = Manager.from_config(config, unit, fault, selector_stage_levels=selector_stage_levels, storage=storage,
+                              plus=plus)
     rng = random.Random(seed)
     result = ReplayResult()
 
     async def bench(ctx):
-        for port, value in config_ports(config).items():
+        for port, value in config_ports(config, dut.plus).items():
             ctx.set(getattr(dut, port), value)
         for entry, value in acceptance_writes(config):
             ctx.set(dut.acceptance_write.en, 1)

@@ -33,6 +33,13 @@ Interface (``lib.wiring`` Component):
   ``rd_admitted`` (the last slot's values for a ``req`` beyond the slots).
 - ``q_mb`` -> ``drafting``: one bit per slot, admitted, drafting and in micro-batch ``q_mb``.
 - ``logits`` (in stream): the softmax unit's input (`hw.manager.softmax.Softmax`).
+- SADDLE+ (``plus``; off: none of these ports): ``tau_table`` (``TAU_BUCKETS`` UQ1.16 entries,
+  entry i in bits [17 i, 17 i + 17)) replaces ``tau``: the comparator's tau is the entry of
+  ``tau_bucket(L)``, L the admitted slots (a counter, +1 at ``ADMIT``, -1 at ``RETIRE``), held in
+  a register one cycle behind the count (no DRAFT follows an ADMIT or RETIRE that closely).
+  ``h_old``: H before the DRAFT's token (its pool entry's ``h_prev``); ``drafting_all``: one
+  bit per slot, admitted and drafting; ``gain``: the sum of ``H >> 8`` over those slots (the
+  planner's G), a register kept by every command from the slot's state before and after it.
 
 Cycle behaviour: one decision per cycle, back-to-back on the same request included; the state
 is in registers. A ``DRAFT`` of request r in cycle c needs ``pre_req`` = r in cycle c - 1: H is
@@ -53,9 +60,18 @@ from amaranth.lib.wiring import In, Out
 from hw.common.fault import checked_fault, fault_for
 from hw.common.read_mux import read
 from hw.manager.softmax import Softmax, logits_layout
-from sim.manager.controller import ACCEPTANCE_BINS
-from sim.manager.formats import MICROBATCH_ID, POSITION, PROB, PROB_ONE, REQUEST_ID, TOKEN_ID
+from sim.manager.controller import ACCEPTANCE_BINS, TAU_BUCKETS
+from sim.manager.formats import MICROBATCH_ID, POSITION, PROB, PROB_ONE, REQUEST_ID, TAU, TOKEN_ID
 from sim.manager.softmax import SoftmaxParams
+
+
+# SADDLE+'s gain term of a drafting slot: H >> 8 (sim/manager/planner.py), at most 256.
+GAIN_SHIFT = 8
+
+
+def gain_max(requests: int) -> int:
+    """The largest ``gain``: every slot drafting at H = 1.0."""
+    return requests * (PROB_ONE >> GAIN_SHIFT)
 
 
 class CtlOp(enum.Enum, shape=3):
@@ -88,16 +104,21 @@ class Controller(wiring.Component):
                                "quotient as it is, not as it will be (a cycle late)",
         "prob_factor_late": "controller: the prob operand is registered from prob, not from pre_prob (the "
                             "previous cycle's probability)",
+        "tau_bucket_by_live": "controller, SADDLE+: the tau table's entry is the bit length of L, not of L - 1",
+        "gain_kept_on_stop": "controller, SADDLE+: a draft that stops its round leaves its H in the gain sum",
     }
 
-    def __init__(self, requests: int, softmax: SoftmaxParams, *, fault: str | None = None):
+    def __init__(self, requests: int, softmax: SoftmaxParams, *, plus: bool = False, fault: str | None = None):
         if not 1 <= requests <= REQUEST_ID.max_raw + 1:
             raise ValueError(f"Controller: requests must be in [1, {REQUEST_ID.max_raw + 1}]")
-        self.requests, self.softmax_params = requests, softmax
+        self.requests, self.softmax_params, self.plus = requests, softmax, plus
         self.fault = checked_fault(fault, Controller, Softmax)
         t = range(POSITION.max_raw + 1)
+        tau = ({"tau_table": In(TAU_BUCKETS * TAU.bits)} if plus else {"tau": In(PROB.bits)})
+        plus_out = {"h_old": Out(PROB.bits), "drafting_all": Out(requests),
+                    "gain": Out(range(gain_max(requests) + 1))} if plus else {}
         super().__init__({
-            "tau": In(PROB.bits), "max_draft_len": In(t),
+            **tau, "max_draft_len": In(t),
             "calibrated": In(1), "acceptance": In(ACCEPTANCE_BINS * PROB.bits),
             "op": In(CtlOp), "op_ready": Out(1), "draft_ready": Out(1),
             "req": In(REQUEST_ID.bits), "pre_req": In(REQUEST_ID.bits), "pre_prob": In(PROB.bits),
@@ -110,6 +131,7 @@ class Controller(wiring.Component):
             "rd_next_token": Out(TOKEN_ID.bits), "rd_admitted": Out(1),
             "q_mb": In(MICROBATCH_ID.bits), "drafting": Out(requests),
             "logits": In(stream.Signature(logits_layout(softmax))),
+            **plus_out,
         })
 
     def elaborate(self, platform):
@@ -165,12 +187,13 @@ class Controller(wiring.Component):
             product.eq(h_prev * factor),
             self.h_new.eq(product >> PROB.frac),
             self.t_new.eq(self.rd_t + 1),
-            self.stop.eq((self.h_new < self.tau) | (self.t_new >= self.max_draft_len)),
         ]
+        tau = self._live_tau(m, admitted) if self.plus else self.tau
+        m.d.comb += self.stop.eq((self.h_new < tau) | (self.t_new >= self.max_draft_len))
         if self.fault == "h_compare_le":
-            m.d.comb += self.stop.eq((self.h_new <= self.tau) | (self.t_new >= self.max_draft_len))
+            m.d.comb += self.stop.eq((self.h_new <= tau) | (self.t_new >= self.max_draft_len))
         elif self.fault == "max_len_compare_gt":
-            m.d.comb += self.stop.eq((self.h_new < self.tau) | (self.t_new > self.max_draft_len))
+            m.d.comb += self.stop.eq((self.h_new < tau) | (self.t_new > self.max_draft_len))
         takes_result = Signal()
         m.d.comb += [
             takes_result.eq(((self.op == CtlOp.DRAFT) | (self.op == CtlOp.SKIP)) & self.use_logits),
@@ -185,6 +208,10 @@ class Controller(wiring.Component):
             with m.Case(CtlOp.DRAFT):
                 m.d.comb += [h_written.eq(self.op_ready), h_write.eq(self.h_new)]
 
+        if self.plus:
+            drafting_all = Cat(admitted[i] & (states[i] == SlotState.DRAFTING) for i in range(n))
+            m.d.comb += [self.h_old.eq(h_prev), self.drafting_all.eq(drafting_all)]
+            self._gain(m)
         for i in range(n):
             with m.If(self.req == i):
                 with m.Switch(self.op):
@@ -207,6 +234,46 @@ class Controller(wiring.Component):
                     with m.Case(CtlOp.RETIRE):
                         m.d.sync += admitted[i].eq(0)
         return m
+
+    def _live_tau(self, m, admitted):
+        """The comparator's tau with a tau table: a register holding the table's entry for the
+        admitted slots L (``tau_bucket``: 0 for L <= 1, then one more per doubling, at most 7)."""
+        live = Signal(range(self.requests + 1))
+        with m.Switch(self.op):
+            with m.Case(CtlOp.ADMIT):
+                m.d.sync += live.eq(live + 1)
+            with m.Case(CtlOp.RETIRE):
+                m.d.sync += live.eq(live - 1)
+        # bit_length(L - 1) capped at 7 = how many of 1, 2, 4, ..., 64 lie below L.
+        below = live if self.fault == "tau_bucket_by_live" else live - 1
+        bucket = Signal(range(TAU_BUCKETS))
+        m.d.comb += bucket.eq(sum((below >= (1 << b)) for b in range(TAU_BUCKETS - 1)))
+        tau = Signal(TAU.bits)
+        m.d.sync += tau.eq(self.tau_table.word_select(bucket, TAU.bits))
+        return tau
+
+    def _gain(self, m):
+        """``gain`` = sum of H >> 8 over the drafting slots: each command takes out the slot's
+        term before it (read at ``req``) and adds its term after it."""
+        gain = Signal.like(self.gain)
+        m.d.comb += self.gain.eq(gain)
+        before = Signal(range((PROB_ONE >> GAIN_SHIFT) + 1), name="gain_before")
+        after = Signal.like(before, name="gain_after")
+        m.d.comb += [before.eq(Mux(self.rd_admitted & (self.rd_state == SlotState.DRAFTING),
+                                   self.rd_h >> GAIN_SHIFT, 0)), after.eq(before)]
+        with m.Switch(self.op):
+            with m.Case(CtlOp.ADMIT, CtlOp.NEW_ROUND):
+                m.d.comb += after.eq(PROB_ONE >> GAIN_SHIFT)
+            with m.Case(CtlOp.DRAFT):
+                with m.If(self.op_ready):
+                    stopped = 0 if self.fault == "gain_kept_on_stop" else self.stop
+                    m.d.comb += after.eq(Mux(stopped, 0, self.h_new >> GAIN_SHIFT))
+            with m.Case(CtlOp.RESULT):
+                with m.If(self.reject):
+                    m.d.comb += after.eq(0)
+            with m.Case(CtlOp.END_ROUND, CtlOp.RETIRE):
+                m.d.comb += after.eq(0)
+        m.d.sync += gain.eq(gain - before + after)
 
     def _factor(self, m, prob, name: str):
         """The multiplier's operand for probability ``prob``: ``prob``, or with ``calibrated``

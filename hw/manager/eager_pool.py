@@ -28,6 +28,9 @@ now, so a walk looks up its next position while it takes the current one: one to
 after the first look. INSERT writes the macro at the entry it fills; an INSERT never shares a
 cycle with a ``look``, so one port suffices.
 
+SADDLE+ (``plus``): ``h`` and ``look_h`` are {H, h_prev, last} (``plus_h_bits``), stored and
+moved as one field, so a moved token keeps the planner's value (hw/manager/shared_pool.py).
+
 Structure: every entry is its own submodule (see ``hw/manager/shared_pool.py``: synthesis maps the
 entries one at a time).
 
@@ -52,6 +55,11 @@ from sim.manager.formats import CUM_PROB, MICROBATCH_ID, POSITION, REQUEST_ID, T
 FAULTY_POOL = 1
 
 
+def plus_h_bits(plus: bool) -> int:
+    """Width of the ``h`` field: H, and with SADDLE+ also h_prev and last."""
+    return CUM_PROB.bits + (CUM_PROB.bits + 1 if plus else 0)
+
+
 class EagerOp(enum.Enum, shape=2):
     NOP = 0
     INSERT = 1
@@ -66,10 +74,10 @@ class EagerEntry(wiring.Component):
     Without ``payload`` (the pools' SRAM holds token and H): no token and H ports, and ``take``
     removes the entry whatever ``hit`` says (the pools decode it from the last look's index)."""
 
-    def __init__(self, payload: bool = True):
-        self.has_payload = payload
-        data_in = {"token": In(TOKEN_ID.bits), "h": In(CUM_PROB.bits)} if payload else {}
-        data_out = {"token_out": Out(TOKEN_ID.bits), "h_out": Out(CUM_PROB.bits)} if payload else {}
+    def __init__(self, payload: bool = True, h_bits: int = CUM_PROB.bits):
+        self.has_payload, self.h_bits = payload, h_bits
+        data_in = {"token": In(TOKEN_ID.bits), "h": In(h_bits)} if payload else {}
+        data_out = {"token_out": Out(TOKEN_ID.bits), "h_out": Out(h_bits)} if payload else {}
         super().__init__({"write": In(1), "take": In(1), "drop": In(1),
                           "req": In(REQUEST_ID.bits), "pos": In(POSITION.bits), **data_in,
                           "free": Out(1), "req_match": Out(1), "hit": Out(1), **data_out})
@@ -83,7 +91,7 @@ class EagerEntry(wiring.Component):
                      self.hit.eq(self.req_match & (pos == self.pos))]
         taken = self.take
         if self.has_payload:
-            token, h = Signal(TOKEN_ID.bits), Signal(CUM_PROB.bits)
+            token, h = Signal(TOKEN_ID.bits), Signal(self.h_bits)
             m.d.comb += [self.token_out.eq(token), self.h_out.eq(h)]
             stored += [token.eq(self.token), h.eq(self.h)]
             taken = self.take & self.hit
@@ -100,7 +108,8 @@ class EagerPools(wiring.Component):
               "sram_take_by_match": "eager pools, SRAM storage: TAKE removes the entry of (req, pos), the position "
                                     "being looked up next, instead of the one looked up last"}
 
-    def __init__(self, pools: int, entries: int, requests: int, *, storage: str = "ff", fault: str | None = None):
+    def __init__(self, pools: int, entries: int, requests: int, *, storage: str = "ff", plus: bool = False,
+                 fault: str | None = None):
         if pools < 1 or entries < pools or entries % pools or requests < 1:
             raise ValueError(f"EagerPools: {entries} entries do not split over {pools} pools")
         if storage not in STORAGES:
@@ -109,13 +118,14 @@ class EagerPools(wiring.Component):
         self.pools, self.entries, self.requests = pools, entries, requests
         self.fault = checked_fault(fault, EagerPools)
         self.per_pool = entries // pools
+        self.h_bits = h_bits = plus_h_bits(plus)
         per_req = range(POSITION.max_raw + 1)
         super().__init__({
             "op": In(EagerOp),
             "mb": In(MICROBATCH_ID.bits), "req": In(REQUEST_ID.bits), "pos": In(POSITION.bits),
-            "token": In(TOKEN_ID.bits), "h": In(CUM_PROB.bits),
+            "token": In(TOKEN_ID.bits), "h": In(h_bits),
             "room_mb": In(MICROBATCH_ID.bits), "room": Out(1),
-            "look_hit": Out(1), "look_token": Out(TOKEN_ID.bits), "look_h": Out(CUM_PROB.bits),
+            "look_hit": Out(1), "look_token": Out(TOKEN_ID.bits), "look_h": Out(h_bits),
             "q_req": In(REQUEST_ID.bits), "q_n": Out(per_req),
             "holding": Out(requests),
             **({"look": In(1)} if storage == "sram" else {}),
@@ -125,7 +135,7 @@ class EagerPools(wiring.Component):
         m = Module()
         n, c = self.entries, self.per_pool
         sram = self.storage == "sram"
-        pool = [EagerEntry(payload=not sram) for _ in range(n)]
+        pool = [EagerEntry(payload=not sram, h_bits=self.h_bits) for _ in range(n)]
         per_req = range(POSITION.max_raw + 1)
         eager_n = [Signal(per_req, name=f"r{r}_eager") for r in range(self.requests)]
         occupancy = [Signal(range(c + 1), name=f"pool{k}_count") for k in range(self.pools)]
@@ -155,7 +165,7 @@ class EagerPools(wiring.Component):
             looked = Signal(range(n), name="looked_index")
             with m.If(self.look):
                 m.d.sync += looked.eq(hit_index)
-            m.submodules.sram = mem = Sram(n, TOKEN_ID.bits + CUM_PROB.bits)
+            m.submodules.sram = mem = Sram(n, TOKEN_ID.bits + self.h_bits)
             m.d.comb += [mem.addr.eq(Mux(inserting, one_hot_index(m, write, "write"), hit_index)),
                          mem.w_en.eq(inserting), mem.w_data.eq(Cat(self.token, self.h)), mem.r_en.eq(self.look),
                          self.look_token.eq(mem.r_data[:TOKEN_ID.bits]), self.look_h.eq(mem.r_data[TOKEN_ID.bits:])]

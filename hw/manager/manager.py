@@ -37,6 +37,22 @@ the last ``fly + wait + eager`` of its round, in that order (tokens leave a roun
 front, by acceptance, or all at once), so with the Controller's t every position range of
 ``Verified``, ``Discarded`` and ``Moved`` follows from the per-request counts of the pools.
 
+SADDLE+ (``plus``, off by default: then nothing below is built and the Verilog is SADDLE's):
+the model's three optional pieces (sim/manager/README.md, "SADDLE+"). Configuration ports
+instead of ``tau``: ``tau_table`` (8 UQ1.16 entries, the Controller's tau by the admitted
+requests), ``dlm_fc_threshold_locked`` (the Scheduler's DLM FC threshold while the pool is
+locked), ``pass_fc`` (the FC cost table, ``fc_entries`` x 22 bits), ``per_request``,
+``wait_bound``, ``plan_select``, ``plan_issue`` (the ``PassCosts`` fields; both low: no planner,
+SADDLE's Issue). ``hw/flow/manager_codec.py`` (``config_ports``) maps a ``ManagerConfig`` onto
+them (no tau table: tau in every entry; no locked threshold: the other one). The pool entries
+carry ``h_prev`` and ``last``. An Issue that passes the checks with a planner walks the waiting
+entries in selection order (``PLAN``: the Shared Pool PEEKs its winner, one per cycle, at most
+``capacity`` of them without ``plan_select``) into the ``Planner`` (hw/manager/planner.py), clears
+the peeks and waits for its result (``PLAN_END``); then it answers ``NOT_ISSUED`` (below
+capacity: the planner's wait, the pool held fewer than ``capacity`` tokens) or selects the best
+prefix. Cycle cost of such an Issue of k tokens with w waiting: w + k + 8 + ``PLAN_CYCLES``
+(``PLAN_CYCLES`` + w + 2 when it waits).
+
 Mutation testing: ``fault`` names one fault of ``Manager.FAULTS`` or of a block's ``FAULTS``
 (hw/common/fault.py, ``saddle hw mutate``); None, the default, is the shipped design.
 
@@ -82,13 +98,15 @@ from hw.common.fault import checked_fault, fault_for
 from hw.common.priority_encoder import first_one_hot, one_hot_index
 from hw.manager.controller import Controller, CtlOp, SlotState
 from hw.manager.eager_pool import EagerOp, EagerPools
+from hw.manager.planner import COST_BITS, LATENCY, Planner, fc_entries
 from hw.manager.scheduler import Scheduler
 from hw.manager.shared_pool import ArgmaxNode, PoolOp, SharedPool, tree_stages
 from hw.manager.sizes import pool_storage as shipped_storage
 from hw.manager.sizes import selector_stage_levels as shipped_selector_stage_levels
 from hw.manager.softmax import Softmax, logits_layout
-from sim.manager.controller import ACCEPTANCE_BINS
+from sim.manager.controller import ACCEPTANCE_BINS, TAU_BUCKETS
 from sim.manager.formats import (
+    AGE,
     CUM_PROB,
     MICROBATCH_ID,
     POOL_COUNT,
@@ -96,6 +114,7 @@ from sim.manager.formats import (
     PROB,
     PROB_ONE,
     REQUEST_ID,
+    TAU,
     THRESHOLD,
     TOKEN_ID,
     VERIFY_ID,
@@ -175,6 +194,27 @@ class _State(enum.Enum, shape=5):
     DROP_LOGITS = 21    # an illegal DraftLogits: its softmax result is dropped
 
 
+def uses_plus(config) -> bool:
+    """Whether a ``ManagerConfig`` uses one of SADDLE+'s pieces (the RTL then needs ``plus``)."""
+    return any(x is not None for x in (config.pass_costs, config.tau_table, config.dlm_fc_threshold_locked))
+
+
+def _with_states(base, name: str, **more):
+    """``base`` and the states ``more`` (name = value), as a new enum of the same shape: SADDLE+'s
+    sequencer, kept apart so that SADDLE's Verilog (whose state register names its enum's
+    members) does not change."""
+    members = enum.EnumType.__prepare__(name, (enum.Enum,), shape=5)
+    for state in base:
+        members[state.name] = state.value
+    for key, value in more.items():
+        members[key] = value
+    return enum.EnumType(name, (enum.Enum,), members, shape=5)
+
+
+# SADDLE+: the planner's walk (PLAN) and the cycles until its answer (PLAN_END).
+_PlusState = _with_states(_State, "_PlusState", PLAN=22, PLAN_END=23)
+
+
 # ``code`` of NOT_ISSUED beats and of DISCARDED beats (the model's enums, in this order).
 NOT_ISSUED_CODES = ("locked", "empty", "below_capacity")
 DISCARD_CODES = ("rejected_prefix", "shared_after_reject", "eager_after_reject", "request_retired")
@@ -216,7 +256,7 @@ class Manager(wiring.Component):
         "sram_move_unprimed": "manager, SRAM storage: the drain moves a token in its first cycle, before the "
                               "Eager Pools have looked it up (the previous look-up's token is moved)",
     }
-    BLOCKS = (Controller, Softmax, SharedPool, ArgmaxNode, EagerPools, Scheduler)   # the blocks a fault goes to
+    BLOCKS = (Controller, Softmax, SharedPool, ArgmaxNode, EagerPools, Scheduler, Planner)   # a fault's blocks
 
     # Cycles from a pool write to an Issue's first SELECT at the earliest: the write's DONE
     # beat, the next transaction's accept, the Issue's checks (see the FSM below). A pipelined
@@ -225,8 +265,10 @@ class Manager(wiring.Component):
 
     def __init__(self, *, requests: int, shared_entries: int, eager_entries: int,
                  micro_batches: int, softmax: SoftmaxParams, aging_passes: int | None = None,
-                 selector_stage_levels: int = 0, storage: str = "ff", fault: str | None = None):
+                 selector_stage_levels: int = 0, storage: str = "ff", plus: bool = False,
+                 fault: str | None = None):
         self.requests, self.shared_entries, self.aging_passes = requests, shared_entries, aging_passes
+        self.plus = plus
         self.storage = storage
         self.selector_stage_levels = selector_stage_levels
         latency = len(tree_stages(shared_entries, selector_stage_levels))
@@ -238,8 +280,13 @@ class Manager(wiring.Component):
         self.eager_entries, self.micro_batches = eager_entries, micro_batches
         self.softmax_params = softmax
         self.fault = checked_fault(fault, Manager, *self.BLOCKS)
+        tau = {"tau": In(PROB.bits)}
+        if plus:
+            tau = {"tau_table": In(TAU_BUCKETS * TAU.bits), "dlm_fc_threshold_locked": In(THRESHOLD.bits),
+                   "pass_fc": In(fc_entries(shared_entries) * COST_BITS), "per_request": In(COST_BITS),
+                   "wait_bound": In(AGE.bits), "plan_select": In(1), "plan_issue": In(1)}
         super().__init__({
-            "tau": In(PROB.bits), "max_draft_len": In(POSITION.bits),
+            **tau, "max_draft_len": In(POSITION.bits),
             "calibrated": In(1), "acceptance_write": In(acceptance_write_signature),
             "errors": Out(8), "error_kind": Out(TxnKind),
             "dynamic": In(1), "dlm_fc_threshold": In(THRESHOLD.bits),
@@ -252,33 +299,36 @@ class Manager(wiring.Component):
 
     @classmethod
     def from_config(cls, config, softmax: SoftmaxParams, fault: str | None = None, *,
-                    selector_stage_levels: int | None = None, storage: str | None = None) -> Manager:
+                    selector_stage_levels: int | None = None, storage: str | None = None,
+                    plus: bool | None = None) -> Manager:
         """Sized like a ``sim.manager.config.ManagerConfig``; the selector and the pools' storage
-        of configs/hardware/manager_rtl.yaml unless ``selector_stage_levels``, ``storage`` are given."""
+        of configs/hardware/manager_rtl.yaml unless ``selector_stage_levels``, ``storage`` are given;
+        SADDLE+ (``plus``) when the configuration uses one of its pieces, unless ``plus`` is given."""
         if selector_stage_levels is None:
             selector_stage_levels = shipped_selector_stage_levels()
         return cls(requests=config.max_requests, shared_entries=config.shared_entries,
                    eager_entries=config.eager_entries, micro_batches=config.micro_batches,
                    softmax=softmax, aging_passes=config.aging_passes,
                    selector_stage_levels=selector_stage_levels, storage=storage or shipped_storage(),
-                   fault=fault)
+                   plus=uses_plus(config) if plus is None else plus, fault=fault)
 
     def elaborate(self, platform):
         m = Module()
-        fault = self.fault
-        m.submodules.ctl = ctl = Controller(self.requests, self.softmax_params,
+        fault, plus = self.fault, self.plus
+        S = _PlusState if plus else _State
+        m.submodules.ctl = ctl = Controller(self.requests, self.softmax_params, plus=plus,
                                             fault=fault_for(fault, Controller, Softmax))
         sram = self.storage == "sram"
         m.submodules.sp = sp = SharedPool(self.shared_entries, self.requests, self.aging_passes,
                                           stage_levels=self.selector_stage_levels, storage=self.storage,
-                                          fault=fault_for(fault, SharedPool, ArgmaxNode))
+                                          plus=plus, fault=fault_for(fault, SharedPool, ArgmaxNode))
         m.submodules.ep = ep = EagerPools(self.micro_batches, self.eager_entries, self.requests,
-                                          storage=self.storage, fault=fault_for(fault, EagerPools))
-        m.submodules.sched = sched = Scheduler(self.requests, POOL_COUNT.max_raw,
+                                          storage=self.storage, plus=plus, fault=fault_for(fault, EagerPools))
+        m.submodules.sched = sched = Scheduler(self.requests, POOL_COUNT.max_raw, plus=plus,
                                                fault=fault_for(fault, Scheduler))
         wiring.connect(m, wiring.flipped(self.logits), ctl.logits)
         m.d.comb += [
-            ctl.tau.eq(self.tau), ctl.max_draft_len.eq(self.max_draft_len),
+            *([] if plus else [ctl.tau.eq(self.tau)]), ctl.max_draft_len.eq(self.max_draft_len),
             ctl.calibrated.eq(self.calibrated),
             sched.dynamic.eq(self.dynamic), sched.dlm_fc_threshold.eq(self.dlm_fc_threshold),
             sched.tlm_attention_threshold.eq(self.tlm_attention_threshold),
@@ -286,7 +336,7 @@ class Manager(wiring.Component):
             sched.static_tlm_attention_gpu.eq(self.static_tlm_attention_gpu),
         ]
 
-        state = Signal(_State)
+        state = Signal(S)
         table = [Signal(PROB.bits, name=f"acceptance{i}") for i in range(ACCEPTANCE_BINS)]
         aw = self.acceptance_write
         for i, entry in enumerate(table):
@@ -319,9 +369,11 @@ class Manager(wiring.Component):
         sel_valid = Signal()
         sel_req = Signal(REQUEST_ID.bits)
         m.d.sync += sel_valid.eq(0)
+        planner = self._plus(m, ctl, sp, ep, sched, locked) if plus else None
+        gap = Signal(range(LATENCY)) if plus else None     # PLAN_END: cycles until the planner's answer
 
         # The sequencer's next state, and the next values of the registers ``cur`` is taken from.
-        state_next = Signal(_State)
+        state_next = Signal(S)
         walk_req_next = Signal(REQUEST_ID.bits)
         sel_req_next = Signal(REQUEST_ID.bits)
         c_request_next = Signal(REQUEST_ID.bits)
@@ -380,6 +432,11 @@ class Manager(wiring.Component):
             if sram:
                 m.d.sync += token_from_pool.eq(kind == EventKind.ISSUED_TOKEN)
 
+        def select(tokens):
+            """Issue: select ``tokens`` (at most) from the next cycle."""
+            m.d.sync += [left.eq(tokens), queries.eq(0), distinct.eq(0)]
+            m.d.comb += state_next.eq(S.SELECT)
+
         def one_hot(index, name):
             bits = Signal(self.requests, name=f"{name}_bit")
             m.d.comb += bits.eq(Cat(index == i for i in range(self.requests)))
@@ -407,25 +464,25 @@ class Manager(wiring.Component):
         # The request the blocks are addressed by in the next cycle: what each state reads.
         cur_next = Signal(REQUEST_ID.bits)
         with m.Switch(state_next):
-            with m.Case(_State.SELECT):
+            with m.Case(S.SELECT):
                 m.d.comb += cur_next.eq(sel_req_next)
-            with m.Case(_State.DISCARD, _State.MOVE):
+            with m.Case(S.DISCARD, S.MOVE):
                 m.d.comb += cur_next.eq(walk_req_next)
-            with m.Case(_State.UNLOCK_REJECTED):
+            with m.Case(S.UNLOCK_REJECTED):
                 m.d.comb += cur_next.eq(rej_idx_next)
-            with m.Case(_State.DRAIN):
+            with m.Case(S.DRAIN):
                 m.d.comb += cur_next.eq(hold_idx_next)
-            with m.Case(_State.RESUME):
+            with m.Case(S.RESUME):
                 m.d.comb += cur_next.eq(pass_idx_next)
             with m.Default():
                 m.d.comb += cur_next.eq(c_request_next)
         m.d.sync += [cur_r.eq(cur if fault == "cur_register_stale" else cur_next),
-                     idle_r.eq(state_next == _State.IDLE)]
+                     idle_r.eq(state_next == S.IDLE)]
         shared_full = Signal()
         m.d.comb += shared_full.eq(sp.count == self.shared_entries)
 
         with m.Switch(state):
-            with m.Case(_State.IDLE):
+            with m.Case(S.IDLE):
                 # The blocks are addressed by the incoming command's request: the checks read
                 # them in the accepting cycle, and a DRAFT's pool choice (its request's eager
                 # tokens) is a register in the next cycle.
@@ -440,27 +497,27 @@ class Manager(wiring.Component):
                         m.d.sync += [self.error_kind.eq(cmd.kind),
                                      self.errors.eq(self.errors + (self.errors != 255))]
                         with m.If((cmd.kind == TxnKind.DRAFT) & cmd.use_logits):
-                            m.d.comb += state_next.eq(_State.DROP_LOGITS)
+                            m.d.comb += state_next.eq(S.DROP_LOGITS)
                         with m.Else():
-                            m.d.comb += state_next.eq(_State.DONE)
+                            m.d.comb += state_next.eq(S.DONE)
                     with m.Else():
                         with m.Switch(cmd.kind):
                             for kind in TxnKind:
                                 with m.Case(kind):
-                                    m.d.comb += state_next.eq(_State[kind.name])
+                                    m.d.comb += state_next.eq(S[kind.name])
 
-            with m.Case(_State.DROP_LOGITS):
+            with m.Case(S.DROP_LOGITS):
                 m.d.comb += ctl.op.eq(CtlOp.SKIP)
                 with m.If(ctl.draft_ready):
-                    m.d.comb += state_next.eq(_State.DONE)
+                    m.d.comb += state_next.eq(S.DONE)
 
-            with m.Case(_State.ADMIT):
+            with m.Case(S.ADMIT):
                 with m.If(room):
                     m.d.comb += ctl.op.eq(CtlOp.ADMIT)
                     emit(EventKind.ADMITTED, request=c.request, microbatch=c.microbatch)
-                    m.d.comb += state_next.eq(_State.DONE)
+                    m.d.comb += state_next.eq(S.DONE)
 
-            with m.Case(_State.DRAFT):
+            with m.Case(S.DRAFT):
                 to_shared = Signal()
                 pool_room = Signal()
                 shared_room = 1 if fault == "shared_full_ignored" else ~shared_full
@@ -473,13 +530,16 @@ class Manager(wiring.Component):
                              sp.pos.eq(c.position), sp.token.eq(token), sp.h.eq(ctl.h_new),
                              sp.mb.eq(c.microbatch), ep.pos.eq(c.position),
                              ep.token.eq(token), ep.h.eq(ctl.h_new)]
+                if plus:    # the planner's value of the token travels with it
+                    m.d.comb += [sp.h_prev.eq(ctl.h_old), sp.last.eq(ctl.stop),
+                                 ep.h.eq(Cat(ctl.h_new, ctl.h_old, ctl.stop))]
                 with m.If(room):
                     # A refused token's softmax result is dropped (SKIP): the DLM retries.
                     m.d.comb += ctl.op.eq(CtlOp.DRAFT if fault == "refused_draft_updates_h" else
                                           Mux(pool_room, CtlOp.DRAFT, CtlOp.SKIP))
                 with m.If(room & ctl.draft_ready & ~pool_room):
                     emit(EventKind.REFUSED, request=c.request, position=c.position, pool=~to_shared)
-                    m.d.comb += state_next.eq(_State.DONE)
+                    m.d.comb += state_next.eq(S.DONE)
                 with m.Elif(room & ctl.draft_ready):
                     with m.If(to_shared):
                         m.d.comb += sp.op.eq(PoolOp.INSERT)
@@ -487,24 +547,53 @@ class Manager(wiring.Component):
                         m.d.comb += ep.op.eq(EagerOp.INSERT)
                     emit(EventKind.DRAFTED, request=c.request, position=c.position,
                          pool=~to_shared, h=ctl.h_new, flag=ctl.stop)
-                    m.d.comb += state_next.eq(_State.DONE)
+                    m.d.comb += state_next.eq(S.DONE)
 
-            with m.Case(_State.ISSUE):
+            with m.Case(S.ISSUE):
                 with m.If(room):
                     with m.If(locked):
                         emit(EventKind.NOT_ISSUED, code=0, numerator=sp.count - sp.fly_count)
-                        m.d.comb += state_next.eq(_State.DONE)
+                        m.d.comb += state_next.eq(S.DONE)
                     with m.Elif(sp.count == 0):
                         emit(EventKind.NOT_ISSUED, code=1, numerator=0)
-                        m.d.comb += state_next.eq(_State.DONE)
+                        m.d.comb += state_next.eq(S.DONE)
                     with m.Elif((sp.count < c.capacity) & ~c.tlm_idle):
                         emit(EventKind.NOT_ISSUED, code=2, numerator=sp.count)
-                        m.d.comb += state_next.eq(_State.DONE)
+                        m.d.comb += state_next.eq(S.DONE)
                     with m.Else():
-                        m.d.sync += [left.eq(c.capacity), queries.eq(0), distinct.eq(0)]
-                        m.d.comb += state_next.eq(_State.SELECT)
+                        if plus:
+                            with m.If(self.plan_select | self.plan_issue):
+                                # SADDLE+: walk the waiting entries (all, or the capacity's first).
+                                m.d.sync += left.eq(Mux(self.plan_select, self.shared_entries, c.capacity))
+                                m.d.comb += [planner.start.eq(1), state_next.eq(S.PLAN)]
+                            with m.Else():
+                                select(c.capacity)
+                        else:
+                            select(c.capacity)
 
-            with m.Case(_State.SELECT):
+            if plus:
+                with m.Case(S.PLAN):
+                    # One PEEK per cycle, in selection order, into the planner; then the peeks
+                    # are cleared (the selector shows it before the first SELECT can come).
+                    with m.If(~sp.best_valid | (left == 0)):
+                        m.d.comb += [sp.unpeek.eq(1), state_next.eq(S.PLAN_END)]
+                        m.d.sync += gap.eq(LATENCY - 1)
+                    with m.Else():
+                        m.d.comb += sp.peek.eq(1)
+                        m.d.sync += left.eq(left - 1)
+
+                with m.Case(S.PLAN_END):
+                    with m.If(gap != 0):
+                        m.d.sync += gap.eq(gap - 1)
+                    with m.Elif(room):
+                        with m.If(self.plan_issue & (sp.count < c.capacity) & planner.wait):
+                            emit(EventKind.NOT_ISSUED, code=2, numerator=sp.count)
+                            m.d.comb += [planner.waited.eq(1), state_next.eq(S.DONE)]
+                        with m.Else():
+                            m.d.comb += planner.issued.eq(1)
+                            select(planner.best_k)
+
+            with m.Case(S.SELECT):
                 # The pass's bookkeeping runs one cycle behind the selection, on the registered
                 # winner: the request of the token selected in the previous cycle, its first
                 # in flight iff its in-flight count is still 0 (the Shared Pool counts a SELECT
@@ -520,7 +609,7 @@ class Manager(wiring.Component):
                 with m.If(room & (left != 0)):
                     m.d.comb += sp.op.eq(PoolOp.SELECT)
                 with m.If(~sp.best_valid | (left == 0)):
-                    m.d.comb += state_next.eq(_State.ISSUED)
+                    m.d.comb += state_next.eq(S.ISSUED)
                     if self.aging_passes is not None:   # the selection is complete: age the pool
                         m.d.comb += sp.pass_end.eq(1)
                 with m.Elif(room):
@@ -531,24 +620,24 @@ class Manager(wiring.Component):
                                  sel_valid.eq(1), sel_req.eq(sp.best_req)]
                     m.d.comb += sel_req_next.eq(sp.best_req)
 
-            with m.Case(_State.ISSUED):
+            with m.Case(S.ISSUED):
                 with m.If(room):
                     emit(EventKind.ISSUED, verification=vid)
                     m.d.sync += locked.eq(1)
-                    m.d.comb += state_next.eq(_State.LOCKED)
+                    m.d.comb += state_next.eq(S.LOCKED)
 
-            with m.Case(_State.LOCKED):
+            with m.Case(S.LOCKED):
                 with m.If(room):
                     emit(EventKind.LOCKED, verification=vid)
-                    m.d.comb += state_next.eq(_State.MAP_TLM)
+                    m.d.comb += state_next.eq(S.MAP_TLM)
 
-            with m.Case(_State.MAP_TLM):
+            with m.Case(S.MAP_TLM):
                 with m.If(room):
                     emit(EventKind.MAPPING, tlm=1, gpu=sched.tlm_attention_gpu, numerator=queries,
                          denominator=distinct)
-                    m.d.comb += state_next.eq(_State.DONE)
+                    m.d.comb += state_next.eq(S.DONE)
 
-            with m.Case(_State.RESULT):
+            with m.Case(S.RESULT):
                 with m.If(room):
                     first = Signal(POSITION.bits)
                     reject = reject_r       # accepted < fly, registered when the command was accepted
@@ -567,18 +656,18 @@ class Manager(wiring.Component):
                     with m.If(reject):
                         m.d.sync += rejected.eq(rejected | one_hot(c.request, "result"))
                         with m.If(c.accepted + 1 < fly):
-                            m.d.comb += state_next.eq(_State.DISCARD)
+                            m.d.comb += state_next.eq(S.DISCARD)
                         with m.Elif(wait != 0):
                             m.d.sync += [pos.eq(first + fly), pos_end.eq(first + fly + wait - 1),
                                          code.eq(1)]
-                            m.d.comb += state_next.eq(_State.DISCARD)
+                            m.d.comb += state_next.eq(S.DISCARD)
                         with m.Else():
-                            m.d.comb += state_next.eq(_State.DONE)
+                            m.d.comb += state_next.eq(S.DONE)
                     with m.Else():
-                        m.d.comb += state_next.eq(_State.DONE)
+                        m.d.comb += state_next.eq(S.DONE)
                     m.d.sync += wait_left.eq(wait)
 
-            with m.Case(_State.DISCARD):
+            with m.Case(S.DISCARD):
                 # One DISCARDED beat per position pos..pos_end of walk_req with reason `code`.
                 with m.If(room):
                     emit(EventKind.DISCARDED, request=walk_req, position=pos, code=code)
@@ -589,36 +678,36 @@ class Manager(wiring.Component):
                                 with m.If(wait_left != 0):
                                     m.d.sync += [pos.eq(pos + 1), pos_end.eq(pos + wait_left), code.eq(1)]
                                 with m.Else():
-                                    m.d.comb += state_next.eq(_State.DONE)
+                                    m.d.comb += state_next.eq(S.DONE)
                             with m.Case(1):
-                                m.d.comb += state_next.eq(_State.DONE)
+                                m.d.comb += state_next.eq(S.DONE)
                             with m.Case(2):         # eager tokens of a rejected request
                                 m.d.comb += [cur_mb.eq(ctl.rd_mb), ep.op.eq(EagerOp.DROP)]
                                 m.d.sync += rejected.eq(rejected & ~one_hot(walk_req, "drop"))
-                                m.d.comb += state_next.eq(_State.UNLOCK_REJECTED)
+                                m.d.comb += state_next.eq(S.UNLOCK_REJECTED)
                             with m.Case(3):
-                                m.d.comb += state_next.eq(_State.RETIRED)
+                                m.d.comb += state_next.eq(S.RETIRED)
 
-            with m.Case(_State.UNLOCK):
+            with m.Case(S.UNLOCK):
                 with m.If(room):
                     emit(EventKind.UNLOCKED, verification=vid)
                     m.d.sync += locked.eq(0)
-                    m.d.comb += state_next.eq(_State.UNLOCK_REJECTED)
+                    m.d.comb += state_next.eq(S.UNLOCK_REJECTED)
 
-            with m.Case(_State.UNLOCK_REJECTED):
+            with m.Case(S.UNLOCK_REJECTED):
                 # Discard the eager tokens of each rejected request, ascending request id.
                 with m.If(~rej_fresh):
                     pass
                 with m.Elif(1 if fault == "eager_moved_on_reject" else ~rej_any):
-                    m.d.comb += state_next.eq(_State.DRAIN)
+                    m.d.comb += state_next.eq(S.DRAIN)
                 with m.Elif(eager == 0):
                     m.d.sync += rejected.eq(rejected & ~rej_bit)
                 with m.Else():
                     m.d.sync += [walk_req.eq(rej_idx), pos.eq(t - eager + 1), pos_end.eq(t), code.eq(2)]
                     m.d.comb += walk_req_next.eq(rej_idx)
-                    m.d.comb += state_next.eq(_State.DISCARD)
+                    m.d.comb += state_next.eq(S.DISCARD)
 
-            with m.Case(_State.DRAIN):
+            with m.Case(S.DRAIN):
                 # Eager tokens to the Shared Pool while it has room: ascending request, position.
                 if sram:
                     m.d.sync += primed.eq(0)
@@ -626,19 +715,22 @@ class Manager(wiring.Component):
                     pass
                 with m.Elif(~hold_any | shared_full):
                     with m.If(c.kind == TxnKind.UNLOCK):
-                        m.d.comb += state_next.eq(_State.RESUME)
+                        m.d.comb += state_next.eq(S.RESUME)
                     with m.Else():
-                        m.d.comb += state_next.eq(_State.DONE)
+                        m.d.comb += state_next.eq(S.DONE)
                 with m.Else():
                     m.d.comb += walk_req_next.eq(hold_idx)
                     m.d.sync += [walk_req.eq(hold_idx), walk_mb.eq(ctl.rd_mb), pos.eq(t - eager + 1),
                                  pos_end.eq(t)]
-                    m.d.comb += state_next.eq(_State.MOVE)
+                    m.d.comb += state_next.eq(S.MOVE)
 
-            with m.Case(_State.MOVE):
+            with m.Case(S.MOVE):
                 m.d.comb += [cur_mb.eq(walk_mb), ep.pos.eq(pos),
                              sp.pos.eq(pos), sp.mb.eq(walk_mb), sp.token.eq(ep.look_token),
                              sp.h.eq(ep.look_h)]
+                if plus:
+                    m.d.comb += [sp.h_prev.eq(ep.look_h[CUM_PROB.bits:2 * CUM_PROB.bits]),
+                                 sp.last.eq(ep.look_h[-1])]
                 # SRAM: the first cycle looks up the first position (``primed``); from then on
                 # each cycle takes the token looked up in the previous one and looks up the next.
                 move = room & (primed | (fault == "sram_move_unprimed")) if sram else room
@@ -651,9 +743,9 @@ class Manager(wiring.Component):
                     m.d.sync += pos.eq(pos + 1)
                     filled = sp.count + 1 == self.shared_entries
                     with m.If(pos == pos_end if fault == "move_ignores_full" else (pos == pos_end) | filled):
-                        m.d.comb += state_next.eq(_State.DRAIN)
+                        m.d.comb += state_next.eq(S.DRAIN)
 
-            with m.Case(_State.RESUME):
+            with m.Case(S.RESUME):
                 # New rounds for the verification's requests that are rejected or done.
                 slot_state = ctl.rd_state
                 restart = Signal()
@@ -663,7 +755,7 @@ class Manager(wiring.Component):
                     pass
                 with m.Elif(~pass_any):
                     m.d.sync += [vid.eq(vid + 1), rejected.eq(0), resulted.eq(0)]
-                    m.d.comb += state_next.eq(_State.DONE)
+                    m.d.comb += state_next.eq(S.DONE)
                 with m.Elif(~restart):
                     m.d.sync += in_pass.eq(in_pass & ~pass_bit)
                 with m.Elif(room):
@@ -672,51 +764,70 @@ class Manager(wiring.Component):
                          flag=slot_state == SlotState.REJECTED)
                     m.d.sync += in_pass.eq(in_pass & ~pass_bit)
 
-            with m.Case(_State.QUERY):
+            with m.Case(S.QUERY):
                 with m.If(room):
                     emit(EventKind.MAPPING, tlm=0, gpu=sched.dlm_fc_gpu, numerator=sched.drafting_count,
                          denominator=1, microbatch=c.microbatch)
-                    m.d.comb += state_next.eq(_State.DONE)
+                    m.d.comb += state_next.eq(S.DONE)
 
-            with m.Case(_State.END_ROUND):
+            with m.Case(S.END_ROUND):
                 with m.If(room):
                     m.d.comb += ctl.op.eq(CtlOp.END_ROUND)
                     emit(EventKind.ROUND_ENDED, request=c.request, position=t, h=ctl.rd_h)
                     with m.If(none_left):
-                        m.d.comb += state_next.eq(_State.END_RESUME)
+                        m.d.comb += state_next.eq(S.END_RESUME)
                     with m.Else():
-                        m.d.comb += state_next.eq(_State.DONE)
+                        m.d.comb += state_next.eq(S.DONE)
 
-            with m.Case(_State.END_RESUME):
+            with m.Case(S.END_RESUME):
                 with m.If(room):
                     m.d.comb += ctl.op.eq(CtlOp.NEW_ROUND)
                     emit(EventKind.RESUMED, request=c.request, token=ctl.rd_next_token, flag=0)
-                    m.d.comb += state_next.eq(_State.DONE)
+                    m.d.comb += state_next.eq(S.DONE)
 
-            with m.Case(_State.RETIRE):
+            with m.Case(S.RETIRE):
                 # The waiting and eager tokens (the last wait + eager of the round) are discarded.
                 m.d.sync += [walk_req.eq(c.request), pos.eq(first_r), pos_end.eq(t), code.eq(3)]
                 m.d.comb += walk_req_next.eq(c.request)
                 with m.If(~none_left):
-                    m.d.comb += state_next.eq(_State.DISCARD)
+                    m.d.comb += state_next.eq(S.DISCARD)
                 with m.Else():
-                    m.d.comb += state_next.eq(_State.RETIRED)
+                    m.d.comb += state_next.eq(S.RETIRED)
 
-            with m.Case(_State.RETIRED):
+            with m.Case(S.RETIRED):
                 with m.If(room):
                     m.d.comb += [sp.op.eq(PoolOp.CLEAR), sp.clear_wait.eq(1), sp.clear_fly.eq(0),
                                  ep.op.eq(EagerOp.DROP), cur_mb.eq(ctl.rd_mb), ctl.op.eq(CtlOp.RETIRE)]
                     emit(EventKind.RETIRED, request=c.request)
                     with m.If(0 if fault == "retire_drains_while_locked" else locked):
-                        m.d.comb += state_next.eq(_State.DONE)
+                        m.d.comb += state_next.eq(S.DONE)
                     with m.Else():
-                        m.d.comb += state_next.eq(_State.DRAIN)
+                        m.d.comb += state_next.eq(S.DRAIN)
 
             with m.Default():   # DONE
                 with m.If(room):
                     emit(EventKind.DONE)
-                    m.d.comb += state_next.eq(_State.IDLE)
+                    m.d.comb += state_next.eq(S.IDLE)
         return m
+
+    def _plus(self, m, ctl, sp, ep, sched, locked):
+        """SADDLE+'s configuration wiring and the Planner, fed by the Shared Pool's PEEKs: the
+        winner's request and H registered at the PEEK, its h_prev and last from the pool."""
+        m.submodules.planner = planner = Planner(self.shared_entries, self.requests,
+                                                 fault=fault_for(self.fault, Planner))
+        m.d.comb += [ctl.tau_table.eq(self.tau_table), sched.locked.eq(locked),
+                     sched.dlm_fc_threshold_locked.eq(self.dlm_fc_threshold_locked),
+                     planner.fc.eq(self.pass_fc), planner.per_request.eq(self.per_request),
+                     planner.wait_bound.eq(self.wait_bound), planner.select.eq(self.plan_select),
+                     planner.drafting.eq(ctl.drafting_all), planner.holding.eq(sp.holding | ep.holding),
+                     planner.gain.eq(ctl.gain)]
+        peeked = Signal()
+        peeked_req = Signal(REQUEST_ID.bits)
+        peeked_h = Signal(CUM_PROB.bits)
+        m.d.sync += [peeked.eq(sp.peek & sp.best_valid), peeked_req.eq(sp.best_req), peeked_h.eq(sp.best_h)]
+        m.d.comb += [planner.valid.eq(peeked), planner.req.eq(peeked_req), planner.h.eq(peeked_h),
+                     planner.h_prev.eq(sp.peek_hprev), planner.last.eq(sp.peek_last)]
+        return planner
 
     def _illegal(self, m, cmd, ctl, locked, in_pass, resulted, fly, t):
         """Whether ``cmd`` is illegal (``ILLEGAL_CHECKS``), with the Controller and the Shared

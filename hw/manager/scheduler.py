@@ -10,6 +10,8 @@ The model's rules (``sim.manager.scheduler``), as combinational logic:
   multiplication, no division.
 - With ``dynamic`` low the static mapping (``static_dlm_fc_gpu``, ``static_tlm_attention_gpu``)
   is returned.
+- SADDLE+ (``plus``; off: no such port): while ``locked`` (a pass runs) DLM FC compares with
+  ``dlm_fc_threshold_locked`` instead (the model's pass-aware Scheduler).
 
 Interface: all ports are plain signals; outputs are valid in the cycle the inputs are (the
 Manager registers them into its event stream). Device encoding: 1 = GPU, 0 = PIM.
@@ -23,6 +25,7 @@ from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
 from hw.common.fault import checked_fault
+from hw.common.popcount import popcount
 from sim.manager.formats import THRESHOLD
 
 
@@ -31,12 +34,16 @@ class Scheduler(wiring.Component):
         "dlm_fc_compare_reversed": "scheduler: DLM FC on the GPU iff b <= threshold (the model: b >= threshold)",
         "tlm_attention_strict": "scheduler: TLM attention on the GPU iff queries > threshold x requests "
                                 "(the model: >=)",
+        "locked_threshold_inverted": "scheduler, SADDLE+: DLM FC compares with the locked threshold while the "
+                                     "Shared Pool is unlocked, and with the other one while it is locked",
     }
 
-    def __init__(self, requests: int, max_queries: int, *, fault: str | None = None):
-        self.requests, self.max_queries = requests, max_queries
+    def __init__(self, requests: int, max_queries: int, *, plus: bool = False, fault: str | None = None):
+        self.requests, self.max_queries, self.plus = requests, max_queries, plus
         self.fault = checked_fault(fault, Scheduler)
+        locked = {"locked": In(1), "dlm_fc_threshold_locked": In(THRESHOLD.bits)} if plus else {}
         super().__init__({
+            **locked,
             "dynamic": In(1),
             "dlm_fc_threshold": In(THRESHOLD.bits), "tlm_attention_threshold": In(THRESHOLD.bits),
             "static_dlm_fc_gpu": In(1), "static_tlm_attention_gpu": In(1),
@@ -48,25 +55,19 @@ class Scheduler(wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
-        terms = [self.drafting[i] for i in range(self.requests)]
-        level = 0
-        while len(terms) > 1:
-            nxt = []
-            for j in range(0, len(terms) - 1, 2):
-                s = Signal(range(2 ** (level + 1) + 1), name=f"pop{level}_{j // 2}")
-                m.d.comb += s.eq(terms[j] + terms[j + 1])
-                nxt.append(s)
-            if len(terms) % 2:
-                nxt.append(terms[-1])
-            terms, level = nxt, level + 1
-        m.d.comb += self.drafting_count.eq(terms[0])
+        m.d.comb += self.drafting_count.eq(popcount(m, self.drafting))
 
         scaled = Signal(THRESHOLD.bits + len(self.query_requests))
         m.d.comb += scaled.eq(self.tlm_attention_threshold * self.query_requests)
-        fc_gpu = self.drafting_count >= self.dlm_fc_threshold
+        threshold = self.dlm_fc_threshold
+        if self.plus:
+            threshold = Signal(THRESHOLD.bits)
+            locked = ~self.locked if self.fault == "locked_threshold_inverted" else self.locked
+            m.d.comb += threshold.eq(Mux(locked, self.dlm_fc_threshold_locked, self.dlm_fc_threshold))
+        fc_gpu = self.drafting_count >= threshold
         attention_gpu = self.queries >= scaled
         if self.fault == "dlm_fc_compare_reversed":
-            fc_gpu = self.drafting_count <= self.dlm_fc_threshold
+            fc_gpu = self.drafting_count <= threshold
         elif self.fault == "tlm_attention_strict":
             attention_gpu = self.queries > scaled
         m.d.comb += [

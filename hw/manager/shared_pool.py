@@ -55,6 +55,16 @@ the cycle after it, held until the next SELECT (the macro's one cycle of read la
 Manager puts it straight into its ISSUED_TOKEN beat, so no cycle is added). INSERT writes the
 macro at the lowest free entry; INSERT and SELECT never share a cycle, so one port suffices.
 
+SADDLE+ (``plus``; off: none of this is built): each entry also keeps ``h_prev`` and ``last``
+(the planner's value of the token, sim/manager/planner.py), in the payload (flip-flops: carried
+by the tree; SRAM: in the macro's word), and a ``peeked`` flag that takes it out of the key's
+waiting bit. ``peek`` marks ``best`` peeked (the planner's walk in selection order: the
+pipelined selector drops it as it drops a SELECTed entry, so one PEEK per cycle), ``unpeek``
+clears every flag (``best_*`` shows it after the selector's latency, as an INSERT). ``peek_hprev``,
+``peek_last``: the payload of the entry PEEKed in the previous cycle (a register, or the macro's
+read), held until the next PEEK or SELECT. ``holding``: one bit per request with a token in the
+pool, waiting or in flight. Counts and aging ignore PEEK.
+
 Structure: every entry and every tree node is its own submodule, so that the exported Verilog
 keeps them as modules and synthesis can map them one at a time (``hw/flow/synth.py``, method
 ``osu018-hier``) instead of optimizing one flat 200k-gate netlist.
@@ -77,6 +87,7 @@ from sim.manager.formats import AGE, CUM_PROB, MICROBATCH_ID, POSITION, REQUEST_
 
 KEY_BITS = 1 + CUM_PROB.bits + REQUEST_ID.bits + POSITION.bits     # without aging (one more with)
 PAYLOAD_BITS = TOKEN_ID.bits + MICROBATCH_ID.bits
+PLUS_BITS = CUM_PROB.bits + 1       # SADDLE+: h_prev and last, after the payload
 
 
 class PoolOp(enum.Enum, shape=2):
@@ -97,18 +108,25 @@ class CamEntry(wiring.Component):
     ``clear_wait`` names; at most one of the three per cycle. ``key`` = {waiting, H, ~request,
     ~position} (the selector's order), ``payload`` = {micro-batch, token}, ``free`` = not valid.
     With ``aging_passes``: ``selecting`` (a SELECT of a token of request ``req`` this cycle) and
-    ``pass_end`` age the entry, and ``key`` = {waiting, aged, H, ~request, ~position}."""
+    ``pass_end`` age the entry, and ``key`` = {waiting, aged, H, ~request, ~position}. With
+    ``plus``: ``h_prev`` and ``last`` stored (in ``payload`` after micro-batch and token),
+    ``peek`` (this entry is PEEKed) and ``unpeek`` set and clear ``peeked``, which is not waiting."""
 
-    def __init__(self, aging_passes: int | None = None, *, payload: bool = True, fault: str | None = None):
-        self.aging_passes, self.has_payload = aging_passes, payload
+    def __init__(self, aging_passes: int | None = None, *, payload: bool = True, plus: bool = False,
+                 fault: str | None = None):
+        self.aging_passes, self.has_payload, self.plus = aging_passes, payload, plus
         self.fault = fault      # one of SharedPool.FAULTS' aging faults, for mutation testing
         fields = _entry_fields()
         if not payload:
             del fields["token"], fields["mb"]
         ports = {"write": In(1), "select": In(1), "clear": In(1), "clear_fly": In(1),
                  "clear_wait": In(1), **fields, "free": Out(1), "key": Out(key_bits(aging_passes))}
+        if plus:
+            ports.update(peek=In(1), unpeek=In(1))
+            if payload:
+                ports.update(h_prev=In(CUM_PROB.bits), last=In(1))
         if payload:
-            ports["payload"] = Out(PAYLOAD_BITS)
+            ports["payload"] = Out(PAYLOAD_BITS + (PLUS_BITS if plus else 0))
         if aging_passes is not None:
             ports.update(selecting=In(1), pass_end=In(1))
         super().__init__(ports)
@@ -120,12 +138,26 @@ class CamEntry(wiring.Component):
         req, mb, pos = Signal(REQUEST_ID.bits), Signal(MICROBATCH_ID.bits) if payload else None, Signal(POSITION.bits)
         token, h = Signal(TOKEN_ID.bits) if payload else None, Signal(CUM_PROB.bits)
         k = self.aging_passes
+        waiting = valid & ~fly
+        stored_payload = Cat(token, mb) if payload else None
+        if self.plus:
+            peeked = Signal()
+            waiting = waiting & ~peeked
+            with m.If(self.peek):
+                m.d.sync += peeked.eq(1)
+            with m.If(self.unpeek):
+                m.d.sync += peeked.eq(0)
+            if payload:
+                h_prev, last = Signal(CUM_PROB.bits), Signal()
+                stored_payload = Cat(token, mb, h_prev, last)
+                with m.If(self.write):
+                    m.d.sync += [h_prev.eq(self.h_prev), last.eq(self.last)]
         if k is None:
-            key = Cat(~pos, ~req, h, valid & ~fly)
+            key = Cat(~pos, ~req, h, waiting)
         else:
             age, served = Signal(range(k + 1)), Signal()
-            key = Cat(~pos, ~req, h, age == k, valid & ~fly)
-        m.d.comb += [self.key.eq(key), *([self.payload.eq(Cat(token, mb))] if payload else []), self.free.eq(~valid)]
+            key = Cat(~pos, ~req, h, age == k, waiting)
+        m.d.comb += [self.key.eq(key), *([self.payload.eq(stored_payload)] if payload else []), self.free.eq(~valid)]
         if k is not None:
             with m.If(self.selecting & valid & (req == self.req)):
                 m.d.sync += served.eq(1)
@@ -401,7 +433,8 @@ class SharedPool(wiring.Component):
     _ENTRY_FAULTS = ("aging_served_not_reset", "aging_write_keeps_age")
 
     def __init__(self, entries: int, requests: int, aging_passes: int | None = None, *,
-                 stage_levels: int | tuple[int, ...] = 0, storage: str = "ff", fault: str | None = None):
+                 stage_levels: int | tuple[int, ...] = 0, storage: str = "ff", plus: bool = False,
+                 fault: str | None = None):
         if entries < 2 or requests < 1:
             raise ValueError("SharedPool: entries >= 2 and requests >= 1 expected")
         if storage not in STORAGES:
@@ -410,13 +443,15 @@ class SharedPool(wiring.Component):
         if aging_passes is not None and not 1 <= aging_passes <= AGE.max_raw:
             raise ValueError(f"SharedPool: aging_passes in [1, {AGE.max_raw}] or None expected")
         self.entries, self.requests, self.aging_passes = entries, requests, aging_passes
-        self.stage_levels = stage_levels
+        self.stage_levels, self.plus = stage_levels, plus
         self.latency = len(tree_stages(entries, stage_levels))
         self.fault = checked_fault(fault, SharedPool, ArgmaxNode)
         per_req = range(POSITION.max_raw + 1)
         aging = {} if aging_passes is None else {"pass_end": In(1)}
+        plus_ports = {"h_prev": In(CUM_PROB.bits), "last": In(1), "peek": In(1), "unpeek": In(1),
+                      "peek_hprev": Out(CUM_PROB.bits), "peek_last": Out(1), "holding": Out(requests)} if plus else {}
         super().__init__({
-            **aging,
+            **aging, **plus_ports,
             "op": In(PoolOp),
             "req": In(REQUEST_ID.bits), "mb": In(MICROBATCH_ID.bits), "pos": In(POSITION.bits),
             "token": In(TOKEN_ID.bits), "h": In(CUM_PROB.bits),
@@ -436,14 +471,18 @@ class SharedPool(wiring.Component):
         n = self.entries
         entry_fault = self.fault if self.fault in self._ENTRY_FAULTS else None
         sram = self.storage == "sram"
-        cam = [CamEntry(self.aging_passes, payload=not sram, fault=entry_fault) for _ in range(n)]
+        cam = [CamEntry(self.aging_passes, payload=not sram, plus=self.plus, fault=entry_fault) for _ in range(n)]
         per_req = range(POSITION.max_raw + 1)
         wait_n = [Signal(per_req, name=f"r{r}_wait") for r in range(self.requests)]
         fly_n = [Signal(per_req, name=f"r{r}_fly") for r in range(self.requests)]
 
         best_idx = Signal(range(n))
         inserting, selecting = Signal(), Signal()
-        selected = (selecting, best_idx) if self.latency else None
+        taking = selecting      # the winner leaves the tree: SELECT (and PEEK)
+        if self.plus:
+            peeking, taking = Signal(), Signal()
+            m.d.comb += [peeking.eq(self.peek & self.best_valid), taking.eq(selecting | peeking)]
+        selected = (taking, best_idx) if self.latency else None
         best_key, best_payload, best_index = argmax_tree(m, [(e.key, C(0, 0) if sram else e.payload) for e in cam],
                                                          "sel",
                                                          fault_for(self.fault, ArgmaxNode),
@@ -456,7 +495,7 @@ class SharedPool(wiring.Component):
             self.best_req.eq(~best_key[POSITION.bits:POSITION.bits + REQUEST_ID.bits]),
             self.best_pos.eq(~best_key[:POSITION.bits]),
             *([] if sram else [self.best_token.eq(best_payload[:TOKEN_ID.bits]),
-                               self.best_mb.eq(best_payload[TOKEN_ID.bits:])]),
+                               self.best_mb.eq(best_payload[TOKEN_ID.bits:PAYLOAD_BITS])]),
         ]
 
         free = Signal(n)
@@ -477,14 +516,27 @@ class SharedPool(wiring.Component):
                          e.clear_wait.eq(self.clear_wait), e.req.eq(entry_req),
                          *([] if sram else [e.mb.eq(self.mb)]), e.pos.eq(self.pos),
                          *([] if sram else [e.token.eq(self.token)]), e.h.eq(self.h)]
+            if self.plus:
+                m.d.comb += [e.peek.eq(peeking & (best_idx == i)), e.unpeek.eq(self.unpeek),
+                             *([] if sram else [e.h_prev.eq(self.h_prev), e.last.eq(self.last)])]
         if sram:
             # The payload: written at the free entry by INSERT, read at the winner by SELECT.
-            m.submodules.sram = mem = Sram(n, PAYLOAD_BITS)
+            word = Cat(self.token, self.mb, *([self.h_prev, self.last] if self.plus else []))
+            m.submodules.sram = mem = Sram(n, len(word))
             m.d.comb += [mem.addr.eq(Mux(inserting, one_hot_index(m, free_one_hot, "free"), best_idx)),
-                         mem.w_en.eq(inserting), mem.w_data.eq(Cat(self.token, self.mb)),
-                         mem.r_en.eq(1 if self.fault == "sram_read_every_cycle" else selecting),
+                         mem.w_en.eq(inserting), mem.w_data.eq(word),
+                         mem.r_en.eq(1 if self.fault == "sram_read_every_cycle" else taking),
                          self.sel_token.eq(mem.r_data[:TOKEN_ID.bits]),
-                         self.sel_mb.eq(mem.r_data[TOKEN_ID.bits:])]
+                         self.sel_mb.eq(mem.r_data[TOKEN_ID.bits:PAYLOAD_BITS])]
+        if self.plus:
+            if sram:
+                m.d.comb += [self.peek_hprev.eq(mem.r_data[PAYLOAD_BITS:PAYLOAD_BITS + CUM_PROB.bits]),
+                             self.peek_last.eq(mem.r_data[-1])]
+            else:
+                with m.If(taking):
+                    m.d.sync += [self.peek_hprev.eq(best_payload[PAYLOAD_BITS:PAYLOAD_BITS + CUM_PROB.bits]),
+                                 self.peek_last.eq(best_payload[-1])]
+            m.d.comb += self.holding.eq(Cat((wait_n[r] != 0) | (fly_n[r] != 0) for r in range(self.requests)))
 
         count = Signal(range(n + 1))
         fly_count = Signal(range(n + 1))
