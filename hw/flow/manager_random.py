@@ -9,6 +9,11 @@ Phases force the corner cases: ``flood`` (drafting without verifying: full Share
 ``long_lock`` (a verification held open while the DLM drafts: full Eager Pools, Issue while
 locked), ``reject_first``, ``accept_all``, ``ties`` (probabilities from a tiny set: equal H
 across and within requests) and ``steady``.
+
+SADDLE+ (``plus_config``): a seeded random pass-cost table, tau table and locked threshold for a
+configuration, so that the same stimulus drives the planner (waits, short passes, the wait
+bound), the tau table's switches and the locked threshold (``coverage``: ``planner_wait``,
+``planner_short_pass``, ``tau_buckets``, ``query_while_locked``).
 """
 from __future__ import annotations
 
@@ -17,12 +22,14 @@ from collections import Counter
 from collections.abc import Iterable
 
 from sim.manager.config import ManagerConfig
-from sim.manager.controller import RequestState
+from sim.manager.controller import TAU_BUCKETS, RequestState, tau_bucket
 from sim.manager.formats import PROB_ONE
 from sim.manager.manager import Manager
+from sim.manager.planner import COST_BUCKET, PassCosts
 from sim.manager.softmax import SoftmaxParams
 from sim.manager.transactions import (
     Admit,
+    Admitted,
     Discarded,
     Drafted,
     DraftLogits,
@@ -202,6 +209,25 @@ def generate_with_events(config: ManagerConfig, seed: int, length: int, *,
     return env.pairs, env.manager
 
 
+def plus_config(config: ManagerConfig, seed: int) -> ManagerConfig:
+    """``config`` with SADDLE+'s three pieces drawn from ``seed``: FC costs rising by bucket (a
+    step to 3x the per-request cost, so short passes and waits both win at times), a wait bound
+    of 0-4, the planner's capacity and issue rules (each off with probability 0.2), tau rising with
+    the load, a locked DLM FC threshold."""
+    rng = random.Random(seed)
+    per_request = rng.randint(20, 400)
+    buckets = -(-config.shared_entries // COST_BUCKET) + 1
+    fc, cost = [], rng.randint(0, 4 * per_request)
+    for _ in range(buckets):
+        fc.append(cost)
+        cost += rng.randint(0, 3 * per_request)
+    taus = sorted(rng.randint(0, PROB_ONE * 3 // 4) for _ in range(TAU_BUCKETS))
+    return config.replace(
+        pass_costs=PassCosts(fc=tuple(fc), per_request=per_request, wait_bound=rng.randint(0, 4),
+                             select=rng.random() > 0.2, issue=rng.random() > 0.2),
+        tau_table=tuple(taus), dlm_fc_threshold_locked=rng.randint(0, config.max_requests))
+
+
 def generate(config: ManagerConfig, seed: int, length: int, **kw) -> list:
     """The input transactions only (see ``generate_with_events``)."""
     return [txn for txn, _ in generate_with_events(config, seed, length, **kw)[0]]
@@ -239,24 +265,36 @@ def coverage(pairs: Iterable[tuple[object, list]]) -> Counter:
     eager: dict[int, set[int]] = {}                # request -> positions held in an Eager Pool
     device: dict[tuple, object] = {}               # (op, micro-batch) -> the latest Mapping's device
     in_pass = False
+    live = 0                                       # admitted requests (the tau table's load)
+    waiting = 0                                    # tokens waiting in the Shared Pool
+    buckets: set[int] = set()
     for txn, events in pairs:
         if isinstance(txn, Unlock) and not any(eager.values()):
             cov["unlock_nothing_pooled"] += 1
         elif isinstance(txn, Retire) and in_pass:
             cov["retire_during_pass"] += 1
         for e in events:
+            if isinstance(e, Admitted):
+                live += 1
+            elif isinstance(e, Retired):
+                live -= 1
             if isinstance(e, Refused):
                 cov[f"refused_{e.pool.value}"] += 1
                 streak[e.request] += 1
                 cov["max_refusal_streak"] = max(cov["max_refusal_streak"], streak[e.request])
                 refused.add((e.request, e.position))
             elif isinstance(e, Drafted):
+                buckets.add(tau_bucket(live))
                 streak[e.request] = 0
                 if (e.request, e.position) in refused:
                     cov["refusal_released"] += 1
                 if e.pool is Pool.EAGER:
                     eager.setdefault(e.request, set()).add(e.position)
+                else:
+                    waiting += 1
             elif isinstance(e, Mapping):
+                if in_pass and isinstance(txn, SchedulerQuery):
+                    cov["query_while_locked"] += 1
                 key = (e.op, e.microbatch)
                 if device.get(key, e.device) is not e.device:
                     cov[f"flip_{e.op.value}_to_{e.device.value}"] += 1
@@ -278,14 +316,25 @@ def coverage(pairs: Iterable[tuple[object, list]]) -> Counter:
                         cov["tie_same_request" if a.request == b.request else "tie_across_requests"] += 1
                 if isinstance(txn, VerifyIssue) and len(e.tokens) == txn.capacity:
                     cov["issued_full_pass"] += 1
+                if isinstance(txn, VerifyIssue) and len(e.tokens) < min(txn.capacity, waiting):
+                    cov["planner_short_pass"] += 1
+                waiting -= len(e.tokens)
             elif isinstance(e, NotIssued):
                 cov[f"not_issued_{e.reason.value}"] += 1
+                if e.reason.value == "below_capacity" and isinstance(txn, VerifyIssue) and txn.tlm_idle:
+                    cov["planner_wait"] += 1
             elif isinstance(e, (Discarded, Moved)):
-                eager.get(e.request, set()).difference_update(e.positions)
+                held = eager.get(e.request, set())
+                if isinstance(e, Moved):
+                    waiting += len(e.positions)
+                elif e.reason.value in ("shared_after_reject", "request_retired"):
+                    waiting -= sum(p not in held for p in e.positions)
+                held.difference_update(e.positions)
                 if isinstance(e, Discarded):
                     cov[f"discarded_{e.reason.value}"] += len(e.positions)
             if isinstance(e, (Moved, Resumed, Retired, RoundEnded)):
                 cov[type(e).__name__.lower()] += 1
             if isinstance(e, (Drafted, Resumed, Retired)):
                 refused = {(r, p) for r, p in refused if r != e.request}
+    cov["tau_buckets"] = len(buckets)
     return cov
