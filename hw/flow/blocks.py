@@ -35,10 +35,11 @@ def _fp16_round():
     return FP32ToFP16()
 
 
-def full_size(block: str, stage_levels: int | None = None, storage: str | None = None):
+def full_size(block: str, stage_levels: int | None = None, storage: str | None = None, plus: bool = False):
     """The named Manager block (``softmax``, ``controller``, ``shared_pool``, ``eager_pool``,
     ``scheduler``, ``manager``) at its shipped size; the Shared Pool's selector pipelined every
-    ``stage_levels`` levels and the pools' ``storage`` (None: the shipped ones)."""
+    ``stage_levels`` levels and the pools' ``storage`` (None: the shipped ones); the Manager
+    with SADDLE+ (``plus``)."""
     from hw.manager.sizes import pool_storage, selector_stage_levels, softmax_params
     from sim.manager.config import ManagerConfig
     from sim.manager.formats import POOL_COUNT
@@ -65,13 +66,14 @@ def full_size(block: str, stage_levels: int | None = None, storage: str | None =
         return Scheduler(cfg.max_requests, POOL_COUNT.max_raw)
     if block == "manager":
         from hw.manager.manager import Manager
-        return Manager.from_config(cfg, softmax_params(), selector_stage_levels=stage_levels, storage=storage)
+        return Manager.from_config(cfg, softmax_params(), selector_stage_levels=stage_levels, storage=storage,
+                                   plus=plus)
     raise ValueError(f"unknown Manager block {block!r}")
 
 
-def _manager(block: str, storage: str | None = None) -> Callable[[], object]:
+def _manager(block: str, storage: str | None = None, plus: bool = False) -> Callable[[], object]:
     def factory():
-        return full_size(block, storage=storage)
+        return full_size(block, storage=storage, plus=plus)
     return factory
 
 
@@ -88,4 +90,6 @@ BLOCKS: dict[str, Callable[[], object]] = {
     "manager": _manager("manager"),
     # The pools' token records in SRAM macros (hw/manager/sram.py), for the area and timing tables.
     "manager_sram": _manager("manager", "sram"),
+    # SADDLE+ (hw/manager/planner.py and the plus option of the blocks), for its area and timing.
+    "manager_plus": _manager("manager", plus=True),
 }
