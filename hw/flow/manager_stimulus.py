@@ -7,9 +7,10 @@ Each sequence is a list of (input transaction, the model's events), the form
 """
 from __future__ import annotations
 
-from hw.flow.manager_random import generate_with_events
+from hw.flow.manager_random import generate_with_events, plus_config
 from sim.manager.config import ManagerConfig
 from sim.manager.manager import Manager as Model
+from sim.manager.planner import PassCosts
 from sim.manager.softmax import SoftmaxParams
 from sim.manager.transactions import (
     Admit,
@@ -153,6 +154,72 @@ def aging_pairs(aging: int):
     config = SMALL.replace(aging_passes=aging)
     return config, generate_with_events(config, 10 + aging, RANDOM_LENGTH, requests=config.max_requests,
                                         softmax=SOFTMAX)[0]
+
+
+# SADDLE+ by hand (sim/manager/planner.py). PLAN_SMALL: SMALL with the pass planner (FC costs 0
+# and 100 for 1-16 tokens, 50 per request, one wait at most). A token's value is
+# (h_prev >> 8) + (last ? h >> 8 : 0); a prefix replaces the best iff E_k T_best > E_best T_k.
+PLAN_SMALL = SMALL.replace(pass_costs=PassCosts(fc=(0, 100), per_request=50, wait_bound=1))
+PLAN_BY_HAND = [
+    (Admit(0, 0), [Admitted(0, 0)]),
+    (Admit(1, 1), [Admitted(1, 1)]),
+    (DraftToken(0, 0, 1, 10, 65536), [Drafted(0, 1, Pool.SHARED, 65536, False)]),    # value 256
+    (DraftToken(0, 0, 2, 11, 32768), [Drafted(0, 2, Pool.SHARED, 32768, False)]),    # value 256
+    (DraftToken(1, 1, 1, 20, 16384), [Drafted(1, 1, Pool.SHARED, 16384, True)]),     # 256 + 64 = 320
+    # Prefixes (E, T): (256, 150), (512, 150) better, (832, 200) better (832 x 150 > 512 x 200).
+    # Request 0 drafts on (G = 32768 >> 8 = 128, holding tokens): T' = fc[1] + 2 x 50 = 200 and
+    # 832 x 200 < (832 + 128) x 200: wait.
+    (VerifyIssue(True, 8), [NotIssued(NotIssuedReason.BELOW_CAPACITY, 3)]),
+    # The wait bound (1) is reached: the best prefix, all 3; 3 tokens < 2 x 2 requests: PIM.
+    (VerifyIssue(True, 8), [Issued(0, (S(0, 1, 10, 65536), S(0, 2, 11, 32768), S(1, 1, 20, 16384))),
+                            Locked(0), Mapping(Op.TLM_ATTENTION, Device.PIM, 3, 2, -1)]),
+    (VerifyResult(0, 2, 77), [Verified(0, 1, 2, False)]),
+    (VerifyResult(1, 1, 88), [Verified(1, 1, 1, False)]),
+    (Unlock(), [Unlocked(0), Resumed(1, 88, False)]),
+    (DraftToken(0, 0, 3, 12, 65536), [Drafted(0, 3, Pool.SHARED, 32768, False)]),    # 32768 >> 8 = 128
+    (DraftToken(1, 1, 1, 21, 65536), [Drafted(1, 1, Pool.SHARED, 65536, False)]),    # 256
+    (DraftToken(1, 1, 2, 22, 65536), [Drafted(1, 2, Pool.SHARED, 65536, False)]),    # 256
+    # Prefixes: (256, 150), (512, 150) better, (640, 200) not (640 x 150 < 512 x 200): 2 tokens.
+    # G = 128 + 256, T' = fc[1] + 1 x 50 = 150: 512 x 150 < 896 x 150, wait (the count restarted).
+    (VerifyIssue(True, 8), [NotIssued(NotIssuedReason.BELOW_CAPACITY, 3)]),
+    # A short pass: 2 of the 3 tokens; 2 tokens >= 2 x 1 request: GPU.
+    (VerifyIssue(True, 8), [Issued(1, (S(1, 1, 21, 65536), S(1, 2, 22, 65536))), Locked(1),
+                            Mapping(Op.TLM_ATTENTION, Device.GPU, 2, 1, -1)]),
+    (VerifyIssue(False, 8), [NotIssued(NotIssuedReason.LOCKED, 1)]),
+    (VerifyResult(1, 2, 99), [Verified(1, 1, 2, False)]),
+    (Unlock(), [Unlocked(1)]),
+]
+
+# TAU_SMALL: SMALL with a tau table (entry b for 1, 2, 3-4, ... admitted requests) and a DLM FC
+# threshold of 1 while the Shared Pool is locked (2 otherwise); no planner.
+TAU_SMALL = SMALL.replace(tau_table=(8000, 16000, 24000, 32000, 40000, 48000, 56000, 64000),
+                          dlm_fc_threshold_locked=1)
+TAU_BY_HAND = [
+    (Admit(0, 0), [Admitted(0, 0)]),                                                  # 1: tau 8000
+    (DraftToken(0, 0, 1, 10, 19661), [Drafted(0, 1, Pool.SHARED, 19661, False)]),
+    (Admit(1, 0), [Admitted(1, 0)]),                                                  # 2: tau 16000
+    (DraftToken(0, 0, 2, 11, 65536), [Drafted(0, 2, Pool.SHARED, 19661, False)]),
+    (Admit(2, 1), [Admitted(2, 1)]),                                                  # 3: tau 24000
+    (DraftToken(0, 0, 3, 12, 65536), [Drafted(0, 3, Pool.SHARED, 19661, True)]),
+    (DraftToken(1, 0, 1, 20, 22938), [Drafted(1, 1, Pool.SHARED, 22938, True)]),
+    (Retire(0), [Discarded(0, (1, 2, 3), R.REQUEST_RETIRED), Retired(0)]),           # 2: tau 16000
+    (DraftToken(2, 1, 1, 30, 22938), [Drafted(2, 1, Pool.SHARED, 22938, False)]),
+    (SchedulerQuery(1), [Mapping(Op.DLM_FC, Device.PIM, 1, 1, 1)]),                  # 1 < 2
+    (VerifyIssue(False, 2), [Issued(0, (S(1, 1, 20, 22938), S(2, 1, 30, 22938))), Locked(0),
+                             Mapping(Op.TLM_ATTENTION, Device.PIM, 2, 2, -1)]),
+    (SchedulerQuery(1), [Mapping(Op.DLM_FC, Device.GPU, 1, 1, 1)]),                  # locked: 1 >= 1
+    (VerifyResult(1, 1, 5), [Verified(1, 1, 1, False)]),
+    (VerifyResult(2, 1, 6), [Verified(2, 1, 1, False)]),
+    (Unlock(), [Unlocked(0), Resumed(1, 5, False)]),
+    (SchedulerQuery(1), [Mapping(Op.DLM_FC, Device.PIM, 1, 1, 1)]),                  # unlocked again
+]
+
+
+def plus_pairs(seed: int, length: int = VARIANT_LENGTH):
+    """A random sequence on SMALL with SADDLE+'s pieces drawn from ``seed``
+    (``manager_random.plus_config``): its configuration and pairs."""
+    config = plus_config(SMALL, seed)
+    return config, generate_with_events(config, seed, length, requests=config.max_requests, softmax=SOFTMAX)[0]
 
 
 def illegal_pairs(seed: int, length: int = 300, rate: float = 0.3,

@@ -50,8 +50,8 @@ entries in selection order (``PLAN``: the Shared Pool PEEKs its winner, one per 
 ``capacity`` of them without ``plan_select``) into the ``Planner`` (hw/manager/planner.py), clears
 the peeks and waits for its result (``PLAN_END``); then it answers ``NOT_ISSUED`` (below
 capacity: the planner's wait, the pool held fewer than ``capacity`` tokens) or selects the best
-prefix. Cycle cost of such an Issue of k tokens with w waiting: w + k + 8 + ``PLAN_CYCLES``
-(``PLAN_CYCLES`` + w + 2 when it waits).
+prefix. Cycle cost of such an Issue of k tokens with w entries walked: k + 8 + w + 5 (the
+walk's end and the planner's ``LATENCY``, its answer in the last), a wait w + 9.
 
 Mutation testing: ``fault`` names one fault of ``Manager.FAULTS`` or of a block's ``FAULTS``
 (hw/common/fault.py, ``saddle hw mutate``); None, the default, is the shipped design.
