@@ -188,6 +188,23 @@ PLAN_BY_HAND = [
     (VerifyIssue(False, 8), [NotIssued(NotIssuedReason.LOCKED, 1)]),
     (VerifyResult(1, 2, 99), [Verified(1, 1, 2, False)]),
     (Unlock(), [Unlocked(1)]),
+    # A drafting request with nothing pooled counts as a new request after one more step.
+    (DraftToken(1, 1, 3, 23, 30000), [Drafted(1, 3, Pool.SHARED, 30000, False)]),     # H = tau: on
+    # 2 waiting >= capacity 2: no wait; (128, 150), (384, 200) better: both, 2 < 2 x 2: PIM.
+    (VerifyIssue(False, 2), [Issued(2, (S(0, 3, 12, 32768), S(1, 3, 23, 30000))), Locked(2),
+                             Mapping(Op.TLM_ATTENTION, Device.PIM, 2, 2, -1)]),
+    (VerifyResult(0, 1, 50), [Verified(0, 3, 1, False)]),
+    (VerifyResult(1, 1, 51), [Verified(1, 3, 1, False)]),
+    (Unlock(), [Unlocked(2)]),
+    (DraftToken(0, 0, 4, 13, 65536), [Drafted(0, 4, Pool.SHARED, 32768, False)]),    # 128
+    (DraftToken(0, 0, 5, 14, 65536), [Drafted(0, 5, Pool.SHARED, 32768, False)]),    # 128
+    (DraftToken(0, 0, 6, 15, 58982), [Drafted(0, 6, Pool.SHARED, 29491, True)]),     # 128 + 115
+    # Best: all 3 (E 499, T 150). Request 1 drafts on with nothing pooled: G = 30000 >> 8 = 117,
+    # T' = fc[1] + (1 + 1) x 50 = 200; 499 x 200 >= 616 x 150: no wait, the pass goes (3 >= 2: GPU).
+    (VerifyIssue(True, 8), [Issued(3, (S(0, 4, 13, 32768), S(0, 5, 14, 32768), S(0, 6, 15, 29491))),
+                            Locked(3), Mapping(Op.TLM_ATTENTION, Device.GPU, 3, 1, -1)]),
+    (VerifyResult(0, 3, 60), [Verified(0, 4, 3, False)]),
+    (Unlock(), [Unlocked(3), Resumed(0, 60, False)]),
 ]
 
 # TAU_SMALL: SMALL with a tau table (entry b for 1, 2, 3-4, ... admitted requests) and a DLM FC
@@ -213,6 +230,24 @@ TAU_BY_HAND = [
     (Unlock(), [Unlocked(0), Resumed(1, 5, False)]),
     (SchedulerQuery(1), [Mapping(Op.DLM_FC, Device.PIM, 1, 1, 1)]),                  # unlocked again
 ]
+
+
+PLUS_SEEDS = (12, 15)       # plus_pairs seeds whose planner both waits and cuts passes short
+
+
+def plus_run():
+    """The configuration and pairs of a saddle-plus run of the real trace (4 requests, the
+    Manager of configs/manager_coverify.yaml): the pass costs, tau table and locked threshold the
+    simulator gives it."""
+    from common.paths import CONFIGS, TRACE_DATA
+    from hw.flow.coverify import record_run
+    from sim.systems.run import RunParams
+
+    params = RunParams(system="saddle-plus", pair="opt-66b+opt-1.3b", batch=4, split="all", requests=4,
+                       trace=str(TRACE_DATA / "smollm2-135m.self24.real.jsonl.gz"),
+                       manager=str(CONFIGS / "manager_coverify.yaml"), source="SADDLE+ RTL checks")
+    config, pairs, _ = record_run(params)
+    return config, pairs
 
 
 def plus_pairs(seed: int, length: int = VARIANT_LENGTH):

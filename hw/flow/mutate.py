@@ -13,7 +13,9 @@ says by which check and how far into it) or all pass (it survives):
   trace: the transactions of ``saddle hw coverify``'s default run (``saddle``, batch 16, 24
   requests of the SmolLM2 trace, configs/manager_coverify.yaml) with 20 % event stalls; then the
   options the shipped configuration leaves off (calibrated rule, aging, pipelined selector, SRAM
-  storage), each on its own Manager.
+  storage), each on its own Manager; last SADDLE+ (``plus``): its two sequences worked out by
+  hand, two random configurations and sequences (``plus_pairs``), a saddle-plus run of the real
+  trace (``PLUS_RUN``).
   Distance: the failing transaction (1-based) and the clock edges before it.
 - ``pe`` (Amaranth simulator; the programs of tests/hw/pe/test_pe.py): the corner cases on 4
   and 16 lanes, three random back-to-back programs, the two 300-MAC accumulations. Distance:
@@ -101,13 +103,20 @@ def manager_checks() -> list[Check]:
     from common.paths import CONFIGS, TRACE_DATA
     from hw.flow.coverify import record_run
     from hw.flow.manager_stimulus import (
+        PLAN_BY_HAND,
+        PLAN_SMALL,
+        PLUS_SEEDS,
         RANDOM_SEEDS,
         ROUND_BY_HAND,
         SMALL,
         SOFTMAX,
+        TAU_BY_HAND,
+        TAU_SMALL,
         aging_pairs,
         calibrated_pairs,
         corner_pairs,
+        plus_pairs,
+        plus_run,
         random_pairs,
     )
     from sim.systems.run import RunParams
@@ -131,6 +140,12 @@ def manager_checks() -> list[Check]:
                      stall=0.3, seed=7, selector_stage_levels=2),
         replay_check("SRAM storage, random", SMALL, random_pairs(RANDOM_SEEDS[1])[0], softmax=SOFTMAX,
                      stall=0.3, seed=8, long_stalls=True, storage="sram"),
+        # SADDLE+ (the plus option).
+        replay_check("SADDLE+ planner by hand", PLAN_SMALL, PLAN_BY_HAND, stall=0.3, seed=2),
+        replay_check("SADDLE+ tau table and locked threshold by hand", TAU_SMALL, TAU_BY_HAND, stall=0.3, seed=2),
+        *(replay_check(f"SADDLE+ random seed {seed}", *plus_pairs(seed), softmax=SOFTMAX, stall=0.3, seed=seed,
+                       long_stalls=True) for seed in PLUS_SEEDS),
+        replay_check("SADDLE+ coverify real trace (saddle-plus, 4 requests)", *plus_run(), stall=0.2, seed=3),
     ]
 
 

@@ -64,7 +64,6 @@ from sim.manager.controller import ACCEPTANCE_BINS, TAU_BUCKETS
 from sim.manager.formats import MICROBATCH_ID, POSITION, PROB, PROB_ONE, REQUEST_ID, TAU, TOKEN_ID
 from sim.manager.softmax import SoftmaxParams
 
-
 # SADDLE+'s gain term of a drafting slot: H >> 8 (sim/manager/planner.py), at most 256.
 GAIN_SHIFT = 8
 
