@@ -5,13 +5,19 @@ mutant against every check (hw/README.md, "Mutation testing")."""
 import pytest
 
 from hw.flow.manager_stimulus import (
+    PLAN_BY_HAND,
+    PLAN_SMALL,
+    PLUS_SEEDS,
     RANDOM_SEEDS,
     ROUND_BY_HAND,
     SMALL,
     SOFTMAX,
+    TAU_BY_HAND,
+    TAU_SMALL,
     aging_pairs,
     calibrated_pairs,
     corner_pairs,
+    plus_pairs,
     random_pairs,
 )
 from hw.flow.mutate import EQUIVALENT, mutants, mutate, program_check, replay_check
@@ -105,3 +111,34 @@ def test_sram_mutants_killed_by_the_sram_stimulus():
     report = mutate("manager", faults, checks)
     assert not report.clean_failures
     assert {r.fault for r in report.results if r.killed_by == "SRAM storage"} == set(faults)
+
+
+def test_plus_mutants_killed_by_the_plus_stimulus():
+    """SADDLE+'s mutants (planner, tau table, gain sum, locked threshold): the sequences worked
+    out by hand and a prefix of the first random plus sequence, as `saddle hw mutate` runs them."""
+    config, pairs = plus_pairs(PLUS_SEEDS[0])
+    checks = [replay_check("planner by hand", PLAN_SMALL, PLAN_BY_HAND, stall=0.3, seed=2),
+              replay_check("tau table by hand", TAU_SMALL, TAU_BY_HAND, stall=0.3, seed=2),
+              replay_check("random", config, pairs[:360], softmax=SOFTMAX, stall=0.3, seed=PLUS_SEEDS[0],
+                           long_stalls=True)]
+    faults = ["planner_argmax_reversed", "planner_value_without_bonus", "planner_requests_per_token",
+              "planner_wait_bound_le", "planner_waits_not_reset", "planner_later_without_new",
+              "tau_bucket_by_live", "gain_kept_on_stop", "locked_threshold_inverted"]
+    report = mutate("manager", faults, checks)
+    assert not report.clean_failures
+    assert {r.fault: (r.killed_by, r.at) for r in report.results} == {
+        # The first Issue: the best prefix (3 tokens, not 1) and the wait it answers.
+        "planner_argmax_reversed": ("planner by hand", 7),
+        "planner_wait_bound_le": ("planner by hand", 7),
+        # The second wait: the count restarted at the pass.
+        "planner_waits_not_reset": ("planner by hand", 14),
+        # The last Issue: no wait, because request 1 drafts with nothing pooled (its term in the
+        # next step's cost, its H in G, request 0's H out of G when it stopped).
+        "planner_requests_per_token": ("planner by hand", 27),
+        "planner_later_without_new": ("planner by hand", 27),
+        "gain_kept_on_stop": ("planner by hand", 27),
+        # Two admitted requests: tau 16000, not 24000; the query while the pass runs.
+        "tau_bucket_by_live": ("tau table by hand", 4),
+        "locked_threshold_inverted": ("tau table by hand", 10),
+        "planner_value_without_bonus": ("random", 348),
+    }
