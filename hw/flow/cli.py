@@ -253,10 +253,12 @@ def _cycles(args) -> int:
         raise SaddleError("--write: the timing config holds the shipped storage's cycles; drop --storage")
     cycles = measure(args.storage)
     if args.json:
-        print(json.dumps({"manager": cycles.manager, "pe": cycles.pe}, indent=2))
+        print(json.dumps({"manager": cycles.manager, "pe": cycles.pe, "plus": cycles.plus}, indent=2))
     else:
         for k, v in {**cycles.manager, **cycles.pe}.items():
             print(f"{k:<26} {v}")
+        for k, v in cycles.plus.items():
+            print(f"{k:<26} {v}   (SADDLE+'s planner; not charged by the simulator)")
     if args.write:
         for path in write(cycles):
             print(f"wrote {path}", file=sys.stderr)

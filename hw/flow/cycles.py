@@ -15,6 +15,10 @@ What is measured, and how it enters the simulator:
 * Decision (``decision_cycles``): VerifyIssues of k = 1 and 5 tokens on the shipped Shared Pool
   selector (the pipelined one's latency is hidden in the Issue); they must fit
   ``select_token_cycles`` x k + ``select_fixed_cycles``.
+* SADDLE+'s planner (``plus``, not charged by the simulator: printed, not written): an Issue
+  through the planner walks w waiting entries before it selects k of them; VerifyIssues of
+  (w, k) = (1, 1), (5, 1), (5, 5) must fit ``select_token_cycles`` x k + ``select_fixed_cycles``
+  + ``plan_walk_cycles`` x w + ``plan_fixed_cycles``.
 * The bank PE's ``pipeline_latency_cycles`` and ``drain_latency_cycles``
   (configs/hardware/bank_pe.yaml, read by the PIM cost model): a START, one MAC and two DRAINs
   back to back.
@@ -42,6 +46,7 @@ ISSUE_SIZES = (1, 5)
 class Cycles:
     manager: dict[str, int]      # the measured keys of configs/timing/manager.yaml
     pe: dict[str, int]           # pipeline_latency_cycles, drain_latency_cycles
+    plus: dict[str, int]         # SADDLE+'s planner: plan_walk_cycles, plan_fixed_cycles
 
 
 def monitoring_run(n_requests: int, vector: int, lanes: int, exp_frac_bits: int, storage: str | None = None) -> int:
@@ -113,19 +118,22 @@ def measure_monitoring(lanes: int, exp_frac_bits: int, storage: str | None = Non
     return fit
 
 
-def issue_cycles(k: int, storage: str | None = None) -> int:
-    """Clock edges of a VerifyIssue that selects ``k`` tokens (cmd transfer to DONE transfer)."""
+def issue_cycles(k: int, storage: str | None = None, *, pooled: int | None = None, config=None) -> int:
+    """Clock edges of a VerifyIssue that selects ``k`` tokens (cmd transfer to DONE transfer)
+    of ``pooled`` (default ``k``), one per request, on ``config`` (default ``SMALL``)."""
     from hw.flow.manager_replay import replay
     from hw.flow.manager_stimulus import SMALL
     from sim.manager.manager import Manager as Model
     from sim.manager.transactions import Admit, DraftToken, VerifyIssue
 
-    txns = [Admit(request=r, microbatch=0) for r in range(k)]
-    txns += [DraftToken(request=r, microbatch=0, position=1, token=r, prob=65536) for r in range(k)]
-    txns.append(VerifyIssue(tlm_idle=True, capacity=k))
-    model = Model(SMALL)
+    config = config or SMALL
+    pooled = k if pooled is None else pooled
+    txns = [Admit(request=r, microbatch=0) for r in range(pooled)]
+    txns += [DraftToken(request=r, microbatch=0, position=1, token=r, prob=65536) for r in range(pooled)]
+    txns.append(VerifyIssue(tlm_idle=True, capacity=pooled))
+    model = Model(config)
     pairs = [(txn, model.apply(txn)) for txn in txns]
-    result = replay(SMALL, pairs, name=f"cycles_issue_{k}", storage=storage)
+    result = replay(config, pairs, name=f"cycles_issue_{k}_of_{pooled}", storage=storage)
     if result.mismatch:
         raise AssertionError(result.mismatch)
     kind, n, selected = result.cycles[-1]
@@ -141,6 +149,24 @@ def measure_decision(storage: str | None = None) -> dict[str, int]:
     if per_token * (k2 - k1) != n2 - n1:
         raise AssertionError(f"Issue cycles {n1} (k={k1}) and {n2} (k={k2}) are not linear in k")
     return {"select_token_cycles": per_token, "select_fixed_cycles": n1 - per_token * k1}
+
+
+def measure_plan(decision: dict[str, int], storage: str | None = None) -> dict[str, int]:
+    """SADDLE+: the planner's cycles beside ``decision`` (``measure_decision``'s). Every pooled
+    token is worth 256 (H = 1.0 throughout); with one cost for every prefix the best is all of
+    them, with a cost per request (one token each) the first alone."""
+    from hw.flow.manager_stimulus import SMALL
+    from sim.manager.planner import PassCosts
+
+    every = SMALL.replace(pass_costs=PassCosts(fc=(0, 1), per_request=0, wait_bound=0, issue=False))
+    first = SMALL.replace(pass_costs=PassCosts(fc=(0, 0), per_request=1, wait_bound=0, issue=False))
+    n11, n51 = issue_cycles(1, storage, config=every), issue_cycles(1, storage, pooled=5, config=first)
+    n55 = issue_cycles(5, storage, config=every)
+    walk = (n51 - n11) // 4
+    if 4 * decision["select_token_cycles"] != n55 - n51 or 4 * walk != n51 - n11:
+        raise AssertionError(f"planned Issue cycles {n11} (1 of 1), {n51} (1 of 5), {n55} (5 of 5) are not linear")
+    return {"plan_walk_cycles": walk,
+            "plan_fixed_cycles": n11 - decision["select_token_cycles"] - decision["select_fixed_cycles"] - walk}
 
 
 def measure_pe() -> dict[str, int]:
@@ -164,9 +190,10 @@ def measure(storage: str | None = None) -> Cycles:
     from hw.manager.sizes import softmax_params
 
     unit = softmax_params()
+    decision = measure_decision(storage)
     manager = {"softmax_lanes": unit.lanes, **measure_monitoring(unit.lanes, unit.exp_frac_bits, storage),
-               **measure_decision(storage)}
-    return Cycles(manager=manager, pe=measure_pe())
+               **decision}
+    return Cycles(manager=manager, pe=measure_pe(), plus=measure_plan(decision, storage))
 
 
 HEADER = """\

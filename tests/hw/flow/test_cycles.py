@@ -7,6 +7,7 @@ import pytest
 
 from hw.flow import cycles
 from hw.flow.timing import load_timing_config
+from hw.manager.planner import LATENCY
 from hw.manager.sizes import softmax_params
 from hw.manager.softmax import Softmax
 from sim.manager.formats import PROB
@@ -42,6 +43,8 @@ def test_measured_cycles_follow_from_the_design(measured):
     assert measured.manager["select_token_cycles"] == 1
     assert measured.manager["select_fixed_cycles"] == 8
     assert measured.pe == {"pipeline_latency_cycles": 6, "drain_latency_cycles": 5}
+    # SADDLE+: one cycle per entry the planner walks, then the walk's end and its LATENCY.
+    assert measured.plus == {"plan_walk_cycles": 1, "plan_fixed_cycles": 1 + LATENCY}
 
 
 def test_formulas_charge_a_measured_run():
