@@ -151,7 +151,7 @@ def test_plus_off_is_saddle():
     assert not uses_plus(SMALL) and uses_plus(PLAN_SMALL) and uses_plus(TAU_SMALL)
 
 
-@pytest.mark.parametrize("seed, storage", zip(PLUS_SEEDS, ("ff", "sram")))
+@pytest.mark.parametrize("seed, storage", list(zip(PLUS_SEEDS, ("ff", "sram"))))
 def test_random_plus_sequences_against_model(seed, storage):
     """Seeded random SADDLE+ configurations (manager_random.plus_config) and sequences, with
     back-pressure: the planner waits and cuts passes short, tau uses several table entries,
