@@ -24,6 +24,9 @@ Interface (``lib.wiring`` Component; plain signals):
 - ``best_k`` (the best prefix's length) and ``wait``: final ``LATENCY`` cycles after the cycle of
   the walk's last entry (from registers).
 
+Structure: the four wide products (value x cost) are ``Multiplier`` submodules of one size, so
+synthesis maps that module once.
+
 Cycle behaviour: an entry in cycle c is accumulated into registers at its clock edge (E_k, k, r,
 T_k: the seen-bit test, the cost table read at ``k >> 4`` + 1 and two adders), compared with
 the best in c + 1 (two multipliers and a comparator, then the best registers); c + 2 reads the
@@ -38,6 +41,7 @@ from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
 from hw.common.fault import checked_fault
+from hw.common.multiplier import Multiplier
 from hw.common.popcount import popcount
 from hw.common.read_mux import read
 from hw.manager.controller import GAIN_SHIFT, gain_max
@@ -73,6 +77,7 @@ class Planner(wiring.Component):
         self.fc_entries = fc_entries(entries)
         self.fault = checked_fault(fault, Planner)
         self.value_bits = (VALUE_MAX * entries).bit_length()
+        self.sum_bits = (VALUE_MAX * entries + gain_max(requests)).bit_length()    # E + G
         self.cost_bits = (COST_MAX * (requests + 1)).bit_length()
         super().__init__({
             "fc": In(self.fc_entries * COST_BITS), "per_request": In(COST_BITS), "wait_bound": In(AGE.bits),
@@ -90,6 +95,12 @@ class Planner(wiring.Component):
         value = Signal(COST_BITS, name=name)
         m.d.comb += value.eq(read(words, index))
         return value
+
+    def _product(self, m, name: str, a, b):
+        """``a`` x ``b`` by the submodule ``name``: a value (E or E + G) times a cost."""
+        m.submodules[name] = mul = Multiplier(self.sum_bits, self.cost_bits)
+        m.d.comb += [mul.a.eq(a), mul.b.eq(b)]
+        return mul.product
 
     def elaborate(self, platform):
         m = Module()
@@ -124,8 +135,7 @@ class Planner(wiring.Component):
                          cost.eq(self._cost(m, (k >> 4) + 1, "cost_fc") + added)]
 
         # The running argmax: compare the candidate with the best.
-        ahead, behind = Signal(2 * self.cost_bits + self.value_bits), Signal(2 * self.cost_bits + self.value_bits)
-        m.d.comb += [ahead.eq(value * best_cost), behind.eq(best_value * cost)]
+        ahead, behind = self._product(m, "ahead", value, best_cost), self._product(m, "behind", best_value, cost)
         better = ahead < behind if fault == "planner_argmax_reversed" else ahead > behind
         with m.If(self.start):
             m.d.sync += [best_k.eq(0), best_value.eq(0), best_cost.eq(1), best_requests.eq(0)]
@@ -142,11 +152,10 @@ class Planner(wiring.Component):
         tokens = Signal(range(self.entries + self.requests + COST_BUCKET))
         m.d.comb += [tokens.eq(best_k + drafting_n + COST_BUCKET - 1),
                      bucket.eq(Mux(tokens >> 4 >= self.fc_entries - 1, self.fc_entries - 1, tokens >> 4))]
-        later, gained, any_drafting = Signal(self.cost_bits), Signal(self.value_bits + 1), Signal()
+        later, gained, any_drafting = Signal(self.cost_bits), Signal(self.sum_bits), Signal()
         m.d.sync += [later.eq(self._cost(m, bucket, "cost_later") + (best_requests + new_n) * self.per_request),
                      gained.eq(best_value + self.gain), any_drafting.eq(self.drafting.any())]
-        now, wait_more = Signal.like(ahead), Signal(len(ahead) + 1)
-        m.d.comb += [now.eq(best_value * later), wait_more.eq(gained * best_cost)]
+        now, wait_more = self._product(m, "now", best_value, later), self._product(m, "wait_more", gained, best_cost)
         waits = Signal(AGE.bits)
         room = waits <= self.wait_bound if fault == "planner_wait_bound_le" else waits < self.wait_bound
         m.d.sync += self.wait.eq(any_drafting & (now < wait_more) & room)
