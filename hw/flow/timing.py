@@ -288,7 +288,9 @@ def _connect(sink, net: str, instances: list, added: list, changed: set) -> None
 def critical_path(sta: Path, netlist: Path, top: str, liberty: Path, work_dir: Path,
                   period: float, name: str = "sta") -> CriticalPath:
     """The worst setup path of `top` in the mapped `netlist` (OpenSTA's script and log: NAME.tcl, NAME.log)."""
-    has_clock = re.search(rf"^module {re.escape(top)}\(.*\bclk\b", Path(netlist).read_text(), re.M) is not None
+    # The top's port list (it may span several lines: Yosys wraps long ones) names clk or not.
+    ports = re.search(rf"^module {re.escape(top)}\(([^;]*)\);", Path(netlist).read_text(), re.M)
+    has_clock = ports is not None and re.search(r"\bclk\b", ports.group(1)) is not None
     script = (_constrain(top, Path(liberty).resolve(), Path(netlist).resolve(), has_clock, period)
               + "report_checks -path_delay max -digits 4\n")
     return parse_path(run_sta(sta, script, work_dir, name), period)
