@@ -19,7 +19,7 @@ Interface (``lib.wiring`` Component; plain signals):
 - ``start``: clear the walk (k, E, r, the requests seen, the best prefix).
 - ``valid`` with ``req``, ``h``, ``h_prev``, ``last``: the next entry of the walk.
 - ``drafting``, ``holding`` (one bit per request), ``gain``: the wait comparison's inputs,
-  stable from the walk's end to the decision.
+  stable from a cycle before the walk's end to the decision (their counts are registered).
 - ``waited`` (the Manager answered a wait: one more), ``issued`` (a pass issued: none).
 - ``best_k`` (the best prefix's length) and ``wait``: final ``LATENCY`` cycles after the cycle of
   the walk's last entry (from registers).
@@ -144,10 +144,13 @@ class Planner(wiring.Component):
         m.d.comb += self.best_k.eq(best_k)
 
         # The wait comparison, two cycles on the best prefix.
-        drafting_n = popcount(m, self.drafting, "drafting_n")
+        # The counts of drafting and new requests in registers (their inputs are stable from the
+        # Issue's accept on), so that the pools' counters do not reach the cost multiplier.
         idle = Signal(self.requests)
         m.d.comb += idle.eq(self.drafting & ~self.holding)
-        new_n = 0 if fault == "planner_later_without_new" else popcount(m, idle, "new_n")
+        drafting_n, new_n = Signal(range(self.requests + 1)), Signal(range(self.requests + 1))
+        m.d.sync += [drafting_n.eq(popcount(m, self.drafting, "drafting_pop")),
+                     new_n.eq(0 if fault == "planner_later_without_new" else popcount(m, idle, "new_pop"))]
         bucket = Signal(range(self.fc_entries))
         tokens = Signal(range(self.entries + self.requests + COST_BUCKET))
         m.d.comb += [tokens.eq(best_k + drafting_n + COST_BUCKET - 1),
