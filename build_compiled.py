@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from pathlib import Path
 
 from common.compiled import MANIFEST, ROOT, extension_path, sources_digest, stale_reason
 
@@ -23,8 +22,9 @@ MODULES = [
     "sim.manager.formats", "sim.manager.softmax", "sim.manager.transactions",
     "sim.manager.controller", "sim.manager.shared_pool", "sim.manager.eager_pool",
     "sim.manager.scheduler", "sim.manager.timing", "sim.manager.conservation",
-    "sim.manager.planner", "sim.manager.manager",
-    "sim.systems.base", "sim.systems.pooled",
+    "sim.manager.planner", "sim.manager.manager", "sim.manager.recording",
+    "sim.systems.base", "sim.systems.pooled", "sim.systems.lockstep", "sim.systems.autoregressive",
+    "sim.systems.planned", "sim.systems.saddle_d",
     "sim.cost.step", "sim.cost.attention", "sim.cost.pim",
 ]
 

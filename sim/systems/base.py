@@ -13,6 +13,8 @@ from dataclasses import dataclass
 from heapq import heappop, heappush
 from typing import ClassVar
 
+from mypy_extensions import mypyc_attr
+
 from sim.cost.step import StepPrice, Work
 from sim.engine.devices import DeviceSet, IntervalLog
 from sim.engine.events import EventQueue
@@ -44,6 +46,7 @@ class Live:
         return self.prompt + self.t + ahead
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)    # new systems subclass the run classes
 class BaseRun:
     live_type: ClassVar[type[Live]] = Live     # the system's per-request state
 
