@@ -25,11 +25,13 @@ compiled: $(STAMP)
 run: compiled
 	$(VENV)/bin/saddle run
 
-# Lint and type checks first (seconds), then the tests with their names as they run.
+# Lint and type checks first (seconds), then the tests with their names as they run; then those
+# that patch a compiled class, in pure Python (tests/conftest.py).
 test: compiled browser
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/mypy
 	$(PY) -m pytest -v
+	SADDLE_PURE_PYTHON=1 $(PY) -m pytest -v -m pure_python
 
 # The report's browser test (tests/report/test_page.py) renders the page in headless Chromium,
 # a Debian package: installed here when it is missing and this is root with apt-get (as in CI);

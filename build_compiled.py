@@ -19,7 +19,7 @@ BUILD = ROOT / "build" / "mypyc"
 # the run loops. What else sim/ holds runs once per run and stays interpreted (README: "Speed").
 MODULES = [
     "sim.engine.events", "sim.engine.devices", "sim.engine.costs",
-    "sim.manager.formats", "sim.manager.softmax", "sim.manager.transactions",
+    "sim.manager.formats", "sim.manager.softmax",
     "sim.manager.controller", "sim.manager.shared_pool", "sim.manager.eager_pool",
     "sim.manager.scheduler", "sim.manager.timing", "sim.manager.conservation",
     "sim.manager.planner", "sim.manager.manager", "sim.manager.recording",

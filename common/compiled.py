@@ -13,9 +13,11 @@ import json
 import os
 import sys
 import warnings
+from collections.abc import Sequence
 from importlib.machinery import EXTENSION_SUFFIXES, ExtensionFileLoader, ModuleSpec, PathFinder
 from importlib.util import spec_from_file_location
 from pathlib import Path
+from types import ModuleType
 
 ENV = "SADDLE_PURE_PYTHON"
 ROOT = Path(__file__).resolve().parent.parent
@@ -57,7 +59,8 @@ class Interpreted:
     """A meta-path finder: a sim module's .py file, never an extension module beside it."""
 
     @staticmethod
-    def find_spec(name: str, path: list[str] | None, target: object = None) -> ModuleSpec | None:
+    def find_spec(name: str, path: Sequence[str] | None, target: ModuleType | None = None
+                  ) -> ModuleSpec | None:
         if not name.startswith("sim.") or path is None:
             return None
         spec = PathFinder.find_spec(name, path)
