@@ -4,7 +4,7 @@ manifest ``sim/_compiled.json`` (``common/compiled.py`` reads it at ``import sim
 compiled`` runs this (``make run`` and ``make test`` call it). Nothing to do when the manifest
 matches the sources. Needs mypy (the ``test`` extra), setuptools and a C compiler; if the build
 fails it says so in one line (the log is in ``build/mypyc/build.log``), removes what it made, and
-exits 0: sim/ then runs as pure Python. ``--clean`` only removes the build."""
+exits 0: sim/ then runs as pure Python."""
 from __future__ import annotations
 
 import json
@@ -62,7 +62,10 @@ def mypyc_version() -> str | None:
 
 def built_as_now(mypyc: str) -> bool:
     """A build of these modules, by this mypyc, from the sources as they are."""
-    return (MANIFEST.exists() and json.loads(MANIFEST.read_text()).get("build") == [MODULES, mypyc]
+    if not MANIFEST.exists():
+        return False
+    manifest = json.loads(MANIFEST.read_text())
+    return (manifest["modules"] == MODULES and manifest.get("mypyc") == mypyc
             and stale_reason() is None)
 
 
@@ -91,8 +94,7 @@ def build() -> int:
         lines = log.read_text().strip().splitlines() or ["no output"]
         last = next((line for line in reversed(lines) if "error" in line.lower()), lines[-1])
         return failed(f"{last[:160]}; full log {log.relative_to(ROOT)}")
-    MANIFEST.write_text(json.dumps({"digest": digest, "modules": MODULES,
-                                    "build": [MODULES, mypyc]}) + "\n")
+    MANIFEST.write_text(json.dumps({"digest": digest, "modules": MODULES, "mypyc": mypyc}) + "\n")
     print(f"sim: compiled {len(MODULES)} modules")
     return 0
 
@@ -100,7 +102,5 @@ def build() -> int:
 if __name__ == "__main__":
     if sys.argv[1:] == ["--setup"]:
         setup()
-    elif sys.argv[1:] == ["--clean"]:
-        clean()
     else:
         sys.exit(build())

@@ -67,13 +67,16 @@ def test_compiled_and_pure_python_records_are_byte_identical():
 
 
 def test_the_switch_loads_every_module_from_source():
+    """A process that runs a simulation imports every compiled module: natively by default,
+    from its .py file with the switch, and every other sim module from source either way."""
     _require_build()
-    code = ("import sys, sim.systems.run; print('\\n'.join(m.__file__ for n, m in "
-            "sorted(sys.modules.items()) if n.startswith('sim.') and getattr(m, '__file__', 0)))")
-    built = json.loads(compiled.MANIFEST.read_text())["modules"]
-    native, source = (_in_process(pure, code).split() for pure in (False, True))
-    assert sum(f.endswith(".so") for f in native) >= len(built) - 1    # all the run imports
-    assert all(f.endswith(".py") for f in source)
+    code = ("import json, sys, sim.systems.run, sim.manager.recording; print(json.dumps({n: m.__file__ "
+            "for n, m in sys.modules.items() if n.startswith('sim.') and getattr(m, '__file__', 0)}))")
+    built = set(json.loads(compiled.MANIFEST.read_text())["modules"])
+    native, source = (json.loads(_in_process(pure, code)) for pure in (False, True))
+    assert built <= set(source) and set(native) - set(source) == {"sim._compiled__mypyc"}
+    assert {n for n, f in native.items() if f.endswith(".so")} == built | {"sim._compiled__mypyc"}
+    assert all(f.endswith(".py") for f in source.values())
 
 
 def test_a_stale_build_runs_pure_python_with_a_warning(tmp_path, monkeypatch):
