@@ -15,18 +15,13 @@ from common.compiled import MANIFEST, ROOT, extension_path, sources_digest, stal
 
 GROUP = "sim._compiled"     # the shared library: sim/_compiled__mypyc.<abi>.so
 BUILD = ROOT / "build" / "mypyc"
-# What runs per token: the event queue, the devices, the price lookups, the Manager model and
-# the run loops. The rest of sim/ runs once per run and stays interpreted, and so do:
-# sim/manager/transactions.py (off the per-token path of a run that records nothing; compiled, a
-# transaction log no longer reads back equal to what was written), sim/manager/config.py (it
-# reads itself with vars(), which a native class has not), sim/systems/registry.py (its stop
-# rules are subclassed by interpreted ones, docs/extending.md), and traces/ (not sim/).
+# What runs per token: the event queue, the devices, the price lookups and the run loops. The
+# rest of sim/ runs once per run and stays interpreted, and so do the Manager model (sim/manager/:
+# hw/flow's stimulus deep-copies it, which native classes do not allow unless marked
+# serializable, and so marked mypyc 2.4.1 leaves their attributes undefined), the stop rules
+# (sim/systems/registry.py: interpreted classes subclass them, docs/extending.md) and traces/.
 MODULES = [
     "sim.engine.events", "sim.engine.devices", "sim.engine.costs",
-    "sim.manager.formats", "sim.manager.softmax", "sim.manager.controller",
-    "sim.manager.shared_pool", "sim.manager.eager_pool", "sim.manager.scheduler",
-    "sim.manager.timing", "sim.manager.conservation", "sim.manager.planner",
-    "sim.manager.manager", "sim.manager.recording",
     "sim.systems.base", "sim.systems.pooled", "sim.systems.lockstep", "sim.systems.autoregressive",
     "sim.systems.planned", "sim.systems.saddle_d",
     "sim.cost.step", "sim.cost.attention", "sim.cost.pim",

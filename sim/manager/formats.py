@@ -36,7 +36,7 @@ class FixedFormat:
         """Q notation, e.g. ``UQ1.16`` (integer bits include the sign bit for signed formats)."""
         return f"{'Q' if self.signed else 'UQ'}{self.bits - self.frac}.{self.frac}"
 
-    def check(self, raw: object, what: str) -> int:
+    def check(self, raw: int, what: str) -> int:
         """``raw`` if representable (an int, not a bool), else ValueError naming ``what``."""
         if type(raw) is not int or not self.min_raw <= raw <= self.max_raw:
             raise ValueError(f"{what}: expected an integer in [{self.min_raw}, {self.max_raw}] "
