@@ -60,7 +60,7 @@ class BaseRun:
         self.devices = DeviceSet(self.queue, self.n_devices, self.log)
         self.tokens = TokenCounts()
         self.energy_fj = self.flops = self.pim_flops = 0      # booked by ``book``
-        self.verify_ps = self.verify_comm_ps = self.passes = 0    # booked by ``book_tlm``
+        self.verify_ps = self.verify_comm_ps = self.verify_allreduce_ps = self.passes = 0   # ``book_tlm``
         self.latencies: list[int] = []
         self.request_tokens: list[int] = []      # output length of each finished request
         self.batcher = BatchFormer(setup.workload, setup.params.batch, setup.params.batching)
@@ -160,6 +160,7 @@ class BaseRun:
         """Book a TLM pass priced by the caller."""
         self.verify_ps += price.work.time_ps
         self.verify_comm_ps += price.cost.comm_ps
+        self.verify_allreduce_ps += price.cost.allreduce_ps
         self.passes += 1
         return self.book(price)
 
@@ -203,6 +204,7 @@ class BaseRun:
             request_tokens=self.request_tokens, window_ps=window[0], window_tokens=window[1],
             window_energy_fj=window[2] + window_static, window_static_fj=window_static,
             verify_ps=self.verify_ps,
-            verify_comm_ps=self.verify_comm_ps, passes=self.passes)
+            verify_comm_ps=self.verify_comm_ps, verify_allreduce_ps=self.verify_allreduce_ps,
+            passes=self.passes)
         return run_record(self.spec.name, self.setup.params.pair, self.setup.params.batch,
                           self.setup.draft_length, self.setup.mapping, measured)
