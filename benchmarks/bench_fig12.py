@@ -9,18 +9,24 @@ forked workers start with what it read.
 
 Then one SADDLE run per batch of ``--single`` (default 64 and 128, OPT-66B) in this process:
 CPU microseconds per generated token and simulated seconds per CPU second, the figures that say
-how far the per-token path is from the interpreter's floor (``--single`` with no batch skips)."""
+how far the per-token path is from the interpreter's floor (``--single`` with no batch skips).
+
+All of it twice, each in a process of its own: with sim/'s compiled modules (``make compiled``;
+left out, saying so, when there is no usable build) and in pure Python (``SADDLE_PURE_PYTHON=1``);
+``--mode compiled|pure`` runs one of them."""
 from __future__ import annotations
 
 import argparse
 import os
 import resource
 import shutil
+import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
+from common import compiled
 from sim.experiments.grid import load_experiment, resolve_path
 from sim.experiments.runner import default_jobs, execute
 
@@ -41,7 +47,16 @@ def main() -> int:
                         help="worker processes (default: %(default)s on this machine)")
     parser.add_argument("--single", type=int, nargs="*", default=[64, 128], metavar="BATCH",
                         help="batches of the single SADDLE runs (default: %(default)s)")
+    parser.add_argument("--mode", choices=["compiled", "pure"],
+                        help="only this mode, in this process (default: both, one process each)")
     args = parser.parse_args()
+    if args.mode is None:
+        return both_modes()
+    if (args.mode == "compiled") != compiled.active():
+        raise SystemExit(f"--mode {args.mode}: this process runs "
+                         f"{'compiled' if compiled.active() else 'pure Python'} "
+                         f"(SADDLE_PURE_PYTHON, make compiled)")
+    print(f"== {args.mode}", flush=True)
     experiment, runs = load_experiment(resolve_path("fig12"))
     load_before = _load()
     with tempfile.TemporaryDirectory() as tmp:
@@ -55,6 +70,20 @@ def main() -> int:
           f"{load_before}, after {_load()}; {os.cpu_count()} CPUs")
     for batch in args.single:
         single(runs, batch)
+    return 0
+
+
+def both_modes() -> int:
+    """This script again with ``--mode compiled`` (if there is a usable build) and ``--mode
+    pure``, one process each, the same other arguments."""
+    argv = [sys.executable, __file__, *sys.argv[1:]]
+    env = {k: v for k, v in os.environ.items() if k != compiled.ENV}
+    if compiled.active():
+        subprocess.run([*argv, "--mode", "compiled"], env=env, check=True)
+    else:
+        print(f"== compiled: left out, no usable build "
+              f"({compiled.stale_reason() or 'make compiled'})", flush=True)
+    subprocess.run([*argv, "--mode", "pure"], env=env | {compiled.ENV: "1"}, check=True)
     return 0
 
 

@@ -24,6 +24,8 @@ def register(subparsers) -> None:
                    help="leave out the cost model's validation against the reference tables")
     p.add_argument("--jobs", "-j", type=positive_int, metavar="N",
                    help="runs simulated at once (default: the CPUs, at most 8)")
+    p.add_argument("--readme", action="store_true",
+                   help="also rewrite sim/README.md's fig12 tables (its marked blocks) from fig12's records")
     p.set_defaults(func=report_handler)
 
 
@@ -35,6 +37,9 @@ def _figures(text: str) -> tuple[str, ...]:
 
 
 def report_handler(args) -> int:
+    import json
+
+    from common.errors import SaddleError
     from common.paths import check_output, results_dir
     from report import render
     from report.page import build
@@ -42,9 +47,19 @@ def report_handler(args) -> int:
 
     folder = Path(args.out) if args.out else results_dir() / "report"
     check_output(folder, "--out" if args.out else "report folder", folder=True)
+    if args.readme and "fig12" not in args.figures:
+        raise SaddleError("--readme: the README's tables are fig12's; keep fig12 in --figures")
+    if args.readme and args.requests:
+        raise SaddleError("--readme: the README's tables are of fig12's full workload; drop --requests")
     folder.mkdir(parents=True, exist_ok=True)
     page = build(folder, args.figures, requests=args.requests, jobs=args.jobs or default_jobs(),
                  validate=not args.no_validation)
     md, html = render.write(page, folder)
     print(f"report: {html} (self-contained), {md}")
+    if args.readme:
+        from common.marked import write_marked
+        from report import readme
+        records = json.loads((folder / "fig12" / "results.json").read_text())["runs"]
+        written = write_marked(readme.README, readme.COMMAND, readme.blocks(records))
+        print(f"rewrote {', '.join(written)} in {readme.README}")
     return 0

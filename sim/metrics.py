@@ -126,7 +126,9 @@ class RunRecord:
     run_tokens_per_s: float
     run_tokens_per_joule: float
     verification_s: float
-    verification_comm_s: float
+    verification_comm_s: float         # = the next two: all-reduces between devices (NVLink) and
+    verification_allreduce_s: float    # the GPU <-> PIM transfers within a device
+    verification_transfer_s: float
     verification_compute_s: float
     verification_passes: int
     mapping: dict[str, str]
@@ -170,6 +172,7 @@ class Measured:
     window_static_fj: int
     verify_ps: int = 0
     verify_comm_ps: int = 0
+    verify_allreduce_ps: int = 0
     passes: int = 0
 
 
@@ -200,6 +203,8 @@ def run_record(system: str, pair: str, batch: int, draft_length: int | None,
         run_tokens_per_s=tokens.generated / seconds if seconds else 0.0,
         run_tokens_per_joule=tokens.generated / (m.energy_fj * 1e-15) if m.energy_fj else 0.0,
         verification_s=m.verify_ps / PS_PER_S, verification_comm_s=m.verify_comm_ps / PS_PER_S,
+        verification_allreduce_s=m.verify_allreduce_ps / PS_PER_S,
+        verification_transfer_s=(m.verify_comm_ps - m.verify_allreduce_ps) / PS_PER_S,
         verification_compute_s=(m.verify_ps - m.verify_comm_ps) / PS_PER_S,
         verification_passes=m.passes, mapping=dict(mapping))
 

@@ -19,6 +19,8 @@ def register(subparsers) -> None:
                    help="calibration to compare (default: all; only attacc is held to the bounds)")
     p.add_argument("--points", action="store_true", help="also print every point's error")
     p.add_argument("--json", action="store_true", help="print one JSON object instead of text")
+    p.add_argument("--readme", action="store_true",
+                   help="also rewrite the error table of sim/cost/README.md (its marked block)")
     p.set_defaults(func=_validate)
 
     cal = subparsers.add_parser("calibrate", help="fit a pair's synthetic acceptance to the fig3 shape")
@@ -50,6 +52,9 @@ def _validate(args) -> int:
             report["calibrations"][cal]["points"] = [
                 {"component": p.component, "where": p.where, "ours": p.ours,
                  "reference": p.reference, "error": p.error} for p in points]
+    if args.readme:
+        from common.marked import write_marked
+        write_marked(v.README, v.README_COMMAND, {"errors": v.readme_table()})
     if args.json:
         print(json.dumps(report, indent=2))
         return int(failed)

@@ -169,3 +169,27 @@ def summarize(points: list[Point], known: dict[tuple[str, str], str] | None = No
                                            "still_out": abs(p.error) > worst_bound,
                                            "why": known[(component, p.where)]} for p in listed]})
     return rows
+
+
+README = ROOT / "sim" / "cost" / "README.md"
+README_COMMAND = "saddle validate --readme"     # writes README's marked block (common/marked.py)
+LABELS = {"pim_cycles": "PIM attention cycles (Ramulator2)", "attention": "step attention (AttAcc)",
+          "fc": "step FC", "comm": "step communication", "other": "step other", "total": "step total",
+          "energy": "dynamic energy per step"}
+
+
+def readme_table() -> str:
+    """sim/cost/README.md's table: per component, mean |error| and worst error (and where) of the
+    ``attacc`` calibration, the same of ``physical`` for comparison, and the bounds."""
+    def pct(x: float, digits: int, sign: str = "") -> str:
+        return f"{x * 100:{sign}.{digits}f} %"
+    rows = {cal: summarize(compare(cal), known_deviations() if cal == "attacc" else None)
+            for cal in ("attacc", "physical")}
+    lines = ["| component | points | attacc: mean / worst (where) | physical: mean / worst | bound |",
+             "|---|---|---|---|---|"]
+    for a, p in zip(rows["attacc"], rows["physical"], strict=True):
+        bound = ("" if a["bound_mean"] is None else pct(a["bound_mean"], 0) + " / ") + pct(a["bound_worst"], 0)
+        lines.append(f"| {LABELS[a['component']]} | {a['points']} | {pct(a['mean_abs_error'], 2)} / "
+                     f"{pct(a['worst_error'], 2, '+')} ({a['worst_at']}) | {pct(p['mean_abs_error'], 1)} / "
+                     f"{pct(p['worst_error'], 1, '+')} | {bound} |")
+    return "\n".join(lines) + "\n"

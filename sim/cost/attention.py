@@ -56,7 +56,7 @@ class Bilinear(NamedTuple):
         """``count`` summed over one request's attention phases. Every count of
         ``sim.model.Attention`` is a multiple of heads x queries x head dim, KV heads x context x
         head dim or heads x queries x context, so four requests determine it exactly."""
-        f = lambda L, q: sum(count(op) for op in shard.attention_ops(L, q))
+        f = partial(_summed, shard, count)
         e = f(2, 2) - f(2, 1) - f(1, 2) + f(1, 1)
         b = f(2, 1) - f(1, 1) - e
         c = f(1, 2) - f(1, 1) - e
@@ -74,6 +74,10 @@ class Bilinear(NamedTuple):
         a, b, c, e = self
         n, contexts, queries, products = s
         return a * n + b * contexts + c * queries + e * products
+
+
+def _summed(shard: ModelSpec, count: Callable[[Attention], int], L: int, q: int) -> int:
+    return sum(count(op) for op in shard.attention_ops(L, q))
 
 
 def _in_phase(phase: str, count: str) -> Callable[[Attention], int]:
@@ -275,8 +279,8 @@ class PimAttention:
     def _tail(self, units: Sequence[int], rows: Sequence[int], job: int, paired: bool) -> int:
         key = (units[job], rows[job], paired)
         found = self.tails.get(key)
-        if found is None:
-            found = self.tails[key] = self.pim.instance_tail(
+        if found is None:       # only AttAcc's schedule has tails (``refresh`` needs them)
+            found = self.tails[key] = self.pim.attacc_tail(
                 units[job] * self.unit, self.shard.head_dim, rows[job], self.shard.bpe,
                 self.power, paired)
         return found

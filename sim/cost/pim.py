@@ -327,8 +327,6 @@ class PimStack:
             macs, groups = (cols - before) * queries, dims - before // tokens
         return self.t.RCD + macs * self.spacing(power_constrained) + groups * a.per_context_group
 
-    instance_tail = attacc_tail     # only AttAcc's schedule has tails (``refresh`` needs them)
-
     @property
     def context_unit(self) -> int:
         """Contexts an instance cannot tell apart: its cycles, PE column reads, refresh tail and

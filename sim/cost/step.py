@@ -81,6 +81,7 @@ class StepCost(NamedTuple):
     fc_ps: int
     comm_ps: int
     other_ps: int
+    allreduce_ps: int           # the all-reduces between devices (NVLink), part of comm_ps
     gpu_busy_ps: int
     pim_busy_ps: int
     energy: tuple[float, ...]
@@ -109,6 +110,7 @@ class StepCost(NamedTuple):
         return {"time_ns": ns(self.time_ps),
                 "breakdown": {"attention_ns": ns(self.attention_ps), "fc_ns": ns(self.fc_ps),
                               "comm_ns": ns(self.comm_ps), "other_ns": ns(self.other_ps)},
+                "allreduce_ns": ns(self.allreduce_ps),     # part of comm_ns
                 "gpu_busy_ns": ns(self.gpu_busy_ps), "pim_busy_ns": ns(self.pim_busy_ps),
                 "energy_pj": self.energy_pj,
                 "energy_by_component_pj": dict(self.energy_by_component_pj),
@@ -135,7 +137,8 @@ class DensePrice(NamedTuple):
 
     fc_ps: int
     other_ps: int
-    comm_ps: int
+    comm_ps: int                # GPU <-> PIM transfers of FC on PIM and the all-reduces
+    allreduce_ps: int
     gpu_ps: int
     pim_ps: int
     fc_energy: tuple[float, ...]
@@ -163,6 +166,7 @@ class DenseModel:
         allreduce_ps, allreduce_energy = self._allreduce(tokens)
         fc_flops = sum(op.flops * op.repeat for op in fc)
         return DensePrice(fc_ps=fc_ps, other_ps=other_ps, comm_ps=comm_ps + allreduce_ps,
+                          allreduce_ps=allreduce_ps,
                           gpu_ps=(fc_ps if on_gpu else 0) + other_ps,
                           pim_ps=0 if on_gpu else fc_ps, fc_energy=tuple(energy),
                           other_energy=other_energy, allreduce_energy=allreduce_energy,
@@ -292,6 +296,7 @@ class StepModel:
             time_ps * self.static_w)
         cost = StepCost(time_ps=time_ps, attention_ps=att.ps, fc_ps=d.fc_ps,
                         comm_ps=d.comm_ps + att.comm_ps, other_ps=d.other_ps,
+                        allreduce_ps=d.allreduce_ps,
                         gpu_busy_ps=d.gpu_ps + (0 if on_pim else att.ps),
                         pim_busy_ps=d.pim_ps + (att.ps if on_pim else 0), energy=energy,
                         energy_pj=sum(energy), flops=0, pim_flops=0, devices=devices,

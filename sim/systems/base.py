@@ -13,6 +13,8 @@ from dataclasses import dataclass
 from heapq import heappop, heappush
 from typing import ClassVar
 
+from mypy_extensions import mypyc_attr
+
 from sim.cost.step import StepPrice, Work
 from sim.engine.devices import DeviceSet, IntervalLog
 from sim.engine.events import EventQueue
@@ -44,6 +46,7 @@ class Live:
         return self.prompt + self.t + ahead
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)    # new systems subclass the run classes
 class BaseRun:
     live_type: ClassVar[type[Live]] = Live     # the system's per-request state
 
@@ -57,7 +60,7 @@ class BaseRun:
         self.devices = DeviceSet(self.queue, self.n_devices, self.log)
         self.tokens = TokenCounts()
         self.energy_fj = self.flops = self.pim_flops = 0      # booked by ``book``
-        self.verify_ps = self.verify_comm_ps = self.passes = 0    # booked by ``book_tlm``
+        self.verify_ps = self.verify_comm_ps = self.verify_allreduce_ps = self.passes = 0   # ``book_tlm``
         self.latencies: list[int] = []
         self.request_tokens: list[int] = []      # output length of each finished request
         self.batcher = BatchFormer(setup.workload, setup.params.batch, setup.params.batching)
@@ -157,6 +160,7 @@ class BaseRun:
         """Book a TLM pass priced by the caller."""
         self.verify_ps += price.work.time_ps
         self.verify_comm_ps += price.cost.comm_ps
+        self.verify_allreduce_ps += price.cost.allreduce_ps
         self.passes += 1
         return self.book(price)
 
@@ -200,6 +204,7 @@ class BaseRun:
             request_tokens=self.request_tokens, window_ps=window[0], window_tokens=window[1],
             window_energy_fj=window[2] + window_static, window_static_fj=window_static,
             verify_ps=self.verify_ps,
-            verify_comm_ps=self.verify_comm_ps, passes=self.passes)
+            verify_comm_ps=self.verify_comm_ps, verify_allreduce_ps=self.verify_allreduce_ps,
+            passes=self.passes)
         return run_record(self.spec.name, self.setup.params.pair, self.setup.params.batch,
                           self.setup.draft_length, self.setup.mapping, measured)

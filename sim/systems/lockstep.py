@@ -10,6 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import partial
 
+from mypy_extensions import mypyc_attr
+
 from sim.systems.base import BaseRun, Live
 
 
@@ -19,6 +21,7 @@ class LockstepLive(Live):
     accepted: int = 0     # how many of them the pass accepts (at most ``drafted``)
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)
 class LockstepRun(BaseRun):
     live_type = LockstepLive
     live: dict[int, LockstepLive]    # type: ignore[assignment]

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from itertools import accumulate
 
 import numpy as np
+from mypy_extensions import mypyc_attr
 
 from sim.systems.lockstep import LockstepLive, LockstepRun
 from sim.systems.registry import FixedLength, StopRule
@@ -55,6 +56,7 @@ class PlannedLive(LockstepLive):
     rounds: Iterator[tuple[int, int]] = iter(())    # (draft tokens, accepted) of those to come
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)
 class PlannedRun(LockstepRun):
     live_type = PlannedLive
     live: dict[int, PlannedLive]    # type: ignore[assignment]

@@ -29,6 +29,8 @@ from dataclasses import dataclass
 from functools import partial
 from operator import attrgetter
 
+from mypy_extensions import mypyc_attr
+
 from sim.manager.formats import PROB_ONE, TOKEN_ID, quantize_prob
 from sim.manager.manager import Manager
 from sim.manager.recording import RecordingManager
@@ -77,6 +79,7 @@ class PooledLive(Live):
     round: Round | None = None
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)
 class PooledRun(BaseRun):
     live_type = PooledLive
     live: dict[int, PooledLive]    # type: ignore[assignment]

@@ -15,7 +15,7 @@ def _record(system, batch=64, value=1.0, pair="opt-66b+opt-1.3b", d=None, seq=10
             "sequence_length": seq, "tokens_per_s": value, "tokens_per_joule": value / 10,
             "tokens_per_joule_dynamic": value / 8, "time_s": 10.0, "verification_s": 3.0,
             "pim_op_fraction": 0.5, "verification_comm_share": 0.3, "verification_comm_s": 1.0,
-            "verification_compute_s": 2.0,
+            "verification_allreduce_s": 0.6, "verification_transfer_s": 0.4, "verification_compute_s": 2.0,
             "latency_breakdown": {k: 1.0 for k in ("prediction", "verification", "monitoring",
                                                     "decision_making", "overlap", "idle")},
             "utilization": {"gpu": 0.5, "pim": 0.4}}

@@ -5,14 +5,15 @@ Cheap by design: files are compared, nothing is synthesized or simulated. After 
 RTL's digest) and rewrites hw/report.json, hw/report.md and the README's marked blocks."""
 import json
 
-from hw.flow.report import README, REPORT_DIR, SECTIONS, marked_blocks, render, write_readme
+from common.marked import marked_blocks
+from hw.flow.report import COMMAND, README, REPORT_DIR, SECTIONS, render, write_readme
 
 FIX = "run `saddle hw report --write` (add --cached-only to re-render without measuring)"
 
 
 def test_readme_tables_are_the_generated_ones():
-    readme = marked_blocks(README.read_text())
-    generated = marked_blocks((REPORT_DIR / "report.md").read_text())
+    readme = marked_blocks(README.read_text(), COMMAND)
+    generated = marked_blocks((REPORT_DIR / "report.md").read_text(), COMMAND)
     assert sorted(readme) == sorted(SECTIONS), f"hw/README.md should hold every generated section once: {FIX}"
     for section, text in readme.items():
         assert text == generated.get(section), f"hw/README.md's {section} table differs from hw/report.md: {FIX}"

@@ -251,3 +251,11 @@ def test_saddle_validate_command():
     report = json.loads(out.stdout)
     rows = report["calibrations"]["attacc"]["components"]
     assert all(r["within"] for r in rows) and report["tables"]["pim_attention"]
+
+
+def test_cost_readme_table_is_what_saddle_validate_writes():
+    from common.marked import marked_blocks
+    from validation.compare import README, README_COMMAND, readme_table
+    blocks = marked_blocks(README.read_text(), README_COMMAND)
+    assert blocks == {"errors": readme_table()}, \
+        f"{README}'s validation table is stale: run `saddle validate --readme`"

@@ -46,7 +46,8 @@ def _reference(system, model: str, reqs, fc: str, devices: int) -> tuple:
     sum_lq = sum(L * q for L, q in reqs)
     a, b, c, e = Bilinear.fit(shard, lambda op: op.flops)
     att_flops = (a * len(reqs) + b * sum_l + c * sum_q + e * sum_lq) * layers
-    return (time_ps, att_ps, d.fc_ps, d.comm_ps + comm_ps, d.other_ps, d.gpu_ps, d.pim_ps + att_ps,
+    return (time_ps, att_ps, d.fc_ps, d.comm_ps + comm_ps, d.other_ps, d.allreduce_ps, d.gpu_ps,
+            d.pim_ps + att_ps,
             energy, sum(energy), (d.flops + att_flops) * devices,
             (d.pim_flops + att_flops) * devices, devices, (("fc", fc), ("attention", "pim")))
 

@@ -79,10 +79,18 @@ def test_each_request_is_priced_from_its_own_context():
 def test_draft_on_one_device_verify_on_all():
     d = SADDLE.price_draft("opt-1.3b", [(512, 1)] * 8, fc="pim")
     assert d.devices == 1 and dict(d.mapping) == {"fc": "pim", "attention": "pim"}
-    assert d.comm_ps > 0                           # GPU <-> PIM transfers, no all-reduce
+    assert d.comm_ps > 0 and d.allreduce_ps == 0   # GPU <-> PIM transfers, no all-reduce
     v = SADDLE.price_verify("opt-66b", [(512, 9)] * 8)
     assert v.devices == 8 and dict(v.mapping) == {"fc": "gpu", "attention": "pim"}
+    assert 0 < v.allreduce_ps < v.comm_ps            # all-reduces and the attention's transfers
     assert DGX.price_draft("opt-1.3b", [(512, 1)]).pim_busy_ps == 0
+
+
+def test_allreduce_part_of_communication_by_hand():
+    """GPUs only: every communication is the two all-reduces per layer of the hidden state."""
+    m = load_model("opt-66b")
+    c = DGX.price_step(m, [(512, 1)] * 16)
+    assert c.comm_ps == c.allreduce_ps == 2 * m.layers * DGX.device_link.allreduce_ps(16 * m.hidden * 2, 8)
 
 
 def test_determinism_and_cache_are_transparent():
@@ -171,6 +179,7 @@ def test_steps_are_bit_identical_to_pricing_operator_by_operator():
             case["model"], [tuple(r) for r in case["requests"]], **case["kwargs"])
         got = c._asdict()
         del got["energy"]                 # checked as energy_by_component_pj
+        assert 0 <= got.pop("allreduce_ps") <= c.comm_ps     # a part of comm_ps, added since
         got |= {"energy_by_component_pj": dict(c.energy_by_component_pj),
                 "mapping": [list(m) for m in c.mapping]}
         assert got == case["cost"], (case["system"], case["model"], case["kwargs"])

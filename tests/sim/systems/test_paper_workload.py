@@ -91,6 +91,7 @@ def _watch_issues(monkeypatch):
     return seen
 
 
+@pytest.mark.pure_python
 @pytest.mark.parametrize("rule", ["gpu-idle", "tlm-idle", "drained"])
 def test_a_pass_below_capacity_starts_only_as_the_rule_says(rule, tiny_trace, monkeypatch):
     seen = _watch_issues(monkeypatch)
@@ -120,6 +121,7 @@ def test_issue_rule_is_checked():
                            issue_rule="drained", requests=4))
 
 
+@pytest.mark.pure_python
 def test_a_later_chunk_is_priced_with_its_own_queries(tiny_trace, monkeypatch):
     priced = []
     original = pooled.PooledRun.price_tlm

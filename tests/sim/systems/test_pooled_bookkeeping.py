@@ -11,6 +11,7 @@ from sim.systems.run import simulate
 from tests.sim.systems.test_systems import params
 
 
+@pytest.mark.pure_python
 @pytest.mark.parametrize("system", ["saddle", "saddle-p", "saddle-s", "oracle"])
 def test_ready_rounds_are_the_requests_that_can_draft(system, tiny_trace, monkeypatch):
     steps = []

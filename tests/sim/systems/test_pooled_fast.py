@@ -11,6 +11,7 @@ from sim.systems.run import simulate
 from tests.sim.systems.test_systems import params
 
 
+@pytest.mark.pure_python
 @pytest.mark.parametrize("system", ["saddle", "saddle-p"])
 def test_draft_tokens_carry_the_plain_token_and_probability(system, tiny_trace, monkeypatch):
     runs, seen, steps = [], [], []
@@ -36,6 +37,7 @@ def test_draft_tokens_carry_the_plain_token_and_probability(system, tiny_trace, 
     assert len(seen) > 100 and len(set(seen)) >= 10 and max(steps) > 1
 
 
+@pytest.mark.pure_python
 @pytest.mark.parametrize("p", [0.0, 1.0, 1.5, 1e-300, 0.5 / 65536, 1.5 / 65536, 1 - 0.5 / 65536,
                                0.1, 0.3, 0.7, 0.999999])
 def test_quantized_edges_through_a_step(p, tiny_trace, monkeypatch):

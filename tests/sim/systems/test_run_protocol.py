@@ -16,6 +16,7 @@ CLASSES = {"gpu-ad": AutoregressiveRun, "pim-ad": AutoregressiveRun, "specpim-ad
            "saddle": PooledRun, "oracle": PooledRun}
 
 
+@pytest.mark.pure_python
 @pytest.mark.parametrize("system,d", SYSTEMS)
 def test_each_system_class_commits_every_output_token_once(system, d, tiny_trace, monkeypatch):
     committed: dict[str, int] = {}
