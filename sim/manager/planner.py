@@ -10,7 +10,8 @@ when it is accepted too (probability ``h``). In UQ.8: ``h_prev >> 8`` plus ``h >
 (units of 2**16 ps). In selection order (shared_pool.py) the prefix k has value E_k and cost T_k:
 
 - **capacity** (``select``): the prefix with the highest E_k / T_k, a running argmax (replace the
-  best when E_k * T_best > E_best * T_k), at most the capacity input;
+  best when E_k * T_best > E_best * T_k) over the whole pool (without it: the first capacity-input
+  tokens);
 - **issue** (``issue``, when the pool holds fewer tokens than the capacity input and the TLM is
   idle): wait iff E * T' < (E + G) * T, i.e. another prediction step would raise the expected
   tokens per unit of pass cost, where G = the sum of h >> 8 over the drafting
