@@ -139,7 +139,7 @@ def test_synthesis_flow_config(tmp_path):
     from hw.flow.synth import load_direct_mapping
 
     assert load_flow()["shared_pool"] == "hier"
-    assert load_direct_mapping() == {"manager", "manager_sram"}
+    assert load_direct_mapping() == {"manager", "manager_sram", "manager_plus"}
     nothing = tmp_path / "none.yaml"
     nothing.write_text("hierarchical: []\n")
     assert load_direct_mapping(nothing) == frozenset()
