@@ -16,6 +16,7 @@ keyed by the digest of the RTL and model sources they run (``SOURCE_GLOBS``) and
 """
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import resource
@@ -244,6 +245,10 @@ def coverify_runs() -> dict:
              "tokens_drafted": record["tokens"]["drafted"]},
             {**measured(config, default_pairs, f"{default_label[:-2]} --storage sram`)", "amaranth", 0,
                         storage="sram"), "tokens_drafted": record["tokens"]["drafted"]}]
+    plus_params = dataclasses.replace(params, system="saddle-plus")
+    config, plus_pairs, record = record_run(plus_params)
+    runs.append({**measured(config, plus_pairs, default_label.replace("saddle,", "saddle-plus,")[:-2]
+                            + " --system saddle-plus`)", "amaranth", 0), "tokens_drafted": record["tokens"]["drafted"]})
     design = built(*shipped_design())
     shipped, work = {}, CACHE / "coverify"
     for kind, n in SHIPPED_CI_TRANSACTIONS.items():
@@ -316,12 +321,17 @@ def render_area(data: dict) -> str:
                       "CPU s", "wall s"], ["l", "l"] + ["r"] * 7, rows))
 
 
+# The Manager's variants beside the shipped one in the parts table: (block, column label).
+MANAGER_VARIANTS = (("manager_sram", "`sram`"), ("manager_plus", "`plus`"))
+
+
 def render_manager_parts(data: dict | None) -> str:
-    """The Manager's parts with flip-flop storage (``manager``) and, beside them, with SRAM
-    storage (``manager_sram``, its macros inside the pools' parts) where measured."""
+    """The Manager's parts with flip-flop storage (``manager``) and, beside them, the variants of
+    MANAGER_VARIANTS (SRAM storage, its macros inside the pools' parts; SADDLE+) where measured."""
     if not data or not data.get("manager"):
         return "Not measured on this RTL.\n"
-    names = {"sp": "Shared Pool", "ep": "Eager Pools", "ctl": "Controller + softmax", "sched": "Scheduler"}
+    names = {"sp": "Shared Pool", "ep": "Eager Pools", "ctl": "Controller + softmax", "sched": "Scheduler",
+             "planner": "Planner (SADDLE+)"}
 
     def parts(e) -> dict:
         r = e["result"]
@@ -333,19 +343,25 @@ def render_manager_parts(data: dict | None) -> str:
         return {**out, "top": rest}
 
     ff = parts(data["manager"])
-    sram = parts(data["manager_sram"]) if data.get("manager_sram") else {}
-    total, sram_total = data["manager"]["result"]["nand2_eq"], sum(p["nand2_eq"] for p in sram.values())
+    variants = [(label, parts(data[block])) for block, label in MANAGER_VARIANTS if data.get(block)]
+    total = data["manager"]["result"]["nand2_eq"]
+    keys = list(ff) + [k for _, v in variants for k in v if k not in ff]
     rows = []
-    for key, p in sorted(ff.items(), key=lambda kv: (kv[0] == "top", -kv[1]["nand2_eq"])):
+    for key in sorted(dict.fromkeys(keys), key=lambda k: (k == "top", -max(
+            [ff.get(k, {}).get("nand2_eq", 0)] + [v.get(k, {}).get("nand2_eq", 0) for _, v in variants]))):
         label = (f"`manager.{key}` {names.get(key, key)}" if key != "top"
                  else "the top's own logic (sequencer, event formatting, drain walk)")
-        s = sram.get(key)
-        rows.append([label, _fmt(p["cells"]), _fmt(p["flip_flops"]), _fmt(p["nand2_eq"]),
-                     f"{100 * p['nand2_eq'] / total:.1f} %",
-                     *((_fmt(s["flip_flops"]), _fmt(s["nand2_eq"]), f"{100 * s['nand2_eq'] / sram_total:.1f} %")
-                       if s else ("-", "-", "-"))])
-    return _table(["`manager` part", "cells", "flip-flops", "NAND2-eq", "share", "`sram`: flip-flops",
-                   "`sram`: NAND2-eq", "`sram`: share"], ["l"] + ["r"] * 7, rows)
+        p = ff.get(key)
+        row = [label, *((_fmt(p["cells"]), _fmt(p["flip_flops"]), _fmt(p["nand2_eq"]),
+                         f"{100 * p['nand2_eq'] / total:.1f} %") if p else ("-",) * 4)]
+        for _, v in variants:
+            s, v_total = v.get(key), sum(q["nand2_eq"] for q in v.values())
+            row += ((_fmt(s["flip_flops"]), _fmt(s["nand2_eq"]), f"{100 * s['nand2_eq'] / v_total:.1f} %")
+                    if s else ("-", "-", "-"))
+        rows.append(row)
+    return _table(["`manager` part", "cells", "flip-flops", "NAND2-eq", "share",
+                   *(f"{label}: {col}" for label, _ in variants for col in ("flip-flops", "NAND2-eq", "share"))],
+                  ["l"] + ["r"] * (4 + 3 * len(variants)), rows)
 
 
 def render_timing(data: dict) -> str:
@@ -530,8 +546,8 @@ def build_report(sections=SECTIONS, blocks: list[str] | None = None, mappings=MA
             area["blocks"][name] = synth_entry(bl, name, liberty, "area", run)
         area["blocks"] = {n: area["blocks"].get(n) for n in bl.factories if n in area["blocks"]}
         report["area"] = area
-        report["manager_parts"] = {"manager": area["blocks"].get("manager"),
-                                   "manager_sram": area["blocks"].get("manager_sram")}
+        report["manager_parts"] = {b: area["blocks"].get(b)
+                                   for b in ("manager", *(v for v, _ in MANAGER_VARIANTS))}
     if "timing" in sections:
         sta = StaContext(bl.out)
         timing = {"blocks": {k: dict(v) for k, v in (report.get("timing") or {}).get("blocks", {}).items()}}
