@@ -118,17 +118,29 @@ class StepCost(NamedTuple):
                 "devices": self.devices, "mapping": dict(self.mapping)}
 
 
-class StepPrice(NamedTuple):
+class StepPrice:
     """``StepModel.price``'s answer for one step, as a run books it. ``cost``, ``work`` and
     ``energy_fj`` (the dynamic energy, static excluded, in integer femtojoules) are shared by
     every step of one memo key; ``cost``'s operation counts are 0: the step's own are
-    ``flops`` and ``pim_flops`` (all devices)."""
+    ``flops`` and ``pim_flops`` (all devices). A plain class: one is made per step priced, and
+    compiled its constructor is native, a NamedTuple's runs Python code (sim/README.md, "Speed")."""
 
-    cost: StepCost
-    work: Work
-    energy_fj: int
-    flops: int
-    pim_flops: int
+    __slots__ = ("cost", "work", "energy_fj", "flops", "pim_flops")
+
+    def __init__(self, cost: StepCost, work: Work, energy_fj: int, flops: int, pim_flops: int) -> None:
+        self.cost, self.work, self.energy_fj, self.flops, self.pim_flops = cost, work, energy_fj, flops, pim_flops
+
+    def _values(self) -> tuple[StepCost, Work, int, int, int]:
+        return self.cost, self.work, self.energy_fj, self.flops, self.pim_flops
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, StepPrice) and self._values() == other._values()
+
+    def __hash__(self) -> int:
+        return hash(self._values())
+
+    def __repr__(self) -> str:
+        return "StepPrice(cost={!r}, work={!r}, energy_fj={!r}, flops={!r}, pim_flops={!r})".format(*self._values())
 
 
 class DensePrice(NamedTuple):
@@ -274,9 +286,8 @@ class StepModel:
                 key, head = step_key, memo.get(step_key)
                 if head is None:
                     head = self.cache.remember(memo, key, self._head(key, sums.shifted(s)))
-            cost, work, energy_fj, flops, pim_flops = head
-            out.append(StepPrice(cost, work, energy_fj, flops + more,
-                                 pim_flops + more if on_pim else pim_flops))
+            out.append(StepPrice(head.cost, head.work, head.energy_fj, head.flops + more,
+                                 head.pim_flops + more if on_pim else head.pim_flops))
             more += growth
         return out
 
