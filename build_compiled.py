@@ -11,15 +11,16 @@ import json
 import subprocess
 import sys
 
-from common.compiled import MANIFEST, ROOT, extension_path, sources_digest, stale_reason
+from common.compiled import COMPILED, MANIFEST, ROOT, extension_path, sources_digest, stale_reason
 
 GROUP = "sim._compiled"     # the shared library: sim/_compiled__mypyc.<abi>.so
 BUILD = ROOT / "build" / "mypyc"
-# What runs per token: the event queue, the devices, the price lookups, the run loops and the
-# Manager model's per-token parts. The rest of sim/ runs once per run and stays interpreted, and
-# so do the Manager's transaction and config types (sim/manager/transactions.py, config.py: logged,
-# compared and built field by field by hw/flow), the stop rules (sim/systems/registry.py:
-# interpreted classes subclass them, docs/extending.md) and traces/ (numpy-bound). A compiled
+# What runs per token: the event queue, the devices, the price lookups, the run loops, the
+# Manager model's per-token parts and the trace's drafting path (traces/path.py, every round).
+# The rest of sim/ runs once per run and stays interpreted, and so do the Manager's transaction
+# and config types (sim/manager/transactions.py, config.py: logged, compared and built field by
+# field by hw/flow), the stop rules (sim/systems/registry.py: interpreted classes subclass them,
+# docs/extending.md) and the rest of traces/ (numpy-bound). A compiled
 # Manager cannot be deep-copied (native classes), so hw/flow builds twins by replaying instead.
 MODULES = [
     "sim.engine.events", "sim.engine.devices", "sim.engine.costs",
@@ -28,12 +29,13 @@ MODULES = [
     "sim.cost.step", "sim.cost.attention", "sim.cost.pim",
     "sim.manager.manager", "sim.manager.controller", "sim.manager.shared_pool", "sim.manager.eager_pool",
     "sim.manager.conservation", "sim.manager.scheduler", "sim.manager.planner", "sim.manager.recording",
+    "traces.path",
 ]
 
 
 def clean() -> None:
     MANIFEST.unlink(missing_ok=True)
-    for path in (ROOT / "sim").rglob("*.so"):
+    for path in (p for package in COMPILED for p in (ROOT / package).rglob("*.so")):
         path.unlink()
 
 

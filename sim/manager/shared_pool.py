@@ -14,7 +14,7 @@ property (a selected token's earlier pooled tokens are selected too), which ``se
 from __future__ import annotations
 
 from itertools import chain
-from operator import attrgetter, is_
+from operator import is_
 
 
 class PoolEntry:
@@ -42,7 +42,9 @@ def aged_selection_key(entry: PoolEntry, aging_passes: int) -> tuple[bool, int, 
     return (entry.age < aging_passes, -entry.h, entry.request, entry.position)
 
 
-_H = attrgetter("h")
+def _h(entry: PoolEntry) -> int:
+    # A function, not attrgetter: compiled, it reads the native attribute directly.
+    return entry.h
 
 
 class SharedPool:
@@ -110,7 +112,7 @@ class SharedPool:
         # equal keys in order), then with aging a stable partition on the age.
         waiting = self._waiting
         candidates = list(chain.from_iterable(map(waiting.__getitem__, sorted(waiting))))
-        candidates.sort(key=_H, reverse=True)
+        candidates.sort(key=_h, reverse=True)
         aging = self.aging_passes
         if aging is not None:
             candidates = [e for e in candidates if e.age >= aging] + [e for e in candidates if e.age < aging]
