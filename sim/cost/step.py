@@ -9,7 +9,7 @@ partitioning".
 from __future__ import annotations
 
 from collections.abc import Hashable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from types import MappingProxyType
 from typing import TYPE_CHECKING, NamedTuple
 
@@ -49,25 +49,33 @@ class PriceCache:
         return value
 
 
-@dataclass(frozen=True)
 class Work:
     """One step's demand on the devices: how long it takes alone (``time_ps``) and how long it
     keeps each GPU and each PIM device it spans busy; ``shares``: those as fractions of
-    ``time_ps``."""
+    ``time_ps``. A value (equal by its four fields); a plain class, not a frozen dataclass:
+    one is made per step priced, and compiled its constructor is native (sim/README.md, "Speed")."""
 
-    time_ps: int
-    gpu_ps: int
-    pim_ps: int
-    devices: int = 1
-    shares: tuple[float, float] = field(init=False, repr=False, compare=False)
+    __slots__ = ("time_ps", "gpu_ps", "pim_ps", "devices", "shares")
 
-    def __post_init__(self) -> None:
-        if self.time_ps < 0 or self.gpu_ps < 0 or self.pim_ps < 0:
+    def __init__(self, time_ps: int, gpu_ps: int, pim_ps: int, devices: int = 1) -> None:
+        self.time_ps, self.gpu_ps, self.pim_ps, self.devices = time_ps, gpu_ps, pim_ps, devices
+        if time_ps < 0 or gpu_ps < 0 or pim_ps < 0:
             raise ValueError(f"negative work {self}")
-        if self.gpu_ps > self.time_ps or self.pim_ps > self.time_ps:
+        if gpu_ps > time_ps or pim_ps > time_ps:
             raise ValueError(f"a device is busy longer than the step lasts: {self}")
-        t = self.time_ps
-        object.__setattr__(self, "shares", (self.gpu_ps / t, self.pim_ps / t) if t else (0.0, 0.0))
+        self.shares: tuple[float, float] = (gpu_ps / time_ps, pim_ps / time_ps) if time_ps else (0.0, 0.0)
+
+    def _values(self) -> tuple[int, int, int, int]:
+        return self.time_ps, self.gpu_ps, self.pim_ps, self.devices
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Work) and self._values() == other._values()
+
+    def __hash__(self) -> int:
+        return hash(self._values())
+
+    def __repr__(self) -> str:
+        return "Work(time_ps={}, gpu_ps={}, pim_ps={}, devices={})".format(*self._values())
 
 
 class StepCost(NamedTuple):
