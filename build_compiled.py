@@ -11,26 +11,31 @@ import json
 import subprocess
 import sys
 
-from common.compiled import MANIFEST, ROOT, extension_path, sources_digest, stale_reason
+from common.compiled import COMPILED, MANIFEST, ROOT, extension_path, sources_digest, stale_reason
 
 GROUP = "sim._compiled"     # the shared library: sim/_compiled__mypyc.<abi>.so
 BUILD = ROOT / "build" / "mypyc"
-# What runs per token: the event queue, the devices, the price lookups and the run loops. The
-# rest of sim/ runs once per run and stays interpreted, and so do the Manager model (sim/manager/:
-# hw/flow's stimulus deep-copies it, which native classes do not allow unless marked
-# serializable, and so marked mypyc 2.4.1 leaves their attributes undefined), the stop rules
-# (sim/systems/registry.py: interpreted classes subclass them, docs/extending.md) and traces/.
+# What runs per token: the event queue, the devices, the price lookups, the run loops, the
+# Manager model's per-token parts and the trace's drafting path (traces/path.py, every round).
+# The rest of sim/ runs once per run and stays interpreted, and so do the Manager's transaction
+# and config types (sim/manager/transactions.py, config.py: logged, compared and built field by
+# field by hw/flow), the stop rules (sim/systems/registry.py: interpreted classes subclass them,
+# docs/extending.md) and the rest of traces/ (numpy-bound). A compiled
+# Manager cannot be deep-copied (native classes), so hw/flow builds twins by replaying instead.
 MODULES = [
     "sim.engine.events", "sim.engine.devices", "sim.engine.costs",
     "sim.systems.base", "sim.systems.pooled", "sim.systems.lockstep", "sim.systems.autoregressive",
     "sim.systems.planned", "sim.systems.saddle_d",
     "sim.cost.step", "sim.cost.attention", "sim.cost.pim",
+    "sim.manager.manager", "sim.manager.controller", "sim.manager.shared_pool", "sim.manager.eager_pool",
+    "sim.manager.conservation", "sim.manager.scheduler", "sim.manager.planner", "sim.manager.recording",
+    "traces.path",
 ]
 
 
 def clean() -> None:
     MANIFEST.unlink(missing_ok=True)
-    for path in (ROOT / "sim").rglob("*.so"):
+    for path in (p for package in COMPILED for p in (ROOT / package).rglob("*.so")):
         path.unlink()
 
 

@@ -7,9 +7,10 @@ load average before and after (the machine is shared: a loaded machine is slower
 experiment's check (every trace read and validated, about 2 s) runs before the clock starts;
 forked workers start with what it read.
 
-Then one SADDLE run per batch of ``--single`` (default 64 and 128, OPT-66B) in this process:
-CPU microseconds per generated token and simulated seconds per CPU second, the figures that say
-how far the per-token path is from the interpreter's floor (``--single`` with no batch skips).
+Then one SADDLE run per batch of ``--single`` (default 64 and 128, OPT-66B) in this process,
+twice (cold price caches, then warm): CPU microseconds per generated token and simulated seconds
+per CPU second, the figures that say how far the per-token path is from the interpreter's floor
+(``--single`` with no batch skips).
 
 All of it twice, each in a process of its own: with sim/'s compiled modules (``make compiled``;
 left out, saying so, when there is no usable build) and in pure Python (``SADDLE_PURE_PYTHON=1``);
@@ -88,16 +89,20 @@ def both_modes() -> int:
 
 
 def single(runs: list, batch: int, pair: str = "opt-66b+opt-1.3b") -> None:
-    """One fig12 SADDLE run, timed in this process (CPU time, so other load inflates it less)."""
+    """One fig12 SADDLE run, timed in this process (CPU time, so other load inflates it less),
+    twice: first on cold price caches (as a lone run), then again on the caches the first filled
+    (as most runs of a sweep, whose points share step prices): the per-token path alone."""
     from sim.systems.run import simulate
     p = next((r for r in runs if r.system == "saddle" and r.pair == pair and r.batch == batch), None)
     if p is None:
         raise SystemExit(f"--single: fig12 has no SADDLE run of {pair} at batch {batch}")
-    start = time.process_time()
-    record = simulate(p)[0]
-    cpu = time.process_time() - start
-    print(f"SADDLE {pair} batch {batch}: {cpu:.2f} CPU s, {cpu / record.tokens.generated * 1e6:.1f} "
-          f"us per generated token, {record.time_s / cpu:.1f} simulated s per CPU s")
+    for caches in ("cold", "warm"):
+        start = time.process_time()
+        record = simulate(p)[0]
+        cpu = time.process_time() - start
+        print(f"SADDLE {pair} batch {batch}, {caches} price caches: {cpu:.2f} CPU s, "
+              f"{cpu / record.tokens.generated * 1e6:.1f} us per generated token, "
+              f"{record.time_s / cpu:.1f} simulated s per CPU s")
 
 
 if __name__ == "__main__":

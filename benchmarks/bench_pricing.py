@@ -11,13 +11,20 @@ the replay printed: the run's pricing alone, first call to last, cold caches inc
 bit) of every step priced, in order: equal digests from two versions of the code mean they
 price the run identically (a round's steps come in the order the run asked them one by one
 before ``price_round``).
+
+Recording patches ``CostAdapter``'s methods, which a compiled class does not allow: the script
+runs sim/ in pure Python (``SADDLE_PURE_PYTHON=1``, set before ``import sim``), so its figures
+are the interpreted pricing's.
 """
 from __future__ import annotations
 
 import gc
 import hashlib
+import os
 import sys
 import time
+
+os.environ["SADDLE_PURE_PYTHON"] = "1"      # before sim is imported: see the docstring
 
 from sim.cost.system import clear_caches
 from sim.engine.costs import CostAdapter

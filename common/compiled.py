@@ -1,9 +1,9 @@
 """Whether sim/'s compiled hot path runs. ``build_compiled.py`` compiles some of sim/'s modules
-with mypyc from the same .py files, in place (an extension module beside each source), and writes
-a manifest (``sim/_compiled.json``) with a digest of the sources it was built from. ``import sim``
-calls :func:`install`: the extension modules run only if the digest still matches and
-``SADDLE_PURE_PYTHON`` is not set; otherwise a finder put first on ``sys.meta_path`` loads every
-sim module from its .py file. All or none: compiled modules call each other natively, and may
+(and one of traces/) with mypyc from the same .py files, in place (an extension module beside
+each source), and writes a manifest (``sim/_compiled.json``) with a digest of the sources it was
+built from. ``import sim`` and ``import traces`` call :func:`install`: the extension modules run
+only if the digest still matches and ``SADDLE_PURE_PYTHON`` is not set; otherwise a finder put
+first on ``sys.meta_path`` loads every module of those packages from its .py file. All or none: compiled modules call each other natively, and may
 have inlined constants of the modules they import, so every source they can read is hashed and a
 changed one (a stale build) runs interpreted, with one warning, until the build is redone."""
 from __future__ import annotations
@@ -23,6 +23,7 @@ ENV = "SADDLE_PURE_PYTHON"
 ROOT = Path(__file__).resolve().parent.parent
 MANIFEST = ROOT / "sim" / "_compiled.json"
 HASHED = ("sim", "common", "traces")     # what a compiled module can import
+COMPILED = ("sim", "traces")             # the packages with compiled modules (build_compiled.py)
 
 
 def sources_digest() -> str:
@@ -56,12 +57,13 @@ def active() -> bool:
 
 
 class Interpreted:
-    """A meta-path finder: a sim module's .py file, never an extension module beside it."""
+    """A meta-path finder: a module's .py file, never an extension module beside it (the
+    packages in ``COMPILED``)."""
 
     @staticmethod
     def find_spec(name: str, path: Sequence[str] | None, target: ModuleType | None = None
                   ) -> ModuleSpec | None:
-        if not name.startswith("sim.") or path is None:
+        if name.partition(".")[0] not in COMPILED or path is None:
             return None
         spec = PathFinder.find_spec(name, path)
         if spec is None or not isinstance(spec.loader, ExtensionFileLoader) or not spec.origin:
@@ -71,8 +73,8 @@ class Interpreted:
 
 
 def install() -> None:
-    """Called by ``import sim``: keep the compiled modules, or load every sim module from source
-    (warning if a build is there but stale)."""
+    """Called by ``import sim`` and ``import traces``: keep the compiled modules, or load every
+    module of theirs from source (warning if a build is there but stale)."""
     if active():
         return
     if not os.environ.get(ENV) and (reason := stale_reason()):

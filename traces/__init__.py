@@ -1,0 +1,3 @@
+from common.compiled import install
+
+install()

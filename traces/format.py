@@ -17,6 +17,7 @@ import numpy as np
 import orjson
 
 from common.errors import SaddleError
+from traces.path import values_along_path
 
 SCHEMA_VERSION = "saddle-trace/1"
 
@@ -377,27 +378,11 @@ class RequestTrace:
     def _values_along_path(self, t: int, n: int, name: str) -> tuple[list[float], int]:
         """A per-token value of the DLM (its probability, its entropy) at the tokens it drafts
         when asked for ``n`` from ``t`` (``draft_probs``' window and path rule), and how many
-        of them are accepted. Asked at every round's start of a simulation: ``_window`` and the
-        accepted count ``leading_accepted`` computes are inlined."""
+        of them are accepted (``traces.path.values_along_path``)."""
         run = self._lists.get("run") or self._run_list()
-        size = len(run)
-        if not 0 <= t < size or n < 1:
+        if not 0 <= t < len(run) or n < 1:
             self._window(t, n)                      # raises
-        m = n if n < size - t else size - t
-        k = run[t] if run[t] < m else m
-        onpath_values, offpath_values, rank = self._lists.get(name) or self._value_lists(name)
-        onpath = k + 1 if k < m else m
-        values = onpath_values[t:t + onpath]
-        rest = m - onpath
-        if rest:
-            miss = t + k
-            off = offpath_values[rank[miss]]
-            take = min(rest, len(off))
-            values += off[:take]
-            if take < rest:
-                values += ([off[-1]] * (rest - take) if off
-                           else onpath_values[miss + 1 + take:t + m])
-        return values, k
+        return values_along_path(run, *(self._lists.get(name) or self._value_lists(name)), t, n)
 
     # -- JSON records ------------------------------------------------------------------------
 

@@ -22,25 +22,26 @@ if TYPE_CHECKING:
 PHASES = ("scores", "softmax", "context")
 
 
-class Sums(NamedTuple):
+class Sums:
     """What a step's token count and every attention count depend on: the number of
-    requests, and the sums of their contexts L, query tokens q and products L q."""
+    requests, and the sums of their contexts L, query tokens q and products L q. A plain class:
+    one is made per step priced, and compiled its constructor is native, a NamedTuple's runs
+    Python code (sim/README.md, "Speed")."""
 
-    n: int
-    contexts: int
-    queries: int
-    products: int
+    __slots__ = ("n", "contexts", "queries", "products")
 
-    @classmethod
-    def of(cls, contexts: Sequence[int], queries: Sequence[int]) -> Sums:
+    def __init__(self, n: int, contexts: int, queries: int, products: int) -> None:
+        self.n, self.contexts, self.queries, self.products = n, contexts, queries, products
+
+    @staticmethod
+    def of(contexts: Sequence[int], queries: Sequence[int]) -> Sums:
         n, sum_l, sum_q = len(contexts), sum(contexts), sum(queries)
         # Every query count is at least 1: sum_q == n means one query each.
-        return cls(n, sum_l, sum_q, sum_l if sum_q == n else sum(map(mul, contexts, queries)))
+        return Sums(n, sum_l, sum_q, sum_l if sum_q == n else sum(map(mul, contexts, queries)))
 
     def shifted(self, s: int) -> Sums:
         """The sums once every context has grown by ``s``."""
-        n, contexts, queries, products = self
-        return Sums(n, contexts + n * s, queries, products + queries * s) if s else self
+        return Sums(self.n, self.contexts + self.n * s, self.queries, self.products + self.queries * s) if s else self
 
 
 class Bilinear(NamedTuple):
@@ -72,8 +73,7 @@ class Bilinear(NamedTuple):
 
     def __call__(self, s: Sums) -> int:
         a, b, c, e = self
-        n, contexts, queries, products = s
-        return a * n + b * contexts + c * queries + e * products
+        return a * s.n + b * s.contexts + c * s.queries + e * s.products
 
 
 def _summed(shard: ModelSpec, count: Callable[[Attention], int], L: int, q: int) -> int:
@@ -124,7 +124,7 @@ class FusedGpuAttention(_GpuAttention):
     def keys(self, contexts: Sequence[int], queries: Sequence[int], sums: Sums,
              steps: int) -> Sequence[Hashable]:
         tiles_of, g, kv_heads = self.gpu.tiles_per_kv_head, self.shard.group, self.shard.kv_heads
-        n, sum_l, sum_q, sum_lq = sums
+        n, sum_l, sum_q, sum_lq = sums.n, sums.contexts, sums.queries, sums.products
         return [(n, sum_l + n * s, sum_q, sum_lq + sum_q * s,       # sums.shifted(s), tiles
                  kv_heads * sum([tiles_of(L + s, q * g) for L, q in zip(contexts, queries)]))
                 for s in range(steps)]
@@ -157,7 +157,7 @@ class UnfusedGpuAttention(_GpuAttention):
                 per_request[q] = self.gpu.unfused_blocks(self.shard.kv_heads, q * self.shard.group)
         blocks = (sums.n * per_request[1] if sums.queries == sums.n
                   else sum([per_request[q] for q in queries]))
-        n, sum_l, sum_q, sum_lq = sums
+        n, sum_l, sum_q, sum_lq = sums.n, sums.contexts, sums.queries, sums.products
         return [(n, sum_l + n * s, sum_q, sum_lq + sum_q * s, blocks)    # sums.shifted(s), blocks
                 for s in range(steps)]
 

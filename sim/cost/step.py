@@ -9,7 +9,7 @@ partitioning".
 from __future__ import annotations
 
 from collections.abc import Hashable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from types import MappingProxyType
 from typing import TYPE_CHECKING, NamedTuple
 
@@ -49,25 +49,33 @@ class PriceCache:
         return value
 
 
-@dataclass(frozen=True)
 class Work:
     """One step's demand on the devices: how long it takes alone (``time_ps``) and how long it
     keeps each GPU and each PIM device it spans busy; ``shares``: those as fractions of
-    ``time_ps``."""
+    ``time_ps``. A value (equal by its four fields); a plain class, not a frozen dataclass:
+    one is made per step priced, and compiled its constructor is native (sim/README.md, "Speed")."""
 
-    time_ps: int
-    gpu_ps: int
-    pim_ps: int
-    devices: int = 1
-    shares: tuple[float, float] = field(init=False, repr=False, compare=False)
+    __slots__ = ("time_ps", "gpu_ps", "pim_ps", "devices", "shares")
 
-    def __post_init__(self) -> None:
-        if self.time_ps < 0 or self.gpu_ps < 0 or self.pim_ps < 0:
+    def __init__(self, time_ps: int, gpu_ps: int, pim_ps: int, devices: int = 1) -> None:
+        self.time_ps, self.gpu_ps, self.pim_ps, self.devices = time_ps, gpu_ps, pim_ps, devices
+        if time_ps < 0 or gpu_ps < 0 or pim_ps < 0:
             raise ValueError(f"negative work {self}")
-        if self.gpu_ps > self.time_ps or self.pim_ps > self.time_ps:
+        if gpu_ps > time_ps or pim_ps > time_ps:
             raise ValueError(f"a device is busy longer than the step lasts: {self}")
-        t = self.time_ps
-        object.__setattr__(self, "shares", (self.gpu_ps / t, self.pim_ps / t) if t else (0.0, 0.0))
+        self.shares: tuple[float, float] = (gpu_ps / time_ps, pim_ps / time_ps) if time_ps else (0.0, 0.0)
+
+    def _values(self) -> tuple[int, int, int, int]:
+        return self.time_ps, self.gpu_ps, self.pim_ps, self.devices
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Work) and self._values() == other._values()
+
+    def __hash__(self) -> int:
+        return hash(self._values())
+
+    def __repr__(self) -> str:
+        return "Work(time_ps={}, gpu_ps={}, pim_ps={}, devices={})".format(*self._values())
 
 
 class StepCost(NamedTuple):
@@ -118,17 +126,29 @@ class StepCost(NamedTuple):
                 "devices": self.devices, "mapping": dict(self.mapping)}
 
 
-class StepPrice(NamedTuple):
+class StepPrice:
     """``StepModel.price``'s answer for one step, as a run books it. ``cost``, ``work`` and
     ``energy_fj`` (the dynamic energy, static excluded, in integer femtojoules) are shared by
     every step of one memo key; ``cost``'s operation counts are 0: the step's own are
-    ``flops`` and ``pim_flops`` (all devices)."""
+    ``flops`` and ``pim_flops`` (all devices). A plain class: one is made per step priced, and
+    compiled its constructor is native, a NamedTuple's runs Python code (sim/README.md, "Speed")."""
 
-    cost: StepCost
-    work: Work
-    energy_fj: int
-    flops: int
-    pim_flops: int
+    __slots__ = ("cost", "work", "energy_fj", "flops", "pim_flops")
+
+    def __init__(self, cost: StepCost, work: Work, energy_fj: int, flops: int, pim_flops: int) -> None:
+        self.cost, self.work, self.energy_fj, self.flops, self.pim_flops = cost, work, energy_fj, flops, pim_flops
+
+    def _values(self) -> tuple[StepCost, Work, int, int, int]:
+        return self.cost, self.work, self.energy_fj, self.flops, self.pim_flops
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, StepPrice) and self._values() == other._values()
+
+    def __hash__(self) -> int:
+        return hash(self._values())
+
+    def __repr__(self) -> str:
+        return "StepPrice(cost={!r}, work={!r}, energy_fj={!r}, flops={!r}, pim_flops={!r})".format(*self._values())
 
 
 class DensePrice(NamedTuple):
@@ -274,9 +294,8 @@ class StepModel:
                 key, head = step_key, memo.get(step_key)
                 if head is None:
                     head = self.cache.remember(memo, key, self._head(key, sums.shifted(s)))
-            cost, work, energy_fj, flops, pim_flops = head
-            out.append(StepPrice(cost, work, energy_fj, flops + more,
-                                 pim_flops + more if on_pim else pim_flops))
+            out.append(StepPrice(head.cost, head.work, head.energy_fj, head.flops + more,
+                                 head.pim_flops + more if on_pim else head.pim_flops))
             more += growth
         return out
 

@@ -14,7 +14,6 @@ from __future__ import annotations
 import math
 from array import array
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from functools import partial
 
 import numpy as np
@@ -27,16 +26,17 @@ from sim.engine.events import EventQueue
 DONE_PRIORITY = 0
 
 
-@dataclass(slots=True)
 class _Running:
-    lane: str
-    work: Work
-    on_done: Callable[[], None]
-    start: int
-    remaining: float          # nominal ps still to run (at rate 1)
-    rate: float = 1.0
-    since: int = 0
-    event: int | None = None  # the seq of its completion event
+    # A plain class, not a dataclass: compiled (build_compiled.py), its constructor is native;
+    # a dataclass's or NamedTuple's runs generated Python code (sim/README.md, "Speed").
+    __slots__ = ("lane", "work", "on_done", "start", "remaining", "rate", "since", "event")
+
+    def __init__(self, lane: str, work: Work, on_done: Callable[[], None], start: int,
+                 remaining: float, rate: float, since: int) -> None:
+        self.lane, self.work, self.on_done, self.start = lane, work, on_done, start
+        self.remaining = remaining     # nominal ps still to run (at rate 1)
+        self.rate, self.since = rate, since
+        self.event: int | None = None  # the seq of its completion event
 
 
 class DeviceSet:

@@ -22,6 +22,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from sim.manager.shared_pool import PoolEntry
+
 COST_BUCKET = 16        # tokens per entry of the FC cost table
 COST_MAX = (1 << 22) - 1   # COST format: 22-bit unsigned, units of 2**16 ps
 
@@ -49,20 +51,22 @@ class PassCosts:
         return self.fc[-(-tokens // COST_BUCKET)] + requests * self.per_request
 
 
-def best_prefix(order: list, limit: int, costs: PassCosts) -> tuple[int, int, int, int]:
-    """(k, E_k, T_k, requests) of the pass over the first tokens of ``order`` (PoolEntry in
-    selection order): the argmax of E_k / T_k over 1 <= k <= ``limit`` (the first of ties) with
+def best_prefix(order: list[PoolEntry], limit: int, costs: PassCosts) -> tuple[int, int, int, int]:
+    """(k, E_k, T_k, requests) of the pass over the first tokens of ``order`` (selection
+    order): the argmax of E_k / T_k over 1 <= k <= ``limit`` (the first of ties) with
     ``costs.select``, else k = min(limit, len(order))."""
     seen: set[int] = set()
-    value = 0
-    best = (0, 0, 1, 0)
-    for k, entry in enumerate(order[:limit], 1):
+    select = costs.select
+    value = k = best_k = best_value = best_requests = 0
+    best_t = 1
+    for entry in order[:limit]:
+        k += 1
         seen.add(entry.request)
         value += (entry.h_prev >> 8) + (entry.h >> 8 if entry.last else 0)
         t = costs.cost(k, len(seen))
-        if k == 1 or not costs.select or value * best[2] > best[1] * t:
-            best = (k, value, t, len(seen))
-    return best
+        if k == 1 or not select or value * best_t > best_value * t:
+            best_k, best_value, best_t, best_requests = k, value, t, len(seen)
+    return best_k, best_value, best_t, best_requests
 
 
 def should_wait(best: tuple[int, int, int, int], drafting: list[tuple[int, bool]],

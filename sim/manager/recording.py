@@ -6,13 +6,15 @@ plain Manager's do."""
 from __future__ import annotations
 
 from sim.manager import transactions as tx
+from sim.manager.config import ManagerConfig
 from sim.manager.manager import Manager, positions_by_request
+from sim.manager.softmax import SoftmaxParams
 from sim.manager.transactions import Device, Mapping, Pool
 
 
 class RecordingManager(Manager):
-    def __init__(self, *args, **kwargs) -> None:
-        super().__init__(*args, **kwargs)
+    def __init__(self, config: ManagerConfig | None = None, softmax: SoftmaxParams | None = None) -> None:
+        super().__init__(config, softmax)
         self.events: list[tuple[object, list]] = []
 
     def apply(self, txn) -> list:

@@ -13,22 +13,25 @@ property (a selected token's earlier pooled tokens are selected too), which ``se
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
 from itertools import chain
-from operator import attrgetter, is_
+from operator import is_
 
 
-@dataclass(slots=True)
 class PoolEntry:
-    request: int
-    microbatch: int
-    position: int
-    token: int
-    h: int
-    serial: int            # ledger id of the drafted token (conservation check)
-    age: int = 0           # passes passed over while waiting (aging), saturating at K
-    h_prev: int = 1 << 16  # H before this token (SADDLE+'s planner: planner.py)
-    last: bool = False     # the round's stopping token (the Controller said stop)
+    """One draft token in a pool. A plain class, not a dataclass: one is made per draft token,
+    and compiled (build_compiled.py) its constructor is native, a dataclass's runs generated
+    Python code (sim/README.md, "Speed")."""
+
+    __slots__ = ("request", "microbatch", "position", "token", "h", "serial", "age", "h_prev", "last")
+
+    def __init__(self, request: int, microbatch: int, position: int, token: int, h: int, serial: int,
+                 age: int = 0, h_prev: int = 1 << 16, last: bool = False) -> None:
+        self.request, self.microbatch, self.position, self.token = request, microbatch, position, token
+        self.h = h
+        self.serial = serial      # ledger id of the drafted token (conservation check)
+        self.age = age            # passes passed over while waiting (aging), saturating at K
+        self.h_prev = h_prev      # H before this token (SADDLE+'s planner: planner.py)
+        self.last = last          # the round's stopping token (the Controller said stop)
 
 
 def selection_key(entry: PoolEntry) -> tuple[int, int, int]:
@@ -39,7 +42,9 @@ def aged_selection_key(entry: PoolEntry, aging_passes: int) -> tuple[bool, int, 
     return (entry.age < aging_passes, -entry.h, entry.request, entry.position)
 
 
-_H = attrgetter("h")
+def _h(entry: PoolEntry) -> int:
+    # A function, not attrgetter: compiled, it reads the native attribute directly.
+    return entry.h
 
 
 class SharedPool:
@@ -107,7 +112,7 @@ class SharedPool:
         # equal keys in order), then with aging a stable partition on the age.
         waiting = self._waiting
         candidates = list(chain.from_iterable(map(waiting.__getitem__, sorted(waiting))))
-        candidates.sort(key=_H, reverse=True)
+        candidates.sort(key=_h, reverse=True)
         aging = self.aging_passes
         if aging is not None:
             candidates = [e for e in candidates if e.age >= aging] + [e for e in candidates if e.age < aging]

@@ -27,7 +27,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import partial
-from operator import attrgetter
 
 from mypy_extensions import mypyc_attr
 
@@ -49,7 +48,6 @@ from sim.systems.spec import IssueRule
 # Enum.value is a Python-level property, and a mapping is read after every prediction step.
 _DEVICE_NAME = {device: device.value for device in Device}
 _TOKEN_MASK = TOKEN_ID.max_raw
-_SLOT = attrgetter("slot")
 SHARED_AFTER_REJECT, EAGER_AFTER_REJECT, STALE_CONTEXT = (
     DiscardReason.SHARED_AFTER_REJECT, DiscardReason.EAGER_AFTER_REJECT, DiscardReason.STALE_CONTEXT)
 
@@ -156,7 +154,7 @@ class PooledRun(BaseRun):
         ready = self.ready[mb]
         if not ready:
             return
-        rounds = self.stepping[mb] = sorted(ready.values(), key=_SLOT)     # slot order
+        rounds = self.stepping[mb] = [ready[slot] for slot in sorted(ready)]     # slot order
         fc = self.dlm_fc[mb]
         work = self.price_dlm(tuple([rnd.start + rnd.pos for rnd in rounds]), fc=fc)
         if fc == "gpu" or self.dlm_attention_gpu:

@@ -68,10 +68,12 @@ def test_compiled_and_pure_python_records_are_byte_identical():
 
 def test_the_switch_loads_every_module_from_source():
     """A process that runs a simulation imports every compiled module: natively by default,
-    from its .py file with the switch, and every other sim module from source either way."""
+    from its .py file with the switch, and every other sim and traces module from source either
+    way."""
     _require_build()
     code = ("import json, sys, sim.systems.run, sim.manager.recording; print(json.dumps({n: m.__file__ "
-            "for n, m in sys.modules.items() if n.startswith('sim.') and getattr(m, '__file__', 0)}))")
+            "for n, m in sys.modules.items() if n.startswith(('sim.', 'traces.')) "
+            "and getattr(m, '__file__', 0)}))")
     built = set(json.loads(compiled.MANIFEST.read_text())["modules"])
     native, source = (json.loads(_in_process(pure, code)) for pure in (False, True))
     assert built <= set(source) and set(native) - set(source) == {"sim._compiled__mypyc"}
