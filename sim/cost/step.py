@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import replace
 from types import MappingProxyType
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING, ClassVar, NamedTuple
 
 from sim.cost.attention import Placement, Sums, placement
 from sim.cost.energy import COMPONENTS
@@ -49,13 +49,35 @@ class PriceCache:
         return value
 
 
-class Work:
+class Value:
+    """A plain class that compares, hashes and prints by the fields it names (``_fields``), for
+    the values made per step priced: compiled, its subclasses' constructors are native, a
+    NamedTuple's or dataclass's run Python code (sim/README.md, "Speed")."""
+
+    __slots__ = ()
+    _fields: ClassVar[tuple[str, ...]] = ()
+
+    def _values(self) -> tuple:
+        return tuple([getattr(self, name) for name in self._fields])
+
+    def __eq__(self, other: object) -> bool:
+        return type(other) is type(self) and isinstance(other, Value) and self._values() == other._values()
+
+    def __hash__(self) -> int:
+        return hash(self._values())
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(" + ", ".join(
+            f"{name}={value!r}" for name, value in zip(self._fields, self._values())) + ")"
+
+
+class Work(Value):
     """One step's demand on the devices: how long it takes alone (``time_ps``) and how long it
     keeps each GPU and each PIM device it spans busy; ``shares``: those as fractions of
-    ``time_ps``. A value (equal by its four fields); a plain class, not a frozen dataclass:
-    one is made per step priced, and compiled its constructor is native (sim/README.md, "Speed")."""
+    ``time_ps`` (not a field)."""
 
     __slots__ = ("time_ps", "gpu_ps", "pim_ps", "devices", "shares")
+    _fields = ("time_ps", "gpu_ps", "pim_ps", "devices")
 
     def __init__(self, time_ps: int, gpu_ps: int, pim_ps: int, devices: int = 1) -> None:
         self.time_ps, self.gpu_ps, self.pim_ps, self.devices = time_ps, gpu_ps, pim_ps, devices
@@ -64,18 +86,6 @@ class Work:
         if gpu_ps > time_ps or pim_ps > time_ps:
             raise ValueError(f"a device is busy longer than the step lasts: {self}")
         self.shares: tuple[float, float] = (gpu_ps / time_ps, pim_ps / time_ps) if time_ps else (0.0, 0.0)
-
-    def _values(self) -> tuple[int, int, int, int]:
-        return self.time_ps, self.gpu_ps, self.pim_ps, self.devices
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, Work) and self._values() == other._values()
-
-    def __hash__(self) -> int:
-        return hash(self._values())
-
-    def __repr__(self) -> str:
-        return "Work(time_ps={}, gpu_ps={}, pim_ps={}, devices={})".format(*self._values())
 
 
 class StepCost(NamedTuple):
@@ -126,29 +136,17 @@ class StepCost(NamedTuple):
                 "devices": self.devices, "mapping": dict(self.mapping)}
 
 
-class StepPrice:
+class StepPrice(Value):
     """``StepModel.price``'s answer for one step, as a run books it. ``cost``, ``work`` and
     ``energy_fj`` (the dynamic energy, static excluded, in integer femtojoules) are shared by
     every step of one memo key; ``cost``'s operation counts are 0: the step's own are
-    ``flops`` and ``pim_flops`` (all devices). A plain class: one is made per step priced, and
-    compiled its constructor is native, a NamedTuple's runs Python code (sim/README.md, "Speed")."""
+    ``flops`` and ``pim_flops`` (all devices)."""
 
     __slots__ = ("cost", "work", "energy_fj", "flops", "pim_flops")
+    _fields = ("cost", "work", "energy_fj", "flops", "pim_flops")
 
     def __init__(self, cost: StepCost, work: Work, energy_fj: int, flops: int, pim_flops: int) -> None:
         self.cost, self.work, self.energy_fj, self.flops, self.pim_flops = cost, work, energy_fj, flops, pim_flops
-
-    def _values(self) -> tuple[StepCost, Work, int, int, int]:
-        return self.cost, self.work, self.energy_fj, self.flops, self.pim_flops
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, StepPrice) and self._values() == other._values()
-
-    def __hash__(self) -> int:
-        return hash(self._values())
-
-    def __repr__(self) -> str:
-        return "StepPrice(cost={!r}, work={!r}, energy_fj={!r}, flops={!r}, pim_flops={!r})".format(*self._values())
 
 
 class DensePrice(NamedTuple):
