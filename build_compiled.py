@@ -26,7 +26,7 @@ MODULES = [
     "sim.engine.events", "sim.engine.devices", "sim.engine.costs",
     "sim.systems.base", "sim.systems.pooled", "sim.systems.lockstep", "sim.systems.autoregressive",
     "sim.systems.planned", "sim.systems.saddle_d",
-    "sim.cost.step", "sim.cost.attention", "sim.cost.pim",
+    "sim.cost.step", "sim.cost.attention", "sim.cost.pim", "sim.cost.value",
     "sim.manager.manager", "sim.manager.controller", "sim.manager.shared_pool", "sim.manager.eager_pool",
     "sim.manager.conservation", "sim.manager.scheduler", "sim.manager.planner", "sim.manager.recording",
     "traces.path",

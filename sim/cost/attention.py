@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, NamedTuple, Protocol
 
 from sim.cost.energy import COMPONENTS
 from sim.cost.pim import ChannelPlacement, PimStack
+from sim.cost.value import Value
 
 if TYPE_CHECKING:
     from sim.cost.system import System
@@ -85,12 +86,15 @@ def _in_phase(phase: str, count: str) -> Callable[[Attention], int]:
     return lambda op: getattr(op, count) if op.name == phase else 0
 
 
-class AttentionCost(NamedTuple):
-    """Every layer's attention of a step on one device."""
+class AttentionCost(Value):
+    """Every layer's attention of a step on one device: its time, the GPU <-> PIM transfers it
+    adds (``comm_ps``), its energy in pJ in ``COMPONENTS[energy_from : energy_from + 3]``."""
 
-    ps: int
-    comm_ps: int                           # GPU <-> PIM transfers it adds
-    energy: tuple[float, float, float]     # pJ in COMPONENTS[energy_from : energy_from + 3]
+    __slots__ = ("ps", "comm_ps", "energy")
+    _fields = ("ps", "comm_ps", "energy")
+
+    def __init__(self, ps: int, comm_ps: int, energy: tuple[float, float, float]) -> None:
+        self.ps, self.comm_ps, self.energy = ps, comm_ps, energy
 
 
 class Placement(Protocol):

@@ -11,12 +11,13 @@ from __future__ import annotations
 from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import replace
 from types import MappingProxyType
-from typing import TYPE_CHECKING, ClassVar, NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 from sim.cost.attention import Placement, Sums, placement
 from sim.cost.energy import COMPONENTS
 from sim.cost.gpu import Kernel
 from sim.cost.links import Link
+from sim.cost.value import Value
 from sim.model import FC, Elementwise, ModelSpec
 
 if TYPE_CHECKING:
@@ -49,28 +50,6 @@ class PriceCache:
         return value
 
 
-class Value:
-    """A plain class that compares, hashes and prints by the fields it names (``_fields``), for
-    the values made per step priced: compiled, its subclasses' constructors are native, a
-    NamedTuple's or dataclass's run Python code (sim/README.md, "Speed")."""
-
-    __slots__ = ()
-    _fields: ClassVar[tuple[str, ...]] = ()
-
-    def _values(self) -> tuple:
-        return tuple([getattr(self, name) for name in self._fields])
-
-    def __eq__(self, other: object) -> bool:
-        return type(other) is type(self) and isinstance(other, Value) and self._values() == other._values()
-
-    def __hash__(self) -> int:
-        return hash(self._values())
-
-    def __repr__(self) -> str:
-        return f"{type(self).__name__}(" + ", ".join(
-            f"{name}={value!r}" for name, value in zip(self._fields, self._values())) + ")"
-
-
 class Work(Value):
     """One step's demand on the devices: how long it takes alone (``time_ps``) and how long it
     keeps each GPU and each PIM device it spans busy; ``shares``: those as fractions of
@@ -88,30 +67,34 @@ class Work(Value):
         self.shares: tuple[float, float] = (gpu_ps / time_ps, pim_ps / time_ps) if time_ps else (0.0, 0.0)
 
 
-class StepCost(NamedTuple):
+class StepCost(Value):
     """One step's times, energies and operation counts (``System.price_step``'s answer). Times
     are integer picoseconds of wall time; the ``*_busy_ps`` are per device (all devices of the
     step are busy in parallel). Energy covers all devices: per component in ``COMPONENTS``
-    order (static last), and ``energy_pj`` their sum."""
+    order (static last), and ``energy_pj`` their sum. ``allreduce_ps``: the all-reduces between
+    devices (NVLink), part of ``comm_ps``."""
 
-    time_ps: int
-    attention_ps: int
-    fc_ps: int
-    comm_ps: int
-    other_ps: int
-    allreduce_ps: int           # the all-reduces between devices (NVLink), part of comm_ps
-    gpu_busy_ps: int
-    pim_busy_ps: int
-    energy: tuple[float, ...]
-    energy_pj: float
-    flops: int
-    pim_flops: int
-    devices: int
-    mapping: tuple[tuple[str, str], ...]
+    __slots__ = ("time_ps", "attention_ps", "fc_ps", "comm_ps", "other_ps", "allreduce_ps", "gpu_busy_ps",
+                 "pim_busy_ps", "energy", "energy_pj", "flops", "pim_flops", "devices", "mapping")
+    _fields = ("time_ps", "attention_ps", "fc_ps", "comm_ps", "other_ps", "allreduce_ps", "gpu_busy_ps",
+               "pim_busy_ps", "energy", "energy_pj", "flops", "pim_flops", "devices", "mapping")
 
-    @classmethod
-    def of(cls, price: StepPrice) -> StepCost:
-        return price.cost._replace(flops=price.flops, pim_flops=price.pim_flops)
+    def __init__(self, time_ps: int, attention_ps: int, fc_ps: int, comm_ps: int, other_ps: int,
+                 allreduce_ps: int, gpu_busy_ps: int, pim_busy_ps: int, energy: tuple[float, ...],
+                 energy_pj: float, flops: int, pim_flops: int, devices: int,
+                 mapping: tuple[tuple[str, str], ...]) -> None:
+        self.time_ps, self.attention_ps, self.fc_ps, self.comm_ps = time_ps, attention_ps, fc_ps, comm_ps
+        self.other_ps, self.allreduce_ps = other_ps, allreduce_ps
+        self.gpu_busy_ps, self.pim_busy_ps = gpu_busy_ps, pim_busy_ps
+        self.energy, self.energy_pj = energy, energy_pj
+        self.flops, self.pim_flops, self.devices, self.mapping = flops, pim_flops, devices, mapping
+
+    @staticmethod
+    def of(price: StepPrice) -> StepCost:
+        """The step's cost with its own operation counts."""
+        c = price.cost
+        return StepCost(c.time_ps, c.attention_ps, c.fc_ps, c.comm_ps, c.other_ps, c.allreduce_ps, c.gpu_busy_ps,
+                        c.pim_busy_ps, c.energy, c.energy_pj, price.flops, price.pim_flops, c.devices, c.mapping)
 
     @property
     def energy_by_component_pj(self) -> Mapping[str, float]:

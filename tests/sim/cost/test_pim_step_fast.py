@@ -77,7 +77,7 @@ def test_pim_step_equals_the_per_instance_slow_path(calibration, model, devices,
             # twice: a new step, then the memo's answer for it
             for _ in range(2):
                 got = StepCost.of(step.price(*zip(*reqs))[0])
-                assert tuple(got) == _reference(system, model, reqs, fc, devices), (fc, reqs)
+                assert got.astuple() == _reference(system, model, reqs, fc, devices), (fc, reqs)
 
 
 def test_refresh_tails_decide_some_swept_steps():

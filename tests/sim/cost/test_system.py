@@ -177,7 +177,7 @@ def test_steps_are_bit_identical_to_pricing_operator_by_operator():
     for case in cases:
         c = load_hardware(case["system"], "physical").price_step(
             case["model"], [tuple(r) for r in case["requests"]], **case["kwargs"])
-        got = c._asdict()
+        got = c.asdict()
         del got["energy"]                 # checked as energy_by_component_pj
         assert 0 <= got.pop("allreduce_ps") <= c.comm_ps     # a part of comm_ps, added since
         got |= {"energy_by_component_pj": dict(c.energy_by_component_pj),
