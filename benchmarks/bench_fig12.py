@@ -14,10 +14,14 @@ per CPU second, the figures that say how far the per-token path is from the inte
 
 All of it twice, each in a process of its own: with sim/'s compiled modules (``make compiled``;
 left out, saying so, when there is no usable build) and in pure Python (``SADDLE_PURE_PYTHON=1``);
-``--mode compiled|pure`` runs one of them."""
+``--mode compiled|pure`` runs one of them. ``--readme`` (both modes, the default batches) then
+writes the table of sim/README.md's "Speed" from what the two printed (``common/marked.py``):
+the figures are this machine's at this load, so no test compares them; the command is how the
+table changes."""
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import resource
 import shutil
@@ -28,6 +32,8 @@ import time
 from pathlib import Path
 
 from common import compiled
+from common.marked import write_marked
+from common.paths import ROOT
 from sim.experiments.grid import load_experiment, resolve_path
 from sim.experiments.runner import default_jobs, execute
 
@@ -50,9 +56,14 @@ def main() -> int:
                         help="batches of the single SADDLE runs (default: %(default)s)")
     parser.add_argument("--mode", choices=["compiled", "pure"],
                         help="only this mode, in this process (default: both, one process each)")
+    parser.add_argument("--readme", action="store_true",
+                        help="both modes, then write sim/README.md's speed table")
+    parser.add_argument("--json", type=Path, help=argparse.SUPPRESS)   # a mode's figures, for --readme
     args = parser.parse_args()
+    if args.readme and (args.mode or args.single != [64, 128]):
+        parser.error("--readme runs both modes at the default --single batches")
     if args.mode is None:
-        return both_modes()
+        return both_modes(args.readme)
     if (args.mode == "compiled") != compiled.active():
         raise SystemExit(f"--mode {args.mode}: this process runs "
                          f"{'compiled' if compiled.active() else 'pure Python'} "
@@ -66,29 +77,64 @@ def main() -> int:
         start, cpu = time.perf_counter(), _cpu_s()
         execute(experiment["name"], runs, out, progress=sys.stderr.isatty(), jobs=args.jobs)
         seconds, cpu = time.perf_counter() - start, _cpu_s() - cpu
+    load_after = _load()
     print(f"fig12 grid: {len(runs)} runs, jobs {args.jobs}, in {seconds:.1f} s "
           f"({seconds / len(runs):.2f} s per run), {cpu:.1f} CPU s; load average (1, 5, 15 min) before "
-          f"{load_before}, after {_load()}; {os.cpu_count()} CPUs")
-    for batch in args.single:
-        single(runs, batch)
+          f"{load_before}, after {load_after}; {os.cpu_count()} CPUs")
+    figures = {"wall_s": seconds, "cpu_s": cpu, "jobs": args.jobs, "runs": len(runs),
+               "load": [load_before.split()[0], load_after.split()[0]],
+               "single": {batch: single(runs, batch) for batch in args.single}}
+    if args.json:
+        args.json.write_text(json.dumps(figures))
     return 0
 
 
-def both_modes() -> int:
+def both_modes(readme: bool) -> int:
     """This script again with ``--mode compiled`` (if there is a usable build) and ``--mode
-    pure``, one process each, the same other arguments."""
-    argv = [sys.executable, __file__, *sys.argv[1:]]
+    pure``, one process each, the same other arguments; with ``readme``, then the table."""
+    argv = [sys.executable, __file__, *[a for a in sys.argv[1:] if a != "--readme"]]
     env = {k: v for k, v in os.environ.items() if k != compiled.ENV}
-    if compiled.active():
-        subprocess.run([*argv, "--mode", "compiled"], env=env, check=True)
-    else:
+    if not compiled.active():
+        if readme:
+            raise SystemExit(f"--readme needs both modes: no usable compiled build "
+                             f"({compiled.stale_reason() or 'make compiled'})")
         print(f"== compiled: left out, no usable build "
               f"({compiled.stale_reason() or 'make compiled'})", flush=True)
-    subprocess.run([*argv, "--mode", "pure"], env=env | {compiled.ENV: "1"}, check=True)
+    figures = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        for mode, pure in (("compiled", False), ("pure", True)):
+            if mode == "compiled" and not compiled.active():
+                continue
+            out = Path(tmp) / f"{mode}.json"
+            subprocess.run([*argv, "--mode", mode, "--json", str(out)],
+                           env=env | ({compiled.ENV: "1"} if pure else {}), check=True)
+            figures[mode] = json.loads(out.read_text())
+    if readme:
+        write_marked(README, COMMAND, {"speed": speed_table(figures)})
+        print(f"wrote the speed table of {README.relative_to(ROOT)}")
     return 0
 
 
-def single(runs: list, batch: int, pair: str = "opt-66b+opt-1.3b") -> None:
+README = ROOT / "sim" / "README.md"
+COMMAND = "python benchmarks/bench_fig12.py --readme"
+
+
+def speed_table(figures: dict) -> str:
+    """sim/README.md's speed table from both modes' figures (``--json``)."""
+    def run(f: dict, batch: str) -> str:
+        cold, warm = f["single"][batch]["cold"], f["single"][batch]["warm"]
+        return (f"{cold['us_per_token']:.1f} / {warm['us_per_token']:.1f} us, "
+                f"{cold['sim_s_per_cpu_s']:.1f} / {warm['sim_s_per_cpu_s']:.1f} s")
+    lines = [f"| mode (load) | fig12 grid, {figures['pure']['runs']} runs, {figures['pure']['jobs']} jobs: wall, CPU "
+             "| SADDLE OPT-66B b64: CPU per token, simulated per CPU s | b128 |", "|---|---:|---:|---:|"]
+    for mode, name in (("compiled", "compiled"), ("pure", "pure Python")):
+        f = figures[mode]
+        lines.append(f"| {name} ({f['load'][0]}-{f['load'][1]}) | {f['wall_s']:.1f} s, {f['cpu_s']:.1f} s | "
+                     f"{run(f, '64')} | {run(f, '128')} |")
+    return "\n".join(lines) + "\n"
+
+
+def single(runs: list, batch: int, pair: str = "opt-66b+opt-1.3b") -> dict:
     """One fig12 SADDLE run, timed in this process (CPU time, so other load inflates it less),
     twice: first on cold price caches (as a lone run), then again on the caches the first filled
     (as most runs of a sweep, whose points share step prices): the per-token path alone."""
@@ -96,13 +142,16 @@ def single(runs: list, batch: int, pair: str = "opt-66b+opt-1.3b") -> None:
     p = next((r for r in runs if r.system == "saddle" and r.pair == pair and r.batch == batch), None)
     if p is None:
         raise SystemExit(f"--single: fig12 has no SADDLE run of {pair} at batch {batch}")
+    out = {}
     for caches in ("cold", "warm"):
         start = time.process_time()
         record = simulate(p)[0]
         cpu = time.process_time() - start
+        out[caches] = {"us_per_token": cpu / record.tokens.generated * 1e6, "sim_s_per_cpu_s": record.time_s / cpu}
         print(f"SADDLE {pair} batch {batch}, {caches} price caches: {cpu:.2f} CPU s, "
-              f"{cpu / record.tokens.generated * 1e6:.1f} us per generated token, "
-              f"{record.time_s / cpu:.1f} simulated s per CPU s")
+              f"{out[caches]['us_per_token']:.1f} us per generated token, "
+              f"{out[caches]['sim_s_per_cpu_s']:.1f} simulated s per CPU s")
+    return out
 
 
 if __name__ == "__main__":

@@ -87,3 +87,25 @@ def text(spec: dict, table_rows: list[dict]) -> str:
             line += f" {ratio:>26} {s['wins_over_baseline'] if s['wins_over_baseline'] is not None else '-':>9}"
         lines.append(line)
     return "\n".join(lines)
+
+
+def markdown(spec: dict, table_rows: list[dict], order: list[str]) -> str:
+    """The summary as a Markdown table, a row per system in ``order`` (the experiment's):
+    mean gap to the reference, geometric-mean tokens/s over the baseline and the points where it
+    is faster, and the range of tokens drafted per accepted token over the points."""
+    ref, base = spec["reference"], spec.get("baseline")
+    summary_by = {s["system"]: s for s in summary(spec, table_rows)}
+    head = ["system", f"mean gap to {ref}"] + ([f"tokens/s over {base} (geometric mean)", f"faster than {base} at"]
+                                                if base else []) + ["drafted per accepted"]
+    lines = ["| " + " | ".join(head) + " |", "|---|" + "---:|" * (len(head) - 1)]
+    for name in order:
+        s = summary_by[name]
+        dpa = [r["drafted_per_accepted"] for r in table_rows
+               if r["system"] == name and r["drafted_per_accepted"] is not None]
+        cells = [name, "-" if s["mean_gap_to_reference"] is None else f"{100 * s['mean_gap_to_reference']:.1f} %"]
+        if base:
+            cells += [f"{s['geomean_ratio_to_baseline']:.3f}",
+                      "-" if name == base else f"{s['wins_over_baseline']} of {s['points']}"]
+        cells.append(f"{min(dpa):.2f}-{max(dpa):.2f}" if dpa else "-")
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"

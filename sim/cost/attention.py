@@ -24,10 +24,8 @@ PHASES = ("scores", "softmax", "context")
 
 
 class Sums:
-    """What a step's token count and every attention count depend on: the number of
-    requests, and the sums of their contexts L, query tokens q and products L q. A plain class:
-    one is made per step priced, and compiled its constructor is native, a NamedTuple's runs
-    Python code (sim/README.md, "Speed")."""
+    """What a step's token count and every attention count depend on: the number of requests,
+    and the sums of their contexts L, query tokens q and products L q (per step: a plain class)."""
 
     __slots__ = ("n", "contexts", "queries", "products")
 

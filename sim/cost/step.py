@@ -84,8 +84,7 @@ class StepCost(Value):
                  energy_pj: float, flops: int, pim_flops: int, devices: int,
                  mapping: tuple[tuple[str, str], ...]) -> None:
         self.time_ps, self.attention_ps, self.fc_ps, self.comm_ps = time_ps, attention_ps, fc_ps, comm_ps
-        self.other_ps, self.allreduce_ps = other_ps, allreduce_ps
-        self.gpu_busy_ps, self.pim_busy_ps = gpu_busy_ps, pim_busy_ps
+        self.other_ps, self.allreduce_ps, self.gpu_busy_ps, self.pim_busy_ps = other_ps, allreduce_ps, gpu_busy_ps, pim_busy_ps
         self.energy, self.energy_pj = energy, energy_pj
         self.flops, self.pim_flops, self.devices, self.mapping = flops, pim_flops, devices, mapping
 

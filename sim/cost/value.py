@@ -1,5 +1,4 @@
-"""The base of the cost model's small value classes (a step's price, cost and demand on the
-devices, attention's share of it)."""
+"""The base of the cost model's value classes (StepPrice, StepCost, Work, AttentionCost)."""
 from __future__ import annotations
 
 from typing import ClassVar

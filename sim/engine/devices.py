@@ -27,8 +27,7 @@ DONE_PRIORITY = 0
 
 
 class _Running:
-    # A plain class, not a dataclass: compiled (build_compiled.py), its constructor is native;
-    # a dataclass's or NamedTuple's runs generated Python code (sim/README.md, "Speed").
+    # A plain class: its constructor runs per step (sim/cost/value.py says why).
     __slots__ = ("lane", "work", "on_done", "start", "remaining", "rate", "since", "event")
 
     def __init__(self, lane: str, work: Work, on_done: Callable[[], None], start: int,

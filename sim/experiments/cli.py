@@ -28,6 +28,9 @@ def register(subparsers) -> None:
                      help="results folder, relative to the current directory (default: "
                           "results/<name>/ in the current directory, or $SADDLE_RESULTS/<name>/)")
     run.add_argument("--no-plot", action="store_true", help="skip the plot")
+    run.add_argument("--readme", action="store_true",
+                     help="write the experiment's compare table into its block of sim/README.md "
+                          "(the shipped workload only)")
     run.add_argument("--jobs", "-j", type=positive_int, metavar="N",
                      help="runs simulated at once, in worker processes (default: the CPUs, at most 8)")
     add_backend_args(run)
@@ -81,6 +84,9 @@ def run_handler(args) -> int:
         experiment, runs = load_experiment(path, trace=args.trace, requests=args.requests)
     for warning in experiment.get("warnings", []):
         print(f"saddle: warning: {warning}", file=sys.stderr)
+    if args.readme:
+        from report import readme
+        readme.check_compare_run(experiment, overrides=bool(args.requests or args.trace or args.json))
     out = Path(args.out) if args.out else results_dir() / experiment["name"]
     check_output(out, "--out" if args.out else "results folder", folder=True)
     claim_folder(out, "experiment", experiment["name"], str(path))
@@ -115,6 +121,10 @@ def run_handler(args) -> int:
             from report import compare
             spec = experiment["compare"]
             print("\n" + compare.text(spec, compare.rows(spec, records)))
+        if args.readme:
+            from report import readme
+            readme.write_compare_block(experiment, records)
+            notes.append(f"rewrote the {experiment['name']} table of {readme.README}")
         print(f"\nresults: {out}/results.json, results.csv, config.yaml"
               + "".join(f"\nplot: {p}" for p in plots) + "".join(f"\n{n}" for n in notes))
     return 0

@@ -18,9 +18,7 @@ from operator import is_
 
 
 class PoolEntry:
-    """One draft token in a pool. A plain class, not a dataclass: one is made per draft token,
-    and compiled (build_compiled.py) its constructor is native, a dataclass's runs generated
-    Python code (sim/README.md, "Speed")."""
+    """One draft token in a pool (a plain class: its constructor runs per token, sim/cost/value.py)."""
 
     __slots__ = ("request", "microbatch", "position", "token", "h", "serial", "age", "h_prev", "last")
 

@@ -1,11 +1,15 @@
-"""sim/README.md's fig12 tables are the rendering of fig12's records (report/readme.py): the
-golden fig12 records (tests/sim/systems/golden_experiments.json.gz, which `saddle run fig12`
-reproduces) rendered must equal the README's marked blocks; the renderer by hand on two points."""
+"""sim/README.md's tables of experiment results are the rendering of their records
+(report/readme.py): the golden fig12 and stopping records (tests/sim/systems/golden_experiments.json.gz,
+which `saddle run fig12` and `saddle run stopping` reproduce) rendered must equal the README's
+marked blocks; the renderers by hand on a few points."""
 import gzip
 import json
 from pathlib import Path
 
+import yaml
+
 from common.marked import marked_blocks
+from common.paths import CONFIGS
 from report import readme
 
 GOLDEN = Path(__file__).parents[1] / "sim" / "systems" / "golden_experiments.json.gz"
@@ -37,3 +41,27 @@ def test_tables_by_hand(monkeypatch):
     factors = {line.split(" | ")[0][2:]: line for line in readme.factor_table(records).splitlines()[2:]}
     # SADDLE+ over SADDLE: 1.5x, from five times the passes (tokens per pass 1/5, pass time 7.5x)
     assert factors["SADDLE+ / SADDLE"] == "| SADDLE+ / SADDLE | 1.50 | 0.20 | 7.50 | 1.00 | 1.00 |"
+
+
+def test_sim_readme_stopping_table_is_the_golden_records_rendered():
+    records = list(json.loads(gzip.open(GOLDEN).read())["stopping"].values())
+    experiment = yaml.safe_load((CONFIGS / "experiments" / "stopping.yaml").read_text())
+    assert marked_blocks(readme.README.read_text(), readme.RUN_COMMAND) == \
+        {"stopping": readme.compare_block(experiment, records)}, \
+        "sim/README.md's stopping table is stale: run `saddle run stopping --readme`"
+
+
+def test_compare_table_by_hand():
+    experiment = {"compare": {"reference": "o", "baseline": "b"},
+                  "systems": [{"system": "b"}, {"system": "b", "label": "x"}, {"system": "o"}]}
+    speeds = {"b": (100, 200), "x": (110, 180), "o": (125, 250)}
+    records = [{"system": s, "pair": "p", "batch": batch, "sequence_length": None, "tokens_per_s": v,
+                "tokens": {"drafted": 3 * batch, "accepted": 2 * batch if s != "o" else batch * 3}}
+               for s, vs in speeds.items() for batch, v in zip((16, 32), vs)]
+    lines = readme.compare_block(experiment, records).splitlines()
+    assert lines[0] == ("| system | mean gap to o | tokens/s over b (geometric mean) | faster than b at "
+                        "| drafted per accepted |")
+    assert lines[2:] == ["| b | 20.0 % | 1.000 | - | 1.50-1.50 |",
+                         # gaps 12 % and 28 %; ratios 1.1 and 0.9
+                         "| x | 20.0 % | 0.995 | 1 of 2 | 1.50-1.50 |",
+                         "| o | 0.0 % | 1.250 | 2 of 2 | 1.00-1.00 |"]

@@ -488,3 +488,24 @@ def test_a_failed_write_is_one_error_and_keeps_the_runs(tmp_path, capsys, trace,
     assert err == (f"saddle: error: {out / 'results.json'}: No space left on device; results "
                    "written before it are kept")
     assert len(list((out / "runs").glob("*.json"))) == 3
+
+
+# -- --readme: the README's tables of the shipped workload, checked before any run -------------
+
+def test_readme_needs_a_compare_table(tmp_path, capsys, no_simulation, trace):
+    exp = _write(tmp_path, EXPERIMENT)
+    line = _fails(capsys, "run", exp, "--trace", trace, "--readme", "--out", tmp_path / "out")
+    assert "--readme: experiment small has no compare: table to write" in line
+
+
+def test_readme_refuses_a_changed_workload(tmp_path, capsys, no_simulation):
+    assert main(["run", "stopping", "--requests", "512", "--readme", "--out", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err      # after the check's progress line, when it took a second
+    assert err.strip().splitlines()[-1].startswith("saddle: error: --readme: the README's tables are of the "
+                                                   "shipped workload") and "Traceback" not in err
+
+
+def test_readme_needs_the_experiments_block(tmp_path, capsys, no_simulation, trace):
+    exp = _write(tmp_path, EXPERIMENT.replace("plot:", "compare: {reference: gpu-ad}\nplot:"))
+    line = _fails(capsys, "run", exp, "--trace", trace, "--readme", "--out", tmp_path / "out")
+    assert "has no block for small" in line
