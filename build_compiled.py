@@ -20,8 +20,8 @@ BUILD = ROOT / "build" / "mypyc"
 # The rest of sim/ runs once per run and stays interpreted, and so do the Manager's transaction
 # and config types (sim/manager/transactions.py, config.py: logged, compared and built field by
 # field by hw/flow), the stop rules (sim/systems/registry.py: interpreted classes subclass them,
-# docs/extending.md) and the rest of traces/ (numpy-bound). A compiled
-# Manager cannot be deep-copied (native classes), so hw/flow builds twins by replaying instead.
+# docs/extending.md) and the rest of traces/ (numpy-bound). A compiled Manager cannot be
+# deep-copied (native classes), so hw/flow builds twins by replaying instead.
 MODULES = [
     "sim.engine.events", "sim.engine.devices", "sim.engine.costs",
     "sim.systems.base", "sim.systems.pooled", "sim.systems.lockstep", "sim.systems.autoregressive",

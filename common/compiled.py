@@ -3,9 +3,10 @@
 each source), and writes a manifest (``sim/_compiled.json``) with a digest of the sources it was
 built from. ``import sim`` and ``import traces`` call :func:`install`: the extension modules run
 only if the digest still matches and ``SADDLE_PURE_PYTHON`` is not set; otherwise a finder put
-first on ``sys.meta_path`` loads every module of those packages from its .py file. All or none: compiled modules call each other natively, and may
-have inlined constants of the modules they import, so every source they can read is hashed and a
-changed one (a stale build) runs interpreted, with one warning, until the build is redone."""
+first on ``sys.meta_path`` loads every module of those packages from its .py file. All or none:
+compiled modules call each other natively, and may have inlined constants of the modules they
+import, so every source they can read is hashed and a changed one (a stale build) runs
+interpreted, with one warning, until the build is redone."""
 from __future__ import annotations
 
 import hashlib
