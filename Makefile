@@ -48,4 +48,4 @@ bench: compiled
 
 clean:
 	rm -rf $(VENV) build *.egg-info sim/_compiled.json
-	find sim -name '*.so' -delete
+	find sim traces -name '*.so' -delete
