@@ -74,6 +74,7 @@ def _run_filter(text: str) -> dict:
 def run_handler(args) -> int:
     from common.paths import check_output, results_dir
     from common.progress import announce
+    from report import readme
     from sim.experiments.grid import load_experiment, resolve_path
     from sim.experiments.runner import claim_folder, default_jobs, execute, table, write_results
 
@@ -85,7 +86,6 @@ def run_handler(args) -> int:
     for warning in experiment.get("warnings", []):
         print(f"saddle: warning: {warning}", file=sys.stderr)
     if args.readme:
-        from report import readme
         readme.check_compare_run(experiment, overrides=bool(args.requests or args.trace or args.json))
     out = Path(args.out) if args.out else results_dir() / experiment["name"]
     check_output(out, "--out" if args.out else "results folder", folder=True)
@@ -122,7 +122,6 @@ def run_handler(args) -> int:
             spec = experiment["compare"]
             print("\n" + compare.text(spec, compare.rows(spec, records)))
         if args.readme:
-            from report import readme
             readme.write_compare_block(experiment, records)
             notes.append(f"rewrote the {experiment['name']} table of {readme.README}")
         print(f"\nresults: {out}/results.json, results.csv, config.yaml"

@@ -70,11 +70,12 @@ SHARED, EAGER = Pool.SHARED, Pool.EAGER
 _REJECTED_PREFIX, _SHARED_AFTER_REJECT, _EAGER_AFTER_REJECT = (
     DiscardReason.REJECTED_PREFIX.value, DiscardReason.SHARED_AFTER_REJECT.value,
     DiscardReason.EAGER_AFTER_REJECT.value)
+_REQUEST_MAX, _POSITION_MAX, _TOKEN_MAX = REQUEST_ID.max_raw, POSITION.max_raw, TOKEN_ID.max_raw
+
+
 def _request_of(entry: PoolEntry) -> int:
     # A function, not attrgetter: compiled, it reads the native attribute directly.
     return entry.request
-
-_REQUEST_MAX, _POSITION_MAX, _TOKEN_MAX = REQUEST_ID.max_raw, POSITION.max_raw, TOKEN_ID.max_raw
 
 
 class Manager:

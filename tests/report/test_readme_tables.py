@@ -46,8 +46,8 @@ def test_tables_by_hand(monkeypatch):
 def test_sim_readme_stopping_table_is_the_golden_records_rendered():
     records = list(json.loads(gzip.open(GOLDEN).read())["stopping"].values())
     experiment = yaml.safe_load((CONFIGS / "experiments" / "stopping.yaml").read_text())
-    assert marked_blocks(readme.README.read_text(), readme.RUN_COMMAND) == \
-        {"stopping": readme.compare_block(experiment, records)}, \
+    assert marked_blocks(readme.README.read_text(), readme.run_command("stopping")) == \
+        {"compare": readme.compare_block(experiment, records)}, \
         "sim/README.md's stopping table is stale: run `saddle run stopping --readme`"
 
 
