@@ -16,8 +16,9 @@ from common.compiled import COMPILED, MANIFEST, ROOT, extension_path, sources_di
 GROUP = "sim._compiled"     # the shared library: sim/_compiled__mypyc.<abi>.so
 BUILD = ROOT / "build" / "mypyc"
 # What runs per token: the event queue, the devices, the price lookups, the run loops, the
-# Manager model's per-token parts and the trace's drafting path (traces/path.py, every round).
-# The rest of sim/ runs once per run and stays interpreted, and so do the Manager's transaction
+# Manager model's per-token parts, the trace's drafting path (traces/path.py, every round), and
+# what those call per step or per token (the GPU and energy models, the token counts of
+# sim/metrics.py). The rest of sim/ runs once per run and stays interpreted, and so do the Manager's transaction
 # and config types (sim/manager/transactions.py, config.py: logged, compared and built field by
 # field by hw/flow), the stop rules (sim/systems/registry.py: interpreted classes subclass them,
 # docs/extending.md) and the rest of traces/ (numpy-bound). A compiled Manager cannot be
@@ -26,7 +27,8 @@ MODULES = [
     "sim.engine.events", "sim.engine.devices", "sim.engine.costs",
     "sim.systems.base", "sim.systems.pooled", "sim.systems.lockstep", "sim.systems.autoregressive",
     "sim.systems.planned", "sim.systems.saddle_d",
-    "sim.cost.step", "sim.cost.attention", "sim.cost.pim", "sim.cost.value",
+    "sim.cost.step", "sim.cost.attention", "sim.cost.pim", "sim.cost.value", "sim.cost.gpu",
+    "sim.cost.energy", "sim.metrics",
     "sim.manager.manager", "sim.manager.controller", "sim.manager.shared_pool", "sim.manager.eager_pool",
     "sim.manager.conservation", "sim.manager.scheduler", "sim.manager.planner", "sim.manager.recording",
     "traces.path",

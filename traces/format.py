@@ -17,7 +17,7 @@ import numpy as np
 import orjson
 
 from common.errors import SaddleError
-from traces.path import values_along_path
+from traces.path import PathLists, values_along_path
 
 SCHEMA_VERSION = "saddle-trace/1"
 
@@ -375,14 +375,20 @@ class RequestTrace:
                                          self._index()[1].tolist())
         return found
 
+    def drafting_lists(self, name: str = "p") -> PathLists:
+        """``traces.path.values_along_path``'s lists for the value ``name`` (``p``, ``entropy``),
+        made once: a simulator keeps them per request and asks that function at every round's
+        start, checking ``t`` and ``n`` itself (``_values_along_path`` says how)."""
+        return (self._lists.get("run") or self._run_list(), *(self._lists.get(name) or self._value_lists(name)))
+
     def _values_along_path(self, t: int, n: int, name: str) -> tuple[list[float], int]:
         """A per-token value of the DLM (its probability, its entropy) at the tokens it drafts
         when asked for ``n`` from ``t`` (``draft_probs``' window and path rule), and how many
         of them are accepted (``traces.path.values_along_path``)."""
-        run = self._lists.get("run") or self._run_list()
-        if not 0 <= t < len(run) or n < 1:
+        lists = self.drafting_lists(name)
+        if not 0 <= t < len(lists[0]) or n < 1:
             self._window(t, n)                      # raises
-        return values_along_path(run, *(self._lists.get(name) or self._value_lists(name)), t, n)
+        return values_along_path(*lists, t, n)
 
     # -- JSON records ------------------------------------------------------------------------
 

@@ -3,6 +3,10 @@ rule), on plain lists. Its own module so that it is compiled with sim/'s per-tok
 (build_compiled.py): a simulation asks it at every round's start."""
 from __future__ import annotations
 
+# values_along_path's first four arguments for one per-token value of one request
+# (RequestTrace.drafting_lists): a simulator keeps them per request.
+PathLists = tuple[list[int], list[float], list[list[float]], list[int]]
+
 
 def values_along_path(run: list[int], onpath_values: list[float], offpath_values: list[list[float]],
                       rank: list[int], t: int, n: int) -> tuple[list[float], int]:

@@ -193,6 +193,7 @@ class PimAttention:
         self.link, self.energy, self.shard, self.power = system.gpu_pim_link, system.energy, shard, power
         self.channels = self.pim.channels * system.stacks_per_device
         self.unit = self.pim.context_unit
+        self.group = shard.group        # a property of the (interpreted) spec: read once
         self.flops = Bilinear.fit(shard, lambda op: op.flops)
         # Shared by every kind of step on this stack and head shape.
         shape = (self.pim, shard.head_dim, shard.bpe, power)
@@ -228,7 +229,7 @@ class PimAttention:
     def price(self, key: tuple[tuple[int, ...], tuple[int, ...]], sums: Sums) -> AttentionCost:
         units, queries = key
         shard, pim = self.shard, self.pim
-        group = shard.group
+        group = self.group
         rows = [q * group for q in queries]
         cycles, reads = [], 0
         table_rows, table = 0, {}

@@ -11,16 +11,13 @@ from __future__ import annotations
 
 import math
 from bisect import bisect_left
-from collections.abc import Iterable
 from dataclasses import dataclass, field
 from functools import partial
-
-import numpy as np
 
 from common.config import config_path, get
 from common.errors import ConfigError
 from sim.config import BASE, Configs, calibrated, loader
-from sim.model import FC, Attention, choice
+from sim.model import FC, choice
 
 
 @dataclass(frozen=True)
@@ -133,22 +130,6 @@ class GPU:
                 best = min(best, _tile_bytes(m, n, k, bpe, bm, widths[fit - 1]))
         return best
 
-    def attention_ps(self, ops: Iterable[Attention]) -> int:
-        """The three attention phases of a request, or of many (array-valued ``Attention``), as
-        one fused (flash-decoding) kernel moving K, V, Q and the output, of ``tiles_per_kv_head``
-        tiles per KV head; or, ``unfused_attention``, each phase its own kernel of
-        ``unfused_blocks`` thread blocks, reading and writing its operands and intermediates."""
-        ops = list(ops)
-        (scores,) = [op for op in ops if op.name == "scores"]
-        query_rows = scores.queries * scores.group
-        if self.unfused_attention:
-            blocks = int(np.sum(self.unfused_blocks(scores.kv_heads, query_rows)))
-            return sum(self.kernel_ps(int(np.sum(op.flops)), int(np.sum(op.bytes_total)), blocks)
-                       for op in ops) if blocks else 0
-        tiles = int(np.sum(scores.kv_heads * self.tiles_per_kv_head(scores.context, query_rows)))
-        return self.fused_attention_ps(sum(int(np.sum(op.flops)) for op in ops),
-                                       sum(int(np.sum(op.streamed_bytes)) for op in ops), tiles)
-
     def unfused_blocks(self, kv_heads: int, query_rows):
         """Thread blocks of an unfused attention kernel over one request's query rows (query
         tokens x query heads per KV head; or an array, per request): one per KV head and block
@@ -205,7 +186,7 @@ def load_gpu(name: str = "a100", calibration: str = "physical", *,
         if g(key) > 1:
             raise ConfigError(f"{path}: {key}: expected a fraction in (0, 1], found {data[key]!r}")
     bandwidth = g("memory_bandwidth_gbps") * 1e9
-    candidates = ()
+    candidates: tuple[int, ...] = ()
     if choice(data, "tiling", ("fixed", "search"), path, default="fixed") == "search":
         candidates = tuple(get(data, "tile_candidates", list, source=path))
         if not candidates or not all(type(c) is int and c > 0 for c in candidates):

@@ -20,6 +20,7 @@ class CostAdapter:
         # draft steps of micro-batches whose contexts happen to agree).
         self._steps: dict[tuple, StepPrice] = self.cache.table("engine step")
         self._models: dict[tuple[str, str, str, int], StepModel] = self.cache.table("engine model")
+        self._drafts: dict[tuple[str, str], dict[tuple[int, ...], StepPrice]] = {}
         self.calls = 0      # steps priced, not answered from the cache
 
     @classmethod
@@ -41,11 +42,15 @@ class CostAdapter:
 
     def price_draft(self, contexts: tuple[int, ...], fc: str, attention: str) -> StepPrice:
         """A DLM prediction step of one micro-batch on its device, one query per request."""
-        key = (fc, attention, contexts)
-        hit = self._steps.get(key)
+        # A table per mapping, keyed by the contexts alone: no key tuple to build and hash
+        # around them, and smaller tables (a run asks this at every micro-batch step).
+        table = self._drafts.get((fc, attention))
+        if table is None:
+            table = self._drafts[(fc, attention)] = self.cache.table("engine draft", fc, attention)
+        hit = table.get(contexts)
         if hit is None:
             self.calls += 1
-            hit = self._steps[key] = self._model("dlm", fc, attention, 1).price(
+            hit = table[contexts] = self._model("dlm", fc, attention, 1).price(
                 contexts, (1,) * len(contexts))[0]
         return hit
 

@@ -44,6 +44,7 @@ from sim.manager.transactions import (
 )
 from sim.systems.base import BaseRun, Live
 from sim.systems.spec import IssueRule
+from traces.path import PathLists, values_along_path
 
 # Enum.value is a Python-level property, and a mapping is read after every prediction step.
 _DEVICE_NAME = {device: device.value for device in Device}
@@ -75,6 +76,7 @@ class Round:
 @dataclass(slots=True)
 class PooledLive(Live):
     round: Round | None = None
+    path: PathLists | None = None      # the trace's drafting_lists(), asked every round
 
 
 @mypyc_attr(allow_interpreted_subclasses=True)
@@ -122,13 +124,17 @@ class PooledRun(BaseRun):
     def enter(self, lives) -> None:
         for live in lives:
             self.apply(Admit(live.slot, live.mb))
+            live.path = live.trace.drafting_lists()
             self.new_round(live)
 
     def new_round(self, live: PooledLive) -> None:
         remaining = live.remaining
         cap = min(self.max_draft_len, remaining)
         plan = self.planned(live.trace, live.t, remaining)
-        probs, accepted = live.trace.draft_prob_list(live.t, cap)
+        # draft_prob_list(t, cap), its checks true: t < out_len, 1 <= cap (a live request).
+        assert live.path is not None
+        run, onpath, offpath, rank = live.path
+        probs, accepted = values_along_path(run, onpath, offpath, rank, live.t, cap)
         if live.round is not None:
             live.round.stale = True
         rnd = live.round = Round(live, cap if plan is None else min(plan, cap), probs, accepted)

@@ -14,6 +14,7 @@ from sim.cost.links import load_link
 from sim.cost.pim import load_pim
 from sim.cost.system import load_hardware
 from sim.model import FC, load_model
+from tests.sim.cost.gpu_attention import attention_ps
 from validation.compare import (
     BOUNDS,
     TABLE_FILES,
@@ -80,7 +81,7 @@ def test_unfused_attention_by_hand():
     # operands. AttAcc prints 16.49 + 0.26 + 16.49 us per layer.
     shard = load_model("opt-66b").shard(8)
     ops = [o for o in shard.attention_ops(512, 1)]
-    ps = GPU.attention_ps([_times(o, 16) for o in ops])
+    ps = attention_ps(GPU, [_times(o, 16) for o in ops])
     assert [round(GPU.kernel_ps(o.flops * 16, o.bytes_total * 16, 144) / 1e6, 2) for o in ops] \
         == [16.49, 0.26, 16.49]
     assert ps == sum(GPU.kernel_ps(o.flops * 16, o.bytes_total * 16, 144) for o in ops)

@@ -9,6 +9,7 @@ import pytest
 from common.errors import ConfigError, SaddleError
 from sim.cost.system import load_hardware
 from sim.model import load_model
+from tests.sim.cost.gpu_attention import attention_ps
 
 DGX = load_hardware("dgx-a100")
 ATTACC = load_hardware("attacc")
@@ -198,7 +199,7 @@ def test_attention_equals_the_generic_per_operator_pricing(system, model):
     contexts, queries = np.array(reqs).T
     c = system.price_step(model, reqs, mapping={"fc": "gpu", "attention": "gpu"})
     ops = shard.attention_batch(contexts, queries)
-    assert c.attention_ps == system.gpu.attention_ps(ops) * shard.layers
+    assert c.attention_ps == attention_ps(system.gpu, ops) * shard.layers
     assert c.gpu_busy_ps - c.fc_ps - c.other_ps == c.attention_ps
     if system.pim is None:
         return
