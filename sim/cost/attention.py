@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Hashable, Sequence
 from functools import partial
 from operator import add, mul
-from typing import TYPE_CHECKING, NamedTuple, Protocol
+from typing import TYPE_CHECKING
 
 from sim.cost.energy import COMPONENTS
 from sim.cost.pim import ChannelPlacement, PimStack
@@ -43,13 +43,14 @@ class Sums:
         return Sums(self.n, self.contexts + self.n * s, self.queries, self.products + self.queries * s) if s else self
 
 
-class Bilinear(NamedTuple):
+class Bilinear(Value):
     """A count summed over a step's requests, a + b L + c q + e L q per request (one layer)."""
 
-    a: int
-    b: int
-    c: int
-    e: int
+    __slots__ = ("a", "b", "c", "e")
+    _fields = ("a", "b", "c", "e")
+
+    def __init__(self, a: int, b: int, c: int, e: int) -> None:
+        self.a, self.b, self.c, self.e = a, b, c, e
 
     @classmethod
     def fit(cls, shard: ModelSpec, count: Callable[[Attention], int]) -> Bilinear:
@@ -71,8 +72,7 @@ class Bilinear(NamedTuple):
         return self.b * s.n + self.e * s.queries
 
     def __call__(self, s: Sums) -> int:
-        a, b, c, e = self
-        return a * s.n + b * s.contexts + c * s.queries + e * s.products
+        return self.a * s.n + self.b * s.contexts + self.c * s.queries + self.e * s.products
 
 
 def _summed(shard: ModelSpec, count: Callable[[Attention], int], L: int, q: int) -> int:
@@ -95,18 +95,23 @@ class AttentionCost(Value):
         self.ps, self.comm_ps, self.energy = ps, comm_ps, energy
 
 
-class Placement(Protocol):
+class Placement:
+    """What a placement has and does (module doc); a base class, not a Protocol, so that
+    compiled callers call its methods natively."""
+
     on_pim: bool        # its time counts as PIM busy time (else GPU)
     energy_from: int    # its energy's first component in COMPONENTS (three consecutive)
     flops: Bilinear     # attention FLOPs of one layer
 
     def keys(self, contexts: Sequence[int], queries: Sequence[int], sums: Sums,
-             steps: int) -> Sequence[Hashable]: ...
+             steps: int) -> Sequence[Hashable]:
+        raise NotImplementedError
 
-    def price(self, key, sums: Sums) -> AttentionCost: ...
+    def price(self, key, sums: Sums) -> AttentionCost:
+        raise NotImplementedError
 
 
-class _GpuAttention:
+class _GpuAttention(Placement):
     on_pim = False
     energy_from = COMPONENTS.index("gpu_dram")
 
@@ -177,7 +182,7 @@ class UnfusedGpuAttention(_GpuAttention):
         return AttentionCost(ps * layers, 0, (dram * layers, onchip * layers, mac * layers))
 
 
-class PimAttention:
+class PimAttention(Placement):
     """One instance per request x KV head on the device's PIM channels, never split, placed
     round-robin in request-major order (a request's heads on neighbouring channels); instances
     on one channel run back to back. Q and the new K, V entries go down the GPU-PIM link and

@@ -44,7 +44,7 @@ def _reference(system, model: str, reqs, fc: str, devices: int) -> tuple:
     sum_l = sum(L for L, _ in reqs)
     sum_q = sum(q for _, q in reqs)
     sum_lq = sum(L * q for L, q in reqs)
-    a, b, c, e = Bilinear.fit(shard, lambda op: op.flops)
+    a, b, c, e = Bilinear.fit(shard, lambda op: op.flops).astuple()
     att_flops = (a * len(reqs) + b * sum_l + c * sum_q + e * sum_lq) * layers
     return (time_ps, att_ps, d.fc_ps, d.comm_ps + comm_ps, d.other_ps, d.allreduce_ps, d.gpu_ps,
             d.pim_ps + att_ps,
