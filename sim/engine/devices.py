@@ -15,6 +15,7 @@ import math
 from array import array
 from collections.abc import Callable, Sequence
 from functools import partial
+from typing import Final
 
 import numpy as np
 
@@ -23,7 +24,7 @@ from sim.engine.events import EventQueue
 
 # Completion events run before start events at the same instant, so a freed device is seen
 # as free by whatever the completion triggers.
-DONE_PRIORITY = 0
+DONE_PRIORITY: Final = 0
 
 
 class _Running:
@@ -112,7 +113,9 @@ class DeviceSet:
         if self.foreground is None:
             return 1.0
         # min(1, (1 - u) / v) over the resources the step uses, GPU then PIM.
-        (gpu_free, pim_free), (gpu_need, pim_need) = self._free, work.shares
+        # Two plain unpackings: a nested one compiles to generic iteration over boxed floats.
+        gpu_free, pim_free = self._free
+        gpu_need, pim_need = work.shares
         rate = 1.0
         if gpu_need > 0:
             rate = min(rate, gpu_free / gpu_need)

@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
+from typing import Final
 
 from common.errors import SaddleError
 from sim.manager.transactions import MANAGER_DISCARDS
 
-ACCEPTED = "accepted"
-REJECTED = "rejected"
+ACCEPTED: Final = "accepted"
+REJECTED: Final = "rejected"
 
 
 class ConservationError(SaddleError):

@@ -11,6 +11,7 @@ the number L of admitted requests, ``tau_table[tau_bucket(L)]``, updated at Admi
 from __future__ import annotations
 
 from enum import Enum
+from typing import Final
 
 from sim.manager.formats import PROB_ONE
 from sim.manager.transactions import ProtocolError
@@ -48,8 +49,11 @@ class RequestState(str, Enum):
     REJECTED = "rejected"     # a token of the round was rejected; a new round starts at Unlock
 
 
-# Module constants: every draft token reads them (an enum member is a metaclass lookup).
-DRAFTING, STOPPED, REJECTED = RequestState.DRAFTING, RequestState.STOPPED, RequestState.REJECTED
+# Module constants: every draft token reads them (an enum member is a metaclass lookup; Final:
+# compiled, a C variable, not a lookup in the module's dict).
+DRAFTING: Final = RequestState.DRAFTING
+STOPPED: Final = RequestState.STOPPED
+REJECTED: Final = RequestState.REJECTED
 
 
 class RequestSlot:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from functools import cached_property
+from typing import Final
 
 
 @dataclass(frozen=True)
@@ -74,7 +75,7 @@ class FixedFormat:
 PROB = FixedFormat("prob", 17, 16)
 CUM_PROB = FixedFormat("cum_prob", 17, 16)
 TAU = FixedFormat("tau", 17, 16)
-PROB_ONE = 1 << 16
+PROB_ONE: Final = 65536      # 1.0 in UQ1.16; a literal, so compiled code inlines it
 
 TOKEN_ID = FixedFormat("token_id", 17, 0)           # the 128256 tokens of Llama-3 (OPT: 50272)
 REQUEST_ID = FixedFormat("request_id", 7, 0)        # Controller slots: up to 128 requests

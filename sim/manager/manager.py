@@ -11,7 +11,7 @@ objects, from the same checks and state change ``apply`` builds their events fro
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Final
 
 from sim.manager import controller
 from sim.manager.config import ManagerConfig
@@ -65,12 +65,15 @@ from sim.manager.transactions import (
 )
 
 # Module constants for the per-token paths: an enum member or value is a metaclass lookup or
-# a property.
-SHARED, EAGER = Pool.SHARED, Pool.EAGER
-_REJECTED_PREFIX, _SHARED_AFTER_REJECT, _EAGER_AFTER_REJECT = (
-    DiscardReason.REJECTED_PREFIX.value, DiscardReason.SHARED_AFTER_REJECT.value,
-    DiscardReason.EAGER_AFTER_REJECT.value)
-_REQUEST_MAX, _POSITION_MAX, _TOKEN_MAX = REQUEST_ID.max_raw, POSITION.max_raw, TOKEN_ID.max_raw
+# a property. Final: compiled, each is a C variable, not a lookup in the module's dict.
+SHARED: Final = Pool.SHARED
+EAGER: Final = Pool.EAGER
+_REJECTED_PREFIX: Final = DiscardReason.REJECTED_PREFIX.value
+_SHARED_AFTER_REJECT: Final = DiscardReason.SHARED_AFTER_REJECT.value
+_EAGER_AFTER_REJECT: Final = DiscardReason.EAGER_AFTER_REJECT.value
+_REQUEST_MAX: Final = REQUEST_ID.max_raw
+_POSITION_MAX: Final = POSITION.max_raw
+_TOKEN_MAX: Final = TOKEN_ID.max_raw
 
 
 def _request_of(entry: PoolEntry) -> int:

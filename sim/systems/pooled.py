@@ -27,6 +27,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import partial
+from typing import Final
 
 from mypy_extensions import mypyc_attr
 
@@ -47,10 +48,12 @@ from sim.systems.spec import IssueRule
 from traces.path import PathLists, values_along_path
 
 # Enum.value is a Python-level property, and a mapping is read after every prediction step.
-_DEVICE_NAME = {device: device.value for device in Device}
-_TOKEN_MASK = TOKEN_ID.max_raw
-SHARED_AFTER_REJECT, EAGER_AFTER_REJECT, STALE_CONTEXT = (
-    DiscardReason.SHARED_AFTER_REJECT, DiscardReason.EAGER_AFTER_REJECT, DiscardReason.STALE_CONTEXT)
+# Final: compiled, each is a C variable, not a lookup in the module's dict.
+_DEVICE_NAME: Final = {device: device.value for device in Device}
+_TOKEN_MASK: Final = TOKEN_ID.max_raw
+SHARED_AFTER_REJECT: Final = DiscardReason.SHARED_AFTER_REJECT
+EAGER_AFTER_REJECT: Final = DiscardReason.EAGER_AFTER_REJECT
+STALE_CONTEXT: Final = DiscardReason.STALE_CONTEXT
 
 
 class Round:
@@ -173,7 +176,7 @@ class PooledRun(BaseRun):
         drafting = taken = 0
         ready = self.ready[mb]
         tokens = self.tokens
-        draft = self.manager.draft
+        manager = self.manager     # a local, but no bound method: that would be a Python call
         for rnd in self.stepping[mb]:
             if rnd.stale:     # rejected or finished while the step ran: the token is lost
                 tokens.drafted += 1
@@ -183,8 +186,8 @@ class PooledRun(BaseRun):
             pos = rnd.pos
             # The token id (position mod 2**17) and quantize_prob's common case written out.
             p = rnd.p[pos]
-            _, stop = draft(rnd.slot, mb, pos + 1, (rnd.base + pos) & _TOKEN_MASK,
-                            int(p * PROB_ONE + 0.5) if 0.0 < p < 1.0 else quantize_prob(p))
+            _, stop = manager.draft(rnd.slot, mb, pos + 1, (rnd.base + pos) & _TOKEN_MASK,
+                                    int(p * PROB_ONE + 0.5) if 0.0 < p < 1.0 else quantize_prob(p))
             if stop is None:
                 self.refused += 1
                 rnd.blocked = True
@@ -260,7 +263,7 @@ class PooledRun(BaseRun):
     def after_pass(self, groups: dict[int, list[int]], slots: list[int]) -> None:
         """The pass over ``groups`` (``slots``: its requests ascending) is done: a VerifyResult
         per request in slot order, the Unlock, then each request's commit in slot order."""
-        result = self.manager.result
+        manager = self.manager
         verified = []           # (live, accepted tokens) per request, slot order
         for slot in slots:
             live = self.live[slot]
@@ -269,7 +272,7 @@ class PooledRun(BaseRun):
             rnd = live.round
             assert rnd is not None
             a = max(0, min(k, rnd.run - (first - 1)))
-            waiting = result(slot, a, (rnd.base + first - 1 + a) & _TOKEN_MASK)
+            waiting = manager.result(slot, a, (rnd.base + first - 1 + a) & _TOKEN_MASK)
             if a < k:
                 self.reject(1, k - a - 1)
                 if waiting:
