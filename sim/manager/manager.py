@@ -76,11 +76,6 @@ _POSITION_MAX: Final = POSITION.max_raw
 _TOKEN_MAX: Final = TOKEN_ID.max_raw
 
 
-def _request_of(entry: PoolEntry) -> int:
-    # A function, not attrgetter: compiled, it reads the native attribute directly.
-    return entry.request
-
-
 class Manager:
     """``softmax``: the Controller's softmax unit sizes, needed only for DraftLogits."""
 
@@ -198,7 +193,10 @@ class Manager:
         selection = self._select(tlm_idle, capacity)
         if isinstance(selection, NotIssued):
             return None
-        return positions_by_request(selection[0]), selection[1].device
+        groups: dict[int, list[int]] = {}       # positions_by_request's, on typed entries
+        for e in selection[0]:
+            groups.setdefault(e.request, []).append(e.position)
+        return groups, selection[1].device
 
     def _issue(self, txn: VerifyIssue) -> list:
         selection = self._select(txn.tlm_idle, txn.capacity)
@@ -235,8 +233,9 @@ class Manager:
                 return NotIssued(NotIssuedReason.BELOW_CAPACITY, available)
             self._waits = 0
             chosen = shared.select(best[0], order)
-        self._in_pass = set(map(_request_of, chosen))
-        num, den = tlm_attention_estimate(map(_request_of, chosen))
+        requests = [e.request for e in chosen]
+        self._in_pass = set(requests)
+        num, den = tlm_attention_estimate(requests)
         return chosen, Mapping(Op.TLM_ATTENTION, self.scheduler.tlm_attention(num, den), num, den, -1)
 
     def _drafting(self) -> list[tuple[int, bool]]:

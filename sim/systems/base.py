@@ -52,6 +52,7 @@ class BaseRun:
 
     def __init__(self, setup: RunSetup) -> None:
         self.setup = setup
+        self.mapping: dict[str, str] = setup.mapping     # read per step: not through setup
         self.spec = setup.spec
         self.costs = setup.costs
         self.n_devices = setup.costs.n_devices
@@ -148,11 +149,11 @@ class BaseRun:
 
     def price_dlm(self, contexts: tuple[int, ...], fc: str | None = None) -> Work:
         """A DLM prediction step of one micro-batch: one query per request, at ``contexts``."""
-        m = self.setup.mapping
+        m = self.mapping
         return self.book(self.costs.price_draft(contexts, fc or m["dlm_fc"], m["dlm_attention"]))
 
     def price_tlm(self, requests: list[tuple[int, int]], attention: str | None = None) -> Work:
-        m = self.setup.mapping
+        m = self.mapping
         return self.book_tlm(self.costs.price("tlm", tuple(requests), m["tlm_fc"],
                                               attention or m["tlm_attention"], self.n_devices))
 

@@ -93,6 +93,9 @@ class PooledRun(BaseRun):
         self.capacity = setup.capacity
         self.overlap = setup.spec.eager
         self.issue_rule = setup.issue_rule if self.overlap else IssueRule.DRAINED
+        # The rule as booleans: an enum member read per step is a lookup in its class.
+        self.idle_issues = self.issue_rule in (IssueRule.TLM_IDLE, IssueRule.COST)
+        self.gpu_idle_issues = self.issue_rule is IssueRule.GPU_IDLE
         self.gpu_steps: set[int] = set()   # micro-batches whose DLM step in flight uses a GPU
         self.dlm_fc = {mb: setup.mapping["dlm_fc"] for mb in range(self.n_devices)}
         self.dlm_attention_gpu = setup.mapping["dlm_attention"] == "gpu"
@@ -229,9 +232,9 @@ class PooledRun(BaseRun):
         (the issue rule, module doc)?"""
         if self.in_pass:
             return False
-        if self.issue_rule is IssueRule.TLM_IDLE or self.issue_rule is IssueRule.COST:
+        if self.idle_issues:
             return True     # COST: the Manager's pass planner decides whether to wait
-        if self.issue_rule is IssueRule.GPU_IDLE:
+        if self.gpu_idle_issues:
             return not self.gpu_steps
         return not any(self.ready)
 
