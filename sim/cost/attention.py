@@ -96,8 +96,7 @@ class AttentionCost(Value):
 
 
 class Placement:
-    """What a placement has and does (module doc); a base class, not a Protocol, so that
-    compiled callers call its methods natively."""
+    """What a placement has and does (module doc); a base class: compiled, called natively."""
 
     on_pim: bool        # its time counts as PIM busy time (else GPU)
     energy_from: int    # its energy's first component in COMPONENTS (three consecutive)

@@ -19,6 +19,8 @@ from sim.model import ModelSpec, check_requests, choice, load_model
 
 __all__ = ["StepCost", "System", "clear_caches", "load_hardware"]
 
+PLACES = ("gpu", "pim")      # where an operator (FC, attention) can run
+
 
 @dataclass(frozen=True)
 class System:
@@ -111,7 +113,7 @@ class System:
         if not isinstance(mapping, Mapping) or set(mapping) != {"fc", "attention"}:
             raise SaddleError(f"mapping must have exactly the keys 'fc' and 'attention', found {mapping!r}")
         for kind, place in mapping.items():
-            if place not in ("gpu", "pim"):
+            if place not in PLACES:
                 raise SaddleError(f"mapping[{kind!r}]: expected 'gpu' or 'pim', found {place!r}")
             if place == "pim" and self.pim is None:
                 raise SaddleError(f"{self.name} has no PIM; mapping[{kind!r}] must be 'gpu'")

@@ -7,7 +7,7 @@ process that share the adapter.
 from __future__ import annotations
 
 from sim.cost.step import PriceCache, StepModel, StepPrice
-from sim.cost.system import System, load_hardware
+from sim.cost.system import PLACES, System, load_hardware
 from sim.model import ModelSpec, load_model
 
 
@@ -20,7 +20,10 @@ class CostAdapter:
         # draft steps of micro-batches whose contexts happen to agree).
         self._steps: dict[tuple, StepPrice] = self.cache.table("engine step")
         self._models: dict[tuple[str, str, str, int], StepModel] = self.cache.table("engine model")
-        self._drafts: dict[tuple[str, str], dict[tuple[int, ...], StepPrice]] = {}
+        # Draft steps: a table per mapping keyed by the contexts alone (no key tuple to build
+        # and hash around them; a run asks at every micro-batch step).
+        self._drafts: dict[tuple[str, str], dict[tuple[int, ...], StepPrice]] = {
+            (fc, at): self.cache.table("engine draft", fc, at) for fc in PLACES for at in PLACES}
         self.calls = 0      # steps priced, not answered from the cache
 
     @classmethod
@@ -42,11 +45,7 @@ class CostAdapter:
 
     def price_draft(self, contexts: tuple[int, ...], fc: str, attention: str) -> StepPrice:
         """A DLM prediction step of one micro-batch on its device, one query per request."""
-        # A table per mapping, keyed by the contexts alone: no key tuple to build and hash
-        # around them, and smaller tables (a run asks this at every micro-batch step).
-        table = self._drafts.get((fc, attention))
-        if table is None:
-            table = self._drafts[(fc, attention)] = self.cache.table("engine draft", fc, attention)
+        table = self._drafts[(fc, attention)]
         hit = table.get(contexts)
         if hit is None:
             self.calls += 1

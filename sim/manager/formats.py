@@ -60,14 +60,6 @@ class FixedFormat:
         """The unsigned bit pattern of ``raw`` (two's complement for signed formats)."""
         return self.check(raw, self.name) & ((1 << self.bits) - 1)
 
-    def from_bits(self, pattern: int) -> int:
-        """Inverse of ``to_bits``: the raw value of a ``bits``-wide pattern."""
-        if not 0 <= pattern < (1 << self.bits):
-            raise ValueError(f"{self.name}: bit pattern {pattern!r} wider than {self.bits} bits")
-        if self.signed and pattern >> (self.bits - 1):
-            return pattern - (1 << self.bits)
-        return pattern
-
 
 # Probability of a draft token, cumulative probability H and the threshold tau share one layout:
 # UQ1.16, 1.0 = 65536. One integer bit is needed so that 1.0 itself is exact (p = 1 after a

@@ -144,10 +144,3 @@ def softmax_greedy(logits: Sequence[int], params: SoftmaxParams) -> tuple[int, i
         model.beat(logits[start:start + params.lanes])
     return model.result()
 
-
-def reference_float(logits: Sequence[int]) -> tuple[int, float]:
-    """float64 softmax of the dequantized logits: (argmax, its probability); for error bounds."""
-    xs = [LOGIT.to_float(x) for x in logits]
-    top = max(xs)
-    best = xs.index(top)
-    return best, 1.0 / math.fsum(math.exp(x - top) for x in xs)

@@ -48,7 +48,6 @@ from sim.systems.spec import IssueRule
 from traces.path import PathLists, values_along_path
 
 # Enum.value is a Python-level property, and a mapping is read after every prediction step.
-# Final: compiled, each is a C variable, not a lookup in the module's dict.
 _DEVICE_NAME: Final = {device: device.value for device in Device}
 _TOKEN_MASK: Final = TOKEN_ID.max_raw
 SHARED_AFTER_REJECT: Final = DiscardReason.SHARED_AFTER_REJECT

@@ -1,7 +1,9 @@
 """Softmax unit: the bit-exact model against float64, and the RTL against the model."""
 from __future__ import annotations
 
+import math
 import random
+from collections.abc import Sequence
 
 import pytest
 
@@ -9,7 +11,7 @@ from hw.flow.amaranth_sim import receive, run, send
 from hw.flow.manager_codec import logits_beats
 from hw.manager.softmax import Softmax
 from sim.manager.formats import LOGIT, PROB
-from sim.manager.softmax import SoftmaxModel, SoftmaxParams, reference_float, softmax_greedy
+from sim.manager.softmax import SoftmaxModel, SoftmaxParams, softmax_greedy
 
 FULL = SoftmaxParams(lanes=8, vocab=128256, exp_frac_bits=24)
 SMALL = SoftmaxParams(lanes=4, vocab=512, exp_frac_bits=24)
@@ -19,6 +21,14 @@ SMALL = SoftmaxParams(lanes=4, vocab=512, exp_frac_bits=24)
 # ABS: two UQ1.16 steps (the final quotient's floor and the terms' floors).
 ABS_BOUND = 2 * 2.0 ** -PROB.frac
 REL_BOUND = 0.005
+
+
+def reference_float(logits: Sequence[int]) -> tuple[int, float]:
+    """float64 softmax of the dequantized logits: (argmax, its probability); for error bounds."""
+    xs = [LOGIT.to_float(x) for x in logits]
+    top = max(xs)
+    best = xs.index(top)
+    return best, 1.0 / math.fsum(math.exp(x - top) for x in xs)
 
 
 def clip(x: float) -> int:
