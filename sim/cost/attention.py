@@ -2,8 +2,8 @@
 attention of one step on one device, from the requests' contexts, query token counts and their
 ``Sums``. ``keys``: what each of ``steps`` consecutive steps (every context one longer per step)
 depends on, exactly (``StepModel`` memoizes on it; steps it cannot tell apart get the same key
-object); ``price``: the ``AttentionCost`` of a step of one key. A new placement is a class with
-these two methods, ``on_pim``, ``energy_from`` and ``flops``, and a line in ``placement()``.
+object); ``price``: the ``AttentionCost`` of a step of one key. A new placement is a ``Placement``
+subclass with these two methods, ``on_pim``, ``energy_from`` and ``flops``, and a line in ``placement()``.
 """
 from __future__ import annotations
 
