@@ -71,7 +71,7 @@ class Bilinear(Value):
         """How much the count grows once every context has grown by one."""
         return self.b * s.n + self.e * s.queries
 
-    def __call__(self, s: Sums) -> int:
+    def at(self, s: Sums) -> int:
         return self.a * s.n + self.b * s.contexts + self.c * s.queries + self.e * s.products
 
 
@@ -137,7 +137,7 @@ class FusedGpuAttention(_GpuAttention):
 
     def price(self, key: tuple[int, ...], sums: Sums) -> AttentionCost:
         tiles = key[-1]
-        flops, nbytes, layers = self.flops(sums), self.bytes(sums), self.shard.layers
+        flops, nbytes, layers = self.flops.at(sums), self.bytes.at(sums), self.shard.layers
         ps = self.gpu.fused_attention_ps(flops, nbytes, tiles)
         dram, onchip, mac = self.energy.gpu_traffic_pj(flops, nbytes)
         return AttentionCost(ps * layers, 0, (dram * layers, onchip * layers, mac * layers))
@@ -171,7 +171,7 @@ class UnfusedGpuAttention(_GpuAttention):
         blocks = key[-1]
         ps, energy = 0, (0.0, 0.0, 0.0)
         for phase, flops_of, bytes_of in self.phases:
-            flops, nbytes = flops_of(sums), bytes_of(sums)
+            flops, nbytes = flops_of.at(sums), bytes_of.at(sums)
             ps += self.gpu.kernel_ps(flops, nbytes, blocks)
             registers = 3 * flops // 2 if phase != "softmax" else 0
             energy = tuple(map(add, energy, self.energy.gpu_traffic_pj(flops, nbytes, nbytes,

@@ -264,7 +264,7 @@ class StepModel:
         on_pim = attention.on_pim
         # Steps of one key differ in their operation counts: the memoized head has the dense
         # part's; attention's grow by the same count every step.
-        more = self.attention_flops(sums)
+        more = self.attention_flops.at(sums)
         growth = self.attention_flops.growth(sums) if steps > 1 else 0
         out = []
         key: Hashable = None
