@@ -4,8 +4,13 @@ heap internals or on hashing.
 """
 from __future__ import annotations
 
+import heapq
 from collections.abc import Callable
-from heapq import heappop, heappush
+from typing import Final
+
+# Final: compiled, a C variable; an imported name would be a module-dict lookup at every event.
+heappush: Final = heapq.heappush
+heappop: Final = heapq.heappop
 
 
 class EventQueue:
