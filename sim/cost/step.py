@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import replace
 from types import MappingProxyType
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING, TypeVar
 
 from sim.cost.attention import Placement, Sums, placement
 from sim.cost.energy import COMPONENTS
@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from sim.cost.system import System
 
 GPU_DRAM, GPU_ONCHIP, GPU_MAC, PIM_BANK, PIM_MAC, LINK, STATIC = range(len(COMPONENTS))
+V = TypeVar("V")
 ELEMENTWISE_KIND = {"attn_norm": "norm", "ffn_norm": "norm", "final_norm": "norm",
                     "activation": "activation"}
 
@@ -43,7 +44,7 @@ class PriceCache:
             found = self._tables[name] = {}
         return found
 
-    def remember(self, table: dict, key: Hashable, value):
+    def remember(self, table: dict, key: Hashable, value: V) -> V:
         if len(table) >= self.limit:
             table.clear()
         table[key] = value
@@ -131,21 +132,20 @@ class StepPrice(Value):
         self.cost, self.work, self.energy_fj, self.flops, self.pim_flops = cost, work, energy_fj, flops, pim_flops
 
 
-class DensePrice(NamedTuple):
-    """The part of a step that depends on its token count only, on one device; energies in pJ
-    per component in ``COMPONENTS`` order."""
+class DensePrice(Value):
+    """The part of a step that depends on its token count only, on one device; energies in pJ per
+    component in ``COMPONENTS`` order; ``comm_ps``: FC's GPU <-> PIM transfers and all-reduces."""
 
-    fc_ps: int
-    other_ps: int
-    comm_ps: int                # GPU <-> PIM transfers of FC on PIM and the all-reduces
-    allreduce_ps: int
-    gpu_ps: int
-    pim_ps: int
-    fc_energy: tuple[float, ...]
-    other_energy: tuple[float, ...]
-    allreduce_energy: tuple[float, ...]
-    flops: int
-    pim_flops: int
+    _fields = ("fc_ps", "other_ps", "comm_ps", "allreduce_ps", "gpu_ps", "pim_ps", "fc_energy",
+               "other_energy", "allreduce_energy", "flops", "pim_flops")
+    __slots__ = _fields
+
+    def __init__(self, fc_ps: int, other_ps: int, comm_ps: int, allreduce_ps: int, gpu_ps: int, pim_ps: int,
+                 fc_energy: tuple[float, ...], other_energy: tuple[float, ...],
+                 allreduce_energy: tuple[float, ...], flops: int, pim_flops: int) -> None:
+        self.fc_ps, self.other_ps, self.comm_ps, self.allreduce_ps = fc_ps, other_ps, comm_ps, allreduce_ps
+        self.gpu_ps, self.pim_ps, self.fc_energy, self.other_energy = gpu_ps, pim_ps, fc_energy, other_energy
+        self.allreduce_energy, self.flops, self.pim_flops = allreduce_energy, flops, pim_flops
 
 
 class DenseModel:

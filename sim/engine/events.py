@@ -4,13 +4,8 @@ heap internals or on hashing.
 """
 from __future__ import annotations
 
-import heapq
 from collections.abc import Callable
-from typing import Final
-
-# Final: compiled, a C variable; an imported name would be a module-dict lookup at every event.
-heappush: Final = heapq.heappush
-heappop: Final = heapq.heappop
+from heapq import heappop, heappush
 
 
 class EventQueue:
