@@ -68,16 +68,17 @@ class PlannedRun(LockstepRun):
             live.rounds = zip(caps, ks)
             self.tokens.drafted += sum(caps)
 
-    def new_round(self, batch) -> None:
+    def new_round(self, batch: list[LockstepLive]) -> None:
         for live in batch:
+            assert isinstance(live, PlannedLive)        # typed: compiled, its fields read natively
             live.drafted, live.accepted = next(live.rounds)
 
-    def draft(self, mb, lives, start) -> int:
+    def draft(self, mb: int, lives: list[LockstepLive], start: int) -> int:
         """Request r drafts in steps 0 .. cap_r - 1, step s at context ``context(s)``."""
         drafting = [live for live in lives if live.drafted]
         if not drafting:
             return start
-        m = self.setup.mapping
+        m = self.mapping
         caps = [live.drafted for live in drafting]
         steps = self.costs.price_round("dlm", [live.context(0) for live in drafting], caps,
                                        m["dlm_fc"], m["dlm_attention"], 1)

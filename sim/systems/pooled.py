@@ -136,8 +136,7 @@ class PooledRun(BaseRun):
         remaining = live.remaining
         cap = min(self.max_draft_len, remaining)
         plan = self.planned(live.trace, live.t, remaining)
-        # draft_prob_list(t, cap), its checks true: t < out_len, 1 <= cap (a live request).
-        assert live.path is not None
+        assert live.path is not None    # draft_prob_list(t, cap): its checks hold for a live request
         run, onpath, offpath, rank = live.path
         probs, accepted = values_along_path(run, onpath, offpath, rank, live.t, cap)
         if live.round is not None:
