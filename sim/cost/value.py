@@ -1,4 +1,5 @@
-"""The base of the cost model's value classes (StepPrice, StepCost, Work, AttentionCost)."""
+"""The base of the cost model's value classes (StepPrice, StepCost, Work, DensePrice, AttentionCost,
+Bilinear)."""
 from __future__ import annotations
 
 from typing import ClassVar

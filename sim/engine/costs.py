@@ -16,8 +16,7 @@ class CostAdapter:
         self.system, self.tlm, self.dlm = system, tlm, dlm
         self.n_devices = int(system.devices)
         self.cache = PriceCache()
-        # Whole steps as asked: identical questions recur (a TLM pass of a full batch, the
-        # draft steps of micro-batches whose contexts happen to agree).
+        # Whole TLM passes as asked: identical questions recur (a pass of a full batch).
         self._steps: dict[tuple, StepPrice] = self.cache.table("engine step")
         self._models: dict[tuple[str, str, str, int], StepModel] = self.cache.table("engine model")
         # Draft steps: a table per mapping keyed by the contexts alone (no key tuple to build
