@@ -16,14 +16,11 @@ class CostAdapter:
         self.system, self.tlm, self.dlm = system, tlm, dlm
         self.n_devices = int(system.devices)
         self.cache = PriceCache()
-        # Whole TLM passes as asked: identical questions recur (a pass of a full batch).
-        self._steps: dict[tuple, StepPrice] = self.cache.table("engine step")
         self._models: dict[tuple[str, str, str, int], StepModel] = self.cache.table("engine model")
         # Draft steps: a table per mapping keyed by the contexts alone (no key tuple to build
         # and hash around them; a run asks at every micro-batch step).
         self._drafts: dict[tuple[str, str], dict[tuple[int, ...], StepPrice]] = {
             (fc, at): self.cache.table("engine draft", fc, at) for fc in PLACES for at in PLACES}
-        self.calls = 0      # steps priced, not answered from the cache
 
     @classmethod
     def named(cls, hardware: str, tlm: str, dlm: str | None) -> CostAdapter:
@@ -32,24 +29,19 @@ class CostAdapter:
 
     def price(self, role: str, requests: tuple[tuple[int, int], ...], fc: str, attention: str,
               devices: int) -> StepPrice:
-        """``role`` is ``tlm`` or ``dlm``; ``requests`` ((context_len, queries), ...)."""
-        key = (role, requests, fc, attention, devices)
-        hit = self._steps.get(key)
-        if hit is None:
-            self.calls += 1
-            contexts, queries = zip(*requests)
-            hit = self._steps[key] = self._model(role, fc, attention, devices).price(
-                contexts, queries)[0]
-        return hit
+        """``role`` is ``tlm`` or ``dlm``; ``requests`` ((context_len, queries), ...). Not
+        cached as asked: a TLM pass's requests almost never recur (over 99 % new in fig12's
+        runs), and a table of them held gigabytes; the model's memo by attention key remains."""
+        contexts, queries = zip(*requests)
+        return self._model(role, fc, attention, devices).price(contexts, queries)[0]
 
     def price_draft(self, contexts: tuple[int, ...], fc: str, attention: str) -> StepPrice:
         """A DLM prediction step of one micro-batch on its device, one query per request."""
         table = self._drafts[(fc, attention)]
         hit = table.get(contexts)
         if hit is None:
-            self.calls += 1
-            hit = table[contexts] = self._model("dlm", fc, attention, 1).price(
-                contexts, (1,) * len(contexts))[0]
+            hit = self.cache.remember(table, contexts, self._model("dlm", fc, attention, 1).price(
+                contexts, (1,) * len(contexts))[0])
         return hit
 
     def price_round(self, role: str, contexts: list[int], caps: list[int], fc: str,
@@ -65,7 +57,6 @@ class CostAdapter:
                 drafting = [c + start for c, cap in zip(contexts, caps) if cap > start]
                 steps += model.price(drafting, (1,) * len(drafting), stop - start)
             start = stop
-        self.calls += len(steps)
         return steps
 
     def _model(self, role: str, fc: str, attention: str, devices: int) -> StepModel:

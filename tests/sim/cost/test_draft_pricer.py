@@ -2,7 +2,8 @@
 ``StepModel.price``, with warm memos shared with other steps: checked against ``price_step``
 on cold memos, on every kind of attention (PIM under AttAcc's schedule, context unit 16, and
 the command model, unit 1; unfused and fused GPU kernels), FC on GPU and PIM; and the engine's
-``CostAdapter.price_draft`` against its ``price`` of the same pairs."""
+``CostAdapter.price_draft`` against its ``price`` of the same pairs, also once its tables
+overflowed."""
 
 import random
 
@@ -50,4 +51,17 @@ def test_the_adapters_draft_step_is_its_price():
             got = drafts.price_draft(contexts, fc, "pim")
             assert got == steps.price("dlm", _pairs(contexts), fc, "pim", 1)
             assert drafts.price_draft(contexts, fc, "pim") is got
-        assert drafts.calls == steps.calls
+
+
+def test_a_full_table_is_emptied_and_its_prices_found_again():
+    """``PriceCache``'s limit: no table keyed by a step holds more entries; a step asked again after its entry
+    was dropped gets an equal price (prices are pure functions of the step)."""
+    small = CostAdapter.named("saddle", "opt-66b", "opt-1.3b")
+    small.cache.limit = 7
+    fresh = CostAdapter.named("saddle", "opt-66b", "opt-1.3b")
+    steps = _steps(5, 12)
+    first = [small.price_draft(contexts, "pim", "pim") for contexts in steps]
+    by_step = [t for name, t in small.cache._tables.items() if name[0] in ("engine draft", "step")]
+    assert max(map(len, by_step)) == 7
+    for contexts, got in zip(steps, first):
+        assert small.price_draft(contexts, "pim", "pim") == got == fresh.price_draft(contexts, "pim", "pim")
