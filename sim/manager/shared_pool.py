@@ -53,6 +53,9 @@ class SharedPool:
         self._waiting: dict[int, list[PoolEntry]] = {}    # request -> entries, ascending position
         self._in_flight: dict[int, list[PoolEntry]] = {}
         self.count = 0                                    # entries: waiting + in flight
+        # ``ordered()``'s list until the waiting entries change: SADDLE+'s planner asks at
+        # every issue attempt, and a third of its attempts find the pool as it was.
+        self._order: list[PoolEntry] | None = None
 
     @property
     def free(self) -> int:
@@ -64,6 +67,7 @@ class SharedPool:
 
     def insert(self, entry: PoolEntry) -> None:
         assert not self.locked and self.count < self.capacity, "insert into a locked or full Shared Pool"
+        self._order = None
         entries = self._waiting.get(entry.request)
         if not entries:
             self._waiting[entry.request] = [entry]
@@ -77,6 +81,7 @@ class SharedPool:
         Eager Pool's drain), so only the junction with those already waiting is checked."""
         assert not self.locked and self.count + len(entries) <= self.capacity, \
             "insert into a locked or full Shared Pool"
+        self._order = None
         held = self._waiting.setdefault(entries[0].request, [])
         assert not held or held[-1].position < entries[0].position, "positions out of order"
         held += entries
@@ -100,11 +105,15 @@ class SharedPool:
     def invalidate(self, request: int) -> list[PoolEntry]:
         """Remove and return the request's waiting entries."""
         entries = self._waiting.pop(request, [])
+        if entries:
+            self._order = None
         self.count -= len(entries)
         return entries
 
     def ordered(self) -> list[PoolEntry]:
-        """The waiting entries in selection order."""
+        """The waiting entries in selection order (the pool's own list: not to be changed)."""
+        if self._order is not None:
+            return self._order
         # selection_key's order (aged_selection_key's with aging) without a Python key call per
         # entry: (request, position) order, a stable sort on H descending (``reverse`` keeps
         # equal keys in order), then with aging a stable partition on the age.
@@ -114,6 +123,7 @@ class SharedPool:
         aging = self.aging_passes
         if aging is not None:
             candidates = [e for e in candidates if e.age >= aging] + [e for e in candidates if e.age < aging]
+        self._order = candidates
         return candidates
 
     def select(self, n: int, order: list[PoolEntry] | None = None) -> list[PoolEntry]:
@@ -122,6 +132,7 @@ class SharedPool:
         assert not self.locked, "select on a locked Shared Pool"
         waiting, aging = self._waiting, self.aging_passes
         chosen = (self.ordered() if order is None else order)[:n]
+        self._order = None
         per_request: dict[int, list[PoolEntry]] = {}
         for e in chosen:
             per_request.setdefault(e.request, []).append(e)
