@@ -13,12 +13,10 @@ from sim.model import ModelSpec, load_model
 
 class CostAdapter:
     def __init__(self, system: System, tlm: ModelSpec, dlm: ModelSpec | None) -> None:
-        self.system, self.tlm, self.dlm = system, tlm, dlm
-        self.n_devices = int(system.devices)
+        self.system, self.tlm, self.dlm, self.n_devices = system, tlm, dlm, int(system.devices)
         self.cache = PriceCache()
         self._models: dict[tuple[str, str, str, int], StepModel] = self.cache.table("engine model")
-        # Draft steps: a table per mapping keyed by the contexts alone (no key tuple to build
-        # and hash around them; a run asks at every micro-batch step).
+        # Draft steps: a table per mapping keyed by the contexts alone (asked every DLM step).
         self._drafts: dict[tuple[str, str], dict[tuple[int, ...], StepPrice]] = {
             (fc, at): self.cache.table("engine draft", fc, at) for fc in PLACES for at in PLACES}
 
@@ -29,9 +27,8 @@ class CostAdapter:
 
     def price(self, role: str, requests: tuple[tuple[int, int], ...], fc: str, attention: str,
               devices: int) -> StepPrice:
-        """``role`` is ``tlm`` or ``dlm``; ``requests`` ((context_len, queries), ...). Not
-        cached as asked: a TLM pass's requests almost never recur (over 99 % new in fig12's
-        runs), and a table of them held gigabytes; the model's memo by attention key remains."""
+        """``role`` is ``tlm`` or ``dlm``; ``requests`` ((context_len, queries), ...). Not kept
+        as asked: over 99 % of fig12's TLM passes are new (the model's memo by key remains)."""
         contexts, queries = zip(*requests)
         return self._model(role, fc, attention, devices).price(contexts, queries)[0]
 

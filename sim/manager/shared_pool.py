@@ -53,8 +53,7 @@ class SharedPool:
         self._waiting: dict[int, list[PoolEntry]] = {}    # request -> entries, ascending position
         self._in_flight: dict[int, list[PoolEntry]] = {}
         self.count = 0                                    # entries: waiting + in flight
-        # ``ordered()``'s list until the waiting entries change: SADDLE+'s planner asks at
-        # every issue attempt, and a third of its attempts find the pool as it was.
+        # ``ordered()``'s list until the waiting entries change (SADDLE+ asks at every attempt)
         self._order: list[PoolEntry] | None = None
 
     @property
@@ -105,8 +104,7 @@ class SharedPool:
     def invalidate(self, request: int) -> list[PoolEntry]:
         """Remove and return the request's waiting entries."""
         entries = self._waiting.pop(request, [])
-        if entries:
-            self._order = None
+        self._order = None
         self.count -= len(entries)
         return entries
 
