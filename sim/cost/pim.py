@@ -83,15 +83,15 @@ class ChannelPlacement:
         if self.spread:
             busiest = int(max(cycles)) + odd_extra
         elif self.groups is None:
-            loads = self.loads(cycles, odd_extra)
-            busiest = max(loads)
-        else:
-            busiest, take = 0, cycles.__getitem__
+            busiest = max(loads := self.loads(cycles, odd_extra))
+        else:       # a typed loop: compiled, sum(map(...)) is two builtin lookups and calls
+            busiest, listed = 0, cycles if isinstance(cycles, list) else [int(c) for c in cycles]
             for jobs, odd in self.groups:
-                load = sum(map(take, jobs)) + odd_extra * odd
+                load = odd_extra * odd
+                for job in jobs:
+                    load += listed[job]
                 if load > busiest:
                     busiest = load
-            busiest = int(busiest)
         refreshed = refresh(busiest)
         if tail is None or refreshed == busiest:
             return refreshed, busiest
