@@ -56,10 +56,6 @@ class FixedFormat:
         raw = math.floor(x * (1 << self.frac) + 0.5)
         return min(max(raw, self.min_raw), self.max_raw)
 
-    def to_bits(self, raw: int) -> int:
-        """The unsigned bit pattern of ``raw`` (two's complement for signed formats)."""
-        return self.check(raw, self.name) & ((1 << self.bits) - 1)
-
 
 # Probability of a draft token, cumulative probability H and the threshold tau share one layout:
 # UQ1.16, 1.0 = 65536. One integer bit is needed so that 1.0 itself is exact (p = 1 after a

@@ -13,6 +13,7 @@ property (a selected token's earlier pooled tokens are selected too), which ``se
 """
 from __future__ import annotations
 
+from bisect import bisect_left
 from itertools import chain
 from operator import is_
 
@@ -53,7 +54,7 @@ class SharedPool:
         self._waiting: dict[int, list[PoolEntry]] = {}    # request -> entries, ascending position
         self._in_flight: dict[int, list[PoolEntry]] = {}
         self.count = 0                                    # entries: waiting + in flight
-        # ``ordered()``'s list until the waiting entries change (SADDLE+ asks at every attempt)
+        # ``ordered()``'s list, new entries merged in, until one leaves (SADDLE+ asks per attempt)
         self._order: list[PoolEntry] | None = None
 
     @property
@@ -65,22 +66,14 @@ class SharedPool:
         return self.count - sum(len(v) for v in self._in_flight.values())
 
     def insert(self, entry: PoolEntry) -> None:
-        assert not self.locked and self.count < self.capacity, "insert into a locked or full Shared Pool"
-        self._order = None
-        entries = self._waiting.get(entry.request)
-        if not entries:
-            self._waiting[entry.request] = [entry]
-        else:
-            assert entries[-1].position < entry.position, "positions out of order"
-            entries.append(entry)
-        self.count += 1
+        self.insert_all([entry])
 
     def insert_all(self, entries: list[PoolEntry]) -> None:
-        """``insert`` of each of ``entries``: one request's tokens in ascending position (an
-        Eager Pool's drain), so only the junction with those already waiting is checked."""
+        """One request's tokens in ascending position (an Eager Pool's drain, or ``insert``'s
+        one token): only the junction with those already waiting is checked."""
         assert not self.locked and self.count + len(entries) <= self.capacity, \
             "insert into a locked or full Shared Pool"
-        self._order = None
+        self._merge(entries)
         held = self._waiting.setdefault(entries[0].request, [])
         assert not held or held[-1].position < entries[0].position, "positions out of order"
         held += entries
@@ -112,9 +105,9 @@ class SharedPool:
         """The waiting entries in selection order (the pool's own list: not to be changed)."""
         if self._order is not None:
             return self._order
-        # selection_key's order (aged_selection_key's with aging) without a Python key call per
-        # entry: (request, position) order, a stable sort on H descending (``reverse`` keeps
-        # equal keys in order), then with aging a stable partition on the age.
+        # selection_key's order (aged_selection_key's with aging) with no key tuples: (request,
+        # position) order, a stable sort on H descending (``reverse`` keeps ties in order), then
+        # with aging a stable partition on the age.
         waiting = self._waiting
         candidates = list(chain.from_iterable(map(waiting.__getitem__, sorted(waiting))))
         candidates.sort(key=_h, reverse=True)
@@ -123,6 +116,14 @@ class SharedPool:
             candidates = [e for e in candidates if e.age >= aging] + [e for e in candidates if e.age < aging]
         self._order = candidates
         return candidates
+
+    def _merge(self, entries: list[PoolEntry]) -> None:
+        """New entries into ``ordered()``'s kept list (without aging, their place there holds)."""
+        if self.aging_passes is not None:
+            self._order = None
+        elif self._order is not None:
+            for e in entries:
+                self._order.insert(bisect_left(self._order, selection_key(e), key=selection_key), e)
 
     def select(self, n: int, order: list[PoolEntry] | None = None) -> list[PoolEntry]:
         """Up to ``n`` waiting entries in selection order (``order``: ``ordered()``'s, if

@@ -35,3 +35,35 @@ def test_select_is_the_sort_by_the_selection_key(aging):
         key = selection_key if aging is None else (lambda e: aged_selection_key(e, aging))
         expected = sorted(entries, key=key)[:n]     # before select counts the passes
         assert pool.select(n) == expected
+
+
+@pytest.mark.parametrize("aging", (None, 2))
+def test_the_kept_order_follows_inserts_and_removals(aging):
+    """``ordered()`` asked between inserts (new entries merged into the kept list), removals
+    and selections: always the sort of the waiting entries by the documented keys."""
+    rng = random.Random(11)
+    key = selection_key if aging is None else (lambda e: aged_selection_key(e, aging))
+    for _ in range(200):
+        pool, entries = _pool(rng, aging)
+        waiting = list(entries)
+        serial = len(entries)
+        for _ in range(rng.randint(1, 8)):
+            action = rng.random()
+            if action < 0.5 and pool.free:          # another token of a waiting or new request
+                request = rng.choice([e.request for e in waiting] + [99])
+                mine = [e for e in waiting if e.request == request]
+                position = max((e.position for e in mine), default=0) + 1
+                h = rng.randint(0, min((e.h for e in mine), default=65536))
+                e = PoolEntry(request, 0, position, position, h, serial)
+                serial += 1
+                pool.insert(e)
+                waiting.append(e)
+            elif action < 0.8 and waiting:          # a request's waiting tokens invalidated
+                request = rng.choice(waiting).request
+                pool.invalidate(request)
+                waiting = [e for e in waiting if e.request != request]
+            assert pool.ordered() == sorted(waiting, key=key)
+        if waiting:
+            n = rng.randint(1, len(waiting))
+            expected = sorted(waiting, key=key)[:n]     # before select counts the passes
+            assert pool.select(n) == expected
