@@ -136,8 +136,9 @@ def speed_table(figures: dict) -> str:
 
 def single(runs: list, batch: int, pair: str = "opt-66b+opt-1.3b") -> dict:
     """One fig12 SADDLE run, timed in this process (CPU time, so other load inflates it less),
-    twice: first on cold price caches (as a lone run), then again on the caches the first filled
-    (as most runs of a sweep, whose points share step prices): the per-token path alone."""
+    twice: first on cold price caches (as a lone run), then again on the caches as the first
+    left them (as most runs of a sweep, whose points share step prices; each table keeps at
+    most 2^14 entries, so the second run still prices the steps its predecessor forgot)."""
     from sim.systems.run import simulate
     p = next((r for r in runs if r.system == "saddle" and r.pair == pair and r.batch == batch), None)
     if p is None:
