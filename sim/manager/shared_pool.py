@@ -102,12 +102,13 @@ class SharedPool:
         return entries
 
     def ordered(self) -> list[PoolEntry]:
-        """The waiting entries in selection order (the pool's own list: not to be changed)."""
+        """The waiting entries in selection order (the pool's own list, which later inserts
+        change: read, not written, nor kept past the next insert)."""
         if self._order is not None:
             return self._order
         # selection_key's order (aged_selection_key's with aging) with no key tuples: (request,
-        # position) order, a stable sort on H descending (``reverse`` keeps ties in order), then
-        # with aging a stable partition on the age.
+        # position) order, a stable sort on H descending (``reverse`` keeps ties in order), with
+        # aging a stable partition on the age.
         waiting = self._waiting
         candidates = list(chain.from_iterable(map(waiting.__getitem__, sorted(waiting))))
         candidates.sort(key=_h, reverse=True)
