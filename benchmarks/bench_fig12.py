@@ -5,9 +5,8 @@ processes (default: as ``saddle run``). Prints runs, jobs, wall seconds, CPU sec
 process and its workers (a figure that depends less on what else the machine runs) and how
 many of them the kernel took (on a virtual machine, faulting in fresh memory; it varies with
 the host), and the load average before and after (the machine is shared: a loaded machine is
-slower). The
-experiment's check (every trace read and validated, about 2 s) runs before the clock starts;
-forked workers start with what it read.
+slower). The experiment's check (every trace read and validated, about 2 s) runs before the
+clock starts; forked workers start with what it read.
 
 Then one SADDLE run per batch of ``--single`` (default 64 and 128, OPT-66B) in this process,
 twice (cold price caches, then warm): CPU microseconds per generated token and simulated seconds
