@@ -379,7 +379,7 @@ class RequestTrace:
         """``traces.path.values_along_path``'s lists for the value ``name`` (``p``, ``entropy``),
         made once: a simulator keeps them per request and asks that function at every round's
         start, checking ``t`` and ``n`` itself (``_values_along_path`` says how)."""
-        return (self._lists.get("run") or self._run_list(), *(self._lists.get(name) or self._value_lists(name)))
+        return (self._run_list(), *self._value_lists(name))
 
     def _values_along_path(self, t: int, n: int, name: str) -> tuple[list[float], int]:
         """A per-token value of the DLM (its probability, its entropy) at the tokens it drafts

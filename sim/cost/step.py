@@ -34,8 +34,8 @@ class PriceCache:
     so every run of a process that shares it). A table filled through ``remember`` (keyed by
     a step) reaching ``limit`` entries is emptied (a forgotten price only costs
     recomputation); keys are exact, never bucketed. The limit bounds a process's memory: a
-    fig12 worker's tables held 1.3 GB at 2^16, and on a virtual machine each fresh page costs
-    a host fault (a fifth of the grid's CPU time went there)."""
+    fig12 worker's tables once held 1.3 GB, and on a virtual machine each fresh page costs a
+    host fault (a fifth of the grid's CPU time went there; CHANGELOG.md, 2026-12-05)."""
 
     def __init__(self, limit: int = 1 << 14) -> None:
         self.limit = limit
