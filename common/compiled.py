@@ -12,9 +12,12 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import signal
 import sys
+import threading
 import warnings
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from importlib.machinery import EXTENSION_SUFFIXES, ExtensionFileLoader, ModuleSpec, PathFinder
 from importlib.util import spec_from_file_location
 from pathlib import Path
@@ -83,3 +86,24 @@ def install() -> None:
                       "`make compiled` rebuilds them", RuntimeWarning, stacklevel=2)
     if Interpreted not in sys.meta_path:
         sys.meta_path.insert(0, Interpreted)
+
+
+@contextmanager
+def interrupt_after() -> Iterator[None]:
+    """Run the block with Ctrl-C (SIGINT) noted, not raised, and raise KeyboardInterrupt once it
+    ends. Compiled code cannot be interrupted safely: CPython checks for signals inside the
+    arithmetic of large ints, and mypyc's runtime takes the failed operation for a lack of
+    memory and aborts the process ("fatal: out of memory"). Outside the main thread, or where
+    SIGINT has another handler than Python's (a worker that ignores it), the block runs as is."""
+    if threading.current_thread() is not threading.main_thread() or \
+            signal.getsignal(signal.SIGINT) is not signal.default_int_handler:
+        yield
+        return
+    caught: list[int] = []
+    previous = signal.signal(signal.SIGINT, lambda signum, frame: caught.append(signum))
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    if caught:
+        raise KeyboardInterrupt

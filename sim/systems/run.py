@@ -7,6 +7,7 @@ from __future__ import annotations
 import gc
 from dataclasses import replace
 
+from common.compiled import interrupt_after
 from common.errors import ConfigError
 from sim.metrics import RunRecord
 from sim.systems.base import BaseRun
@@ -27,7 +28,8 @@ def simulate(p: RunParams, record: bool = False) -> tuple[RunRecord, BaseRun]:
     enabled = gc.isenabled()
     gc.disable()
     try:
-        return execute(resolve(p), record)
+        with interrupt_after():     # Ctrl-C: once the run ends (common/compiled.py says why)
+            return execute(resolve(p), record)
     finally:
         if enabled:
             gc.freeze()
