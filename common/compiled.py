@@ -90,20 +90,21 @@ def install() -> None:
 
 @contextmanager
 def interrupt_after() -> Iterator[None]:
-    """Run the block with Ctrl-C (SIGINT) noted, not raised, and raise KeyboardInterrupt once it
-    ends. Compiled code cannot be interrupted safely: CPython checks for signals inside the
-    arithmetic of large ints, and mypyc's runtime takes the failed operation for a lack of
-    memory and aborts the process ("fatal: out of memory"). Outside the main thread, or where
-    SIGINT has another handler than Python's (a worker that ignores it), the block runs as is."""
-    if threading.current_thread() is not threading.main_thread() or \
-            signal.getsignal(signal.SIGINT) is not signal.default_int_handler:
-        yield
-        return
+    """Run the block with Ctrl-C noted, not raised, and raise KeyboardInterrupt once it ends
+    (also SIGTERM and SIGHUP where, as in ``saddle``, they stop like Ctrl-C). Compiled code
+    cannot be interrupted safely: CPython checks for signals inside the arithmetic of large
+    ints, and mypyc's runtime takes the failed operation for a lack of memory and aborts the
+    process ("fatal: out of memory"). Outside the main thread, and for a signal with another
+    handler than Python's (a worker ignores them), nothing changes."""
+    main = threading.current_thread() is threading.main_thread()
+    stops = [s for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+             if main and signal.getsignal(s) is signal.default_int_handler]
     caught: list[int] = []
-    previous = signal.signal(signal.SIGINT, lambda signum, frame: caught.append(signum))
+    previous = {s: signal.signal(s, lambda signum, frame: caught.append(signum)) for s in stops}
     try:
         yield
     finally:
-        signal.signal(signal.SIGINT, previous)
+        for s, handler in previous.items():
+            signal.signal(s, handler)
     if caught:
         raise KeyboardInterrupt

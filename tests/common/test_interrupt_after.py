@@ -20,6 +20,20 @@ def test_ctrl_c_waits_for_the_block_then_is_raised():
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
 
 
+def test_sigterm_stopping_as_ctrl_c_does_waits_too():
+    previous = signal.signal(signal.SIGTERM, signal.default_int_handler)     # as saddle's CLI sets it
+    try:
+        finished = False
+        with pytest.raises(KeyboardInterrupt):
+            with interrupt_after():
+                os.kill(os.getpid(), signal.SIGTERM)
+                sum(range(1000))
+                finished = True
+        assert finished and signal.getsignal(signal.SIGTERM) is signal.default_int_handler
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
 def test_without_ctrl_c_the_block_returns_normally():
     with interrupt_after():
         value = 1
