@@ -15,17 +15,11 @@ import math
 from array import array
 from collections.abc import Callable, Sequence
 from functools import partial
-from typing import Final
 
 import numpy as np
 
 from sim.cost.step import Work
 from sim.engine.events import EventQueue
-
-# Completion events run before start events at the same instant, so a freed device is seen
-# as free by whatever the completion triggers.
-DONE_PRIORITY: Final = 0
-
 
 class _Running:
     # A plain class: its constructor runs per step (sim/cost/value.py says why).
@@ -65,7 +59,7 @@ class DeviceSet:
         gpu_used, pim_used = work.shares
         self._free = (max(0.0, 1.0 - gpu_used), max(0.0, 1.0 - pim_used))
         self._account(work)
-        job.event = self.queue.after(work.time_ps, self._finish_foreground, DONE_PRIORITY)
+        job.event = self.queue.after(work.time_ps, self._finish_foreground)
         self._rerate()
 
     def start_background(self, device: int, lane: str, work: Work,
@@ -80,7 +74,7 @@ class DeviceSet:
         job = background[device] = _Running(lane, work, on_done, now, float(work.time_ps), rate, now)
         self._account(work)
         if rate == 1.0:       # what _schedule computes, without the float arithmetic
-            job.event = self.queue.after(work.time_ps, self._finish[device], DONE_PRIORITY)
+            job.event = self.queue.after(work.time_ps, self._finish[device])
         else:
             self._schedule(device, job)
 
@@ -128,7 +122,7 @@ class DeviceSet:
         rate = job.rate
         if rate > 0:
             delay = math.ceil(job.remaining / rate - 1e-9) if job.remaining > 1e-9 else 0
-            job.event = self.queue.after(delay, self._finish[device], DONE_PRIORITY)
+            job.event = self.queue.after(delay, self._finish[device])
 
     def _rerate(self) -> None:
         """The foreground job started or ended: every background job's progress is booked at

@@ -3,7 +3,7 @@ pass give what the plain formulas give."""
 import math
 import random
 
-from sim.engine.devices import DONE_PRIORITY, DeviceSet, IntervalLog, Work, _Running
+from sim.engine.devices import DeviceSet, IntervalLog, Work, _Running
 from sim.engine.events import EventQueue
 
 
@@ -48,12 +48,12 @@ def test_started_step_ends_as_the_plain_formulas_say():
         rate = _plain_rate(fg, work)
         assert job.rate == rate
         shortcut += rate == 1.0
-        pending = {seq: (time, priority) for time, priority, seq, _ in queue._heap}
+        pending = {seq: time for time, seq, _ in queue._heap}
         delay = _plain_delay(work, rate)
         if delay is None:
             assert job.event is None
         else:
-            assert pending[job.event] == (delay, DONE_PRIORITY)
+            assert pending[job.event] == delay
     assert 300 < shortcut < 2700     # both paths taken
 
 
@@ -67,5 +67,5 @@ def test_rate_one_shortcut_equals_schedule():
         fast = dev.background.pop(0).event
         job = _Running("DLM/mb0", work, lambda: None, 0, float(t), 1.0, 0)
         dev._schedule(0, job)
-        times = {seq: time for time, _, seq, _ in queue._heap}
+        times = {seq: time for time, seq, _ in queue._heap}
         assert times[fast] == times[job.event] == t

@@ -7,11 +7,11 @@ from sim.manager.transactions import DiscardReason
 from sim.metrics import ConservationError, TokenCounts, latency_breakdown
 
 
-def test_events_run_by_time_then_priority_then_insertion():
+def test_events_run_by_time_then_insertion():
     q, seen = EventQueue(), []
-    q.at(5, lambda: seen.append("c"), priority=1)
-    q.at(5, lambda: seen.append("a"), priority=0)
-    q.at(5, lambda: seen.append("b"), priority=0)
+    q.at(5, lambda: seen.append("a"))
+    q.at(5, lambda: seen.append("b"))
+    q.at(5, lambda: seen.append("c"))
     q.at(2, lambda: seen.append("first"))
     e = q.at(3, lambda: seen.append("cancelled"))
     q.cancel(e)
