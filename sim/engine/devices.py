@@ -21,6 +21,7 @@ import numpy as np
 from sim.cost.step import Work
 from sim.engine.events import EventQueue
 
+
 class _Running:
     # A plain class: its constructor runs per step (sim/cost/value.py says why).
     __slots__ = ("lane", "work", "on_done", "start", "remaining", "rate", "since", "event")
