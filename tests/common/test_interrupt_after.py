@@ -9,6 +9,15 @@ import pytest
 from common.compiled import interrupt_after
 
 
+@pytest.fixture(autouse=True)
+def ctrl_c_raises():
+    """SIGINT as Python sets it up: a suite started in the background by a non-interactive shell
+    inherits it ignored (POSIX), and then Python leaves it so."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, previous)
+
+
 def test_ctrl_c_waits_for_the_block_then_is_raised():
     finished = False
     with pytest.raises(KeyboardInterrupt):
