@@ -25,12 +25,14 @@ compiled: $(STAMP)
 run: compiled
 	$(VENV)/bin/saddle run
 
-# Lint and type checks first (seconds), then the tests with their names as they run; then those
-# that patch a compiled class, in pure Python (tests/conftest.py).
+# Lint and type checks first (seconds), then the tests with their names as they run, on every
+# core (pytest-xdist; each test file stays on one worker, so its fixtures are built once; Verilator
+# builds are shared through build/ under a lock); then those that patch a compiled class, in
+# pure Python (tests/conftest.py).
 test: compiled browser
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/mypy
-	$(PY) -m pytest -v
+	$(PY) -m pytest -v -n auto --dist loadfile
 	SADDLE_PURE_PYTHON=1 $(PY) -m pytest -v -m pure_python
 
 # The report's browser test (tests/report/test_page.py) renders the page in headless Chromium,
