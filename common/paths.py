@@ -3,12 +3,34 @@ shipped configs and traces are found beside the code."""
 from __future__ import annotations
 
 import os
+import tempfile
+from collections.abc import Callable
+from contextlib import suppress
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 CONFIGS = ROOT / "configs"
 TRACE_DATA = ROOT / "traces" / "data"
 BUILD = ROOT / "build"
+
+
+def write_whole(path: Path, content: str | Callable[[Path], None], suffix: str = ".tmp") -> None:
+    """``content`` (text, or a function that writes the file it is given) at ``path`` whole or
+    not at all: written to a temporary file of this call beside it (named ``suffix``), then
+    renamed. A rerun resumes from what is there, a reader never sees half a file, and processes
+    writing the same file never mix their bytes or rename each other's temporary file."""
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=suffix)
+    try:
+        with os.fdopen(fd, "w") as f:
+            if isinstance(content, str):
+                f.write(content)
+        if not isinstance(content, str):
+            content(Path(tmp))
+        os.replace(tmp, path)
+    except BaseException:
+        with suppress(OSError):
+            os.unlink(tmp)
+        raise
 
 
 def results_dir() -> Path:

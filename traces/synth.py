@@ -50,7 +50,6 @@ entropy.
 from __future__ import annotations
 
 import math
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -58,7 +57,7 @@ import numpy as np
 
 from common.config import config_path, get, load_yaml
 from common.errors import ConfigError
-from common.paths import BUILD, CONFIGS, TRACE_DATA
+from common.paths import BUILD, CONFIGS, TRACE_DATA, write_whole
 from traces.format import CATEGORIES, RequestTrace, TraceHeader, split_flat
 from traces.io import write_trace
 
@@ -480,15 +479,12 @@ def default_trace(pair: str) -> Path:
 
 
 def write_default_trace(pair: str, path: Path | None = None) -> Path:
-    """(Re)generate the shipped trace of ``pair`` (or write it to ``path``); written beside and
-    renamed, so readers never see a half-written file."""
+    """(Re)generate the shipped trace of ``pair`` (or write it to ``path``), whole or not at all."""
     params = load_params(pair)
     path = path or default_trace_path(pair)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp.gz")
-    write_trace(tmp, *synthesize(params, params.default_splits, params.default_seed,
-                                 context=params.default_context))
-    os.replace(tmp, path)
+    made = synthesize(params, params.default_splits, params.default_seed, context=params.default_context)
+    write_whole(path, lambda tmp: write_trace(tmp, *made), suffix=".tmp.gz")
     return path
 
 
@@ -515,10 +511,9 @@ def trace_for_context(pair: str, context: int | None, entropy: bool = False) -> 
     path = BUILD / "traces" / f"{pair}.synth{name}{'.entropy' if entropy else ''}.jsonl.gz"
     if not path.is_file():
         path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(path.name + ".tmp.gz")
         made = synthesize(params, params.default_splits, params.default_seed, context=extend)
         if entropy:
             made = with_entropy(params, *made, params.default_seed)
-        write_trace(tmp, *made)
-        os.replace(tmp, path)
+        # Whole, under a name of this call's: processes making the same trace at once both finish.
+        write_whole(path, lambda tmp: write_trace(tmp, *made), suffix=".tmp.gz")
     return path

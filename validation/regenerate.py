@@ -25,6 +25,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+from common.paths import write_whole
+
 HERE = Path(__file__).resolve().parent
 TABLES = HERE / "tables"
 SCHEMA = "saddle-validation/1"
@@ -185,9 +187,7 @@ def write_table(path: Path, kind: str, columns, rows, sources: dict, command: st
                 parameters: dict) -> None:
     doc = {"schema": SCHEMA, "kind": kind, "sources": sources, "command": command,
            "parameters": parameters, "columns": list(columns), "rows": rows}
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(doc, indent=1) + "\n")
-    tmp.replace(path)
+    write_whole(path, json.dumps(doc, indent=1) + "\n")
     print(f"wrote {path} ({len(rows)} points)", file=sys.stderr)
 
 

@@ -14,17 +14,16 @@ import io
 import json
 import os
 import sys
-import tempfile
 import traceback
 from collections.abc import Iterator
-from contextlib import nullcontext, suppress
+from contextlib import nullcontext
 from functools import cache
 from pathlib import Path
 
 import yaml
 
 from common.errors import SaddleError
-from common.paths import CONFIGS, ROOT
+from common.paths import CONFIGS, ROOT, write_whole
 from common.progress import Progress, announce
 from sim.experiments.backends import Backend, make
 from sim.experiments.grid import params_dict, run_key
@@ -351,20 +350,6 @@ def _run_task(task: _Task) -> tuple[dict | None, str | None]:
         from report.timeline import write_timeline
         write_timeline(Path(task.timeline), run.log, run.n_devices)
     return metrics.to_dict() | {"sequence_length": p.sequence_length}, None
-
-
-def write_whole(path: Path, text: str) -> None:
-    """``text`` written whole or not at all (a temporary file of this process, then renamed):
-    a rerun resumes from what is there, and two processes never mix their bytes."""
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w") as f:
-            f.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        with suppress(OSError):
-            os.unlink(tmp)
-        raise
 
 
 def flat(record: dict, prefix: str = "") -> dict:

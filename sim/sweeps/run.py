@@ -20,8 +20,9 @@ from pathlib import Path
 
 import yaml
 
+from common.paths import write_whole
 from sim.experiments.backends import Backend, make
-from sim.experiments.runner import csv_text, dispatch, flat, plan, run_file, write_whole
+from sim.experiments.runner import csv_text, dispatch, flat, plan, run_file
 from sim.sweeps.spec import Sweep
 
 RUN_FIELDS = ("system", "pair", "batch", "draft_length", "sequence_length")
