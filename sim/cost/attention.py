@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Hashable, Sequence
 from functools import partial
-from operator import add, mul
+from operator import add
 from typing import TYPE_CHECKING
 
 from sim.cost.energy import COMPONENTS
@@ -34,9 +34,13 @@ class Sums:
 
     @staticmethod
     def of(contexts: Sequence[int], queries: Sequence[int]) -> Sums:
-        n, sum_l, sum_q = len(contexts), sum(contexts), sum(queries)
-        # Every query count is at least 1: sum_q == n means one query each.
-        return Sums(n, sum_l, sum_q, sum_l if sum_q == n else sum(map(mul, contexts, queries)))
+        # Typed loops: compiled, ``sum`` is a builtin looked up and called.
+        sum_l = sum_q = sum_lq = 0
+        for c, q in zip(contexts, queries):
+            sum_l += c
+            sum_q += q
+            sum_lq += c * q
+        return Sums(len(contexts), sum_l, sum_q, sum_lq)
 
     def shifted(self, s: int) -> Sums:
         """The sums once every context has grown by ``s``."""
