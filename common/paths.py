@@ -12,6 +12,8 @@ ROOT = Path(__file__).resolve().parent.parent
 CONFIGS = ROOT / "configs"
 TRACE_DATA = ROOT / "traces" / "data"
 BUILD = ROOT / "build"
+_UMASK = os.umask(0)    # read once, at import: os.umask can only be read by setting it
+os.umask(_UMASK)
 
 
 def write_whole(path: Path, content: str | Callable[[Path], None], suffix: str = ".tmp") -> None:
@@ -21,11 +23,13 @@ def write_whole(path: Path, content: str | Callable[[Path], None], suffix: str =
     writing the same file never mix their bytes or rename each other's temporary file."""
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=suffix)
     try:
-        with os.fdopen(fd, "w") as f:
-            if isinstance(content, str):
+        if isinstance(content, str):
+            with os.fdopen(fd, "w") as f:
                 f.write(content)
-        if not isinstance(content, str):
+        else:
+            os.close(fd)
             content(Path(tmp))
+        os.chmod(tmp, 0o666 & ~_UMASK)      # as open() would have made it (mkstemp: 0600)
         os.replace(tmp, path)
     except BaseException:
         with suppress(OSError):

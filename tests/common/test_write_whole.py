@@ -2,6 +2,8 @@
 temporary file of its own, so writers of the same file at once all finish (the last rename
 wins) and leave nothing behind; and the build traces made that way (``trace_for_context``),
 which two test workers once made at once, one failing to rename the other's temporary file."""
+import stat
+
 import pytest
 
 from common.paths import write_whole
@@ -16,6 +18,10 @@ def test_text_and_writer_functions(tmp_path):
     assert (tmp_path / "a.txt").read_text() == "text"
     assert (tmp_path / "b.txt").read_text() == "by a function"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a.txt", "b.txt"]
+    # The mode open() gives a new file (the temporary file is made 0600).
+    (tmp_path / "plain.txt").write_text("")
+    want = stat.S_IMODE((tmp_path / "plain.txt").stat().st_mode)
+    assert {stat.S_IMODE((tmp_path / n).stat().st_mode) for n in ("a.txt", "b.txt")} == {want}
 
 
 def test_a_writer_finishing_first_does_not_break_the_other(tmp_path):
